@@ -1,0 +1,102 @@
+"""tether: an agent runtime for tool-using LLM applications that keeps every agent on a tether.
+
+::
+
+    from tether import Agent, tool
+    from tether.providers import OpenAIChat
+
+    @tool
+    def add(a: int, b: int) -> int:
+        \"\"\"Add two integers.\"\"\"
+        return a + b
+
+    agent = Agent(model=OpenAIChat(base_url="http://127.0.0.1:8080/v1", model="qwen"),
+                  tools=[add])
+    result = agent.run_sync("What is 2+3?")
+
+Public names are imported lazily, so ``import tether`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "Agent": "tether.agent",
+    "Conversation": "tether.agent",
+    "RunResult": "tether.agent",
+    "StopCause": "tether.agent",
+    "ToolCallRecord": "tether.agent",
+    "PendingCall": "tether.agent",
+    "tool": "tether.tools",
+    "Tool": "tether.tools",
+    "ToolSpec": "tether.tools",
+    "ToolContext": "tether.tools",
+    "ToolOutput": "tether.tools",
+    "Toolset": "tether.tools",
+    "humanize_tool_name": "tether.tools",
+    "Capabilities": "tether.trust",
+    "Taint": "tether.trust",
+    "SecurityConfig": "tether.trust",
+    "AnswerShape": "tether.trust",
+    "Approver": "tether.approval",
+    "ApprovalRequest": "tether.approval",
+    "Decision": "tether.approval",
+    "AllowAll": "tether.approval",
+    "DenyAll": "tether.approval",
+    "OutputSpec": "tether.output",
+    "OutputReservation": "tether.output",
+    "OutputReport": "tether.output",
+    "PreparedRun": "tether.output",
+    "SubagentProfile": "tether.subagents",
+    "Message": "tether.messages",
+    "Usage": "tether.messages",
+    "TetherError": "tether.errors",
+    "ConfigError": "tether.errors",
+    "ToolError": "tether.errors",
+    "ProviderError": "tether.errors",
+    "OutputFailure": "tether.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tether' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+if TYPE_CHECKING:
+    from tether.agent import Agent, Conversation, PendingCall, RunResult, StopCause, ToolCallRecord
+    from tether.approval import AllowAll, ApprovalRequest, Approver, Decision, DenyAll
+    from tether.errors import (
+        ConfigError,
+        OutputFailure,
+        ProviderError,
+        TetherError,
+        ToolError,
+    )
+    from tether.messages import Message, Usage
+    from tether.output import OutputReport, OutputReservation, OutputSpec, PreparedRun
+    from tether.subagents import SubagentProfile
+    from tether.tools import (
+        Tool,
+        ToolContext,
+        ToolOutput,
+        Toolset,
+        ToolSpec,
+        humanize_tool_name,
+        tool,
+    )
+    from tether.trust import AnswerShape, Capabilities, SecurityConfig, Taint

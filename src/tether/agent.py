@@ -1,0 +1,871 @@
+"""The agent loop, top to bottom.
+
+One run: the prompt joins the conversation; then, turn by turn, the model is asked, its
+answer kept, and every tool call it made passes the gate (lookup -> argument validation ->
+trifecta check -> approval -> run). A turn ends in one of three ways: a final answer, more
+tool rounds, or a stop with a cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether import events as ev
+from tether.approval import (
+    PERMISSION_MODES,
+    ApprovalReason,
+    ApprovalRequest,
+    Approver,
+    Decision,
+    PermissionMode,
+    ask,
+)
+from tether.errors import ConfigError, TetherError
+from tether.messages import (
+    Image,
+    Message,
+    Part,
+    Text,
+    ToolCall,
+    ToolResult,
+    Trust,
+    Usage,
+    message_from_dict,
+    message_to_dict,
+    usage_to_dict,
+)
+from tether.providers.base import (
+    Completed,
+    ModelRequest,
+    ModelResponse,
+    NamedToolChoice,
+    Provider,
+    ReasoningChunk,
+    Retrying,
+    TextChunk,
+    ToolChoice,
+)
+from tether.tools import (
+    ArgumentError,
+    Tool,
+    ToolContext,
+    ToolOutput,
+    Toolset,
+    ToolSpec,
+    ensure_tools,
+)
+from tether.trust import (
+    CLEAN,
+    SecurityConfig,
+    Taint,
+    forecast,
+    is_armed_send,
+    truncate,
+    untrusted_block,
+)
+
+if TYPE_CHECKING:
+    from tether.output import OutputPlan, OutputReservation, OutputSpec, PreparedRun
+    from tether.subagents import SubagentProfile
+
+
+class StopCause(StrEnum):
+    COMPLETED = "completed"  # the model gave its answer
+    MAX_TURNS = "max_turns"  # the turn bound was reached while the model still worked
+    OUTPUT_TOKEN_BUDGET = "output_token_budget"  # max_output_tokens spent
+    COST_BUDGET = "cost_budget"
+    INTERRUPTED = "interrupted"
+    NO_OUTPUT = "no_output"  # the model finished without an answer
+    PAUSED = "paused"  # waiting for approval decisions (see Agent.resume)
+    ERROR = "error"  # the provider failed; RunResult.error says how
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    """What became of one tool call: ``status`` is ok, error, denied, blocked, unknown_tool
+    or invalid_args."""
+
+    call_id: str
+    name: str
+    input: Any
+    status: str
+    output: str
+
+    @property
+    def error(self) -> bool:
+        return self.status != "ok"
+
+    @property
+    def denied(self) -> bool:
+        return self.status == "denied"
+
+    @property
+    def blocked(self) -> bool:
+        return self.status == "blocked"
+
+
+@dataclass(slots=True)
+class Conversation:
+    """Messages plus what they have exposed the agent to. Pass one to ``run`` to continue.
+
+    ``taint`` only grows. ``session_approvals`` holds the tools a person allowed "for this
+    session". ``on_append`` (set by the session store) sees each message as it is added.
+    """
+
+    messages: list[Message] = field(default_factory=list)
+    taint: Taint = CLEAN
+    session_approvals: set[str] = field(default_factory=set)
+    on_append: Callable[[Message, Taint], None] | None = None
+
+    def append(self, message: Message) -> None:
+        self.messages.append(message)
+        if self.on_append is not None:
+            self.on_append(message, self.taint)
+
+    def grow_taint(self, taint: Taint) -> None:
+        self.taint = self.taint | taint
+
+    @property
+    def pending_calls(self) -> list[ToolCall]:
+        """Calls of the last assistant message that have no result yet (a paused run)."""
+        if not self.messages or self.messages[-1].role != "assistant":
+            return []
+        return self.messages[-1].tool_calls
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "messages": [message_to_dict(m) for m in self.messages],
+            "taint": self.taint.to_dict(),
+            "session_approvals": sorted(self.session_approvals),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Conversation:
+        return cls(
+            [message_from_dict(m) for m in d.get("messages", [])],
+            Taint.from_dict(d.get("taint", {})),
+            set(d.get("session_approvals", [])),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A call waiting for a host's decision (a paused run)."""
+
+    call_id: str
+    tool: str
+    arguments: Any
+    reason: ApprovalReason
+    explanation: str
+
+
+@dataclass(slots=True)
+class RunResult:
+    text: str
+    stop_cause: StopCause
+    usage: Usage
+    turns: int
+    tool_calls: list[ToolCallRecord]
+    blocked_sends: int
+    taint: Taint
+    malformed_tool_args: int
+    conversation: Conversation
+    new_messages: list[Message]
+    events: list[ev.Event] = field(default_factory=list)
+    error: TetherError | None = None
+    pending: list[PendingCall] = field(default_factory=list)
+    output: Any = None
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.conversation.messages
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (``tether run --json``); events and the full transcript are left out."""
+        return {
+            "text": self.text,
+            "stop_cause": str(self.stop_cause),
+            "usage": usage_to_dict(self.usage),
+            "turns": self.turns,
+            "tool_calls": [
+                {"call_id": r.call_id, "name": r.name, "input": r.input, "status": r.status,
+                 "error": r.error, "denied": r.denied, "blocked": r.blocked}
+                for r in self.tool_calls
+            ],
+            "blocked_sends": self.blocked_sends,
+            "taint": self.taint.to_dict(),
+            "malformed_tool_args": self.malformed_tool_args,
+            "error": str(self.error) if self.error else None,
+            "pending": [
+                {"call_id": p.call_id, "tool": p.tool, "arguments": p.arguments,
+                 "reason": p.reason, "explanation": p.explanation}
+                for p in self.pending
+            ],
+            **({"output": _jsonable_output(self.output)} if self.output is not None else {}),
+        }
+
+
+class Agent:
+    """An LLM on a tether: a model, tools, and the rules every tool call must pass.
+
+    ::
+
+        agent = Agent(model=OpenAIChat(base_url=..., model="qwen"), tools=[add])
+        result = await agent.run("What is 2+3?")
+    """
+
+    def __init__(
+        self,
+        model: Provider,
+        tools: Iterable[Tool | Toolset | Callable[..., Any]] = (),
+        system_prompt: str | None = None,
+        max_turns: int = 40,
+        max_output_tokens: int | None = None,
+        *,
+        approver: Approver | None = None,
+        security: SecurityConfig | None = None,
+        permission_mode: PermissionMode = "ask",
+        workspace: str | Path = ".",
+        subagents: Iterable[SubagentProfile] = (),
+        providers: dict[str, Provider] | None = None,
+        approval_timeout_secs: float | None = 300.0,
+        tool_timeout_secs: float | None = 600.0,
+        temperature: float | None = None,
+        output_retries: int = 2,
+    ) -> None:
+        if max_turns < 1:
+            raise ConfigError(f"max_turns must be at least 1, not {max_turns}")
+        if permission_mode not in PERMISSION_MODES:
+            raise ConfigError(
+                f"permission_mode must be one of {', '.join(PERMISSION_MODES)}, "
+                f"not {permission_mode!r}"
+            )
+        self.model = model
+        self.system_prompt = system_prompt
+        self.max_turns = max_turns
+        self.max_output_tokens = max_output_tokens
+        self.approver = approver
+        self.security = security or SecurityConfig()
+        self.permission_mode: PermissionMode = permission_mode
+        self.workspace = Path(workspace).resolve()
+        self.providers = dict(providers or {})
+        self.approval_timeout_secs = approval_timeout_secs
+        self.tool_timeout_secs = tool_timeout_secs
+        self.temperature = temperature
+        self.output_retries = output_retries
+        self._sources = ensure_tools(tools)
+        self.subagents = list(subagents)
+        if self.subagents:
+            from tether.subagents import delegation_tools
+
+            self._sources.extend(delegation_tools(self.subagents, self))
+        self._static: dict[str, Tool] | None = None
+        self._check_tool_names()
+
+    # --- public API -----------------------------------------------------------------------
+
+    @classmethod
+    def from_config(cls, workspace: str | Path = ".", **overrides: Any) -> Agent:
+        """Build an agent from tether.toml (user file, ./tether.toml, TETHER_* env)."""
+        from tether.config import agent_from_config
+
+        return agent_from_config(workspace=workspace, **overrides)
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """The tools as they are now (MCP servers may change theirs during a run)."""
+        if self._static is not None:
+            return self._static
+        current: dict[str, Tool] = {}
+        dynamic = False
+        for source in self._sources:
+            if isinstance(source, Tool):
+                current[source.name] = source
+            else:
+                dynamic = True
+                for t in source.tools():
+                    current.setdefault(t.name, t)
+        if not dynamic:
+            self._static = current
+        return current
+
+    def add_tools(self, *tools: Tool | Toolset | Callable[..., Any]) -> None:
+        self._sources.extend(ensure_tools(tools))
+        self._static = None
+        self._check_tool_names()
+
+    async def run(
+        self,
+        prompt: str | Sequence[Part],
+        *,
+        conversation: Conversation | None = None,
+        session: Any = None,
+    ) -> RunResult:
+        """Run to an answer or a bound. A provider failure raises (with ``.result`` set)."""
+        result = await _collect(self.stream(prompt, conversation=conversation, session=session,
+                                            _stream_requests=False))
+        if result.error is not None:
+            result.error.result = result  # type: ignore[attr-defined]
+            raise result.error
+        return result
+
+    def run_sync(self, prompt: str | Sequence[Part], **kwargs: Any) -> RunResult:
+        """``run`` for scripts without an event loop of their own."""
+        return asyncio.run(self.run(prompt, **kwargs))
+
+    async def stream(
+        self,
+        prompt: str | Sequence[Part],
+        *,
+        conversation: Conversation | None = None,
+        session: Any = None,
+        _stream_requests: bool = True,
+        _output: OutputPlan | None = None,
+        _path: tuple[str, ...] = (),
+    ) -> AsyncIterator[ev.Event]:
+        """Every event of a run, ending with ``RunFinished``. Provider failures end the run
+        with ``stop_cause == "error"`` instead of raising."""
+        conversation = _bind_session(conversation, session)
+        if isinstance(prompt, str) and not prompt.strip() and not conversation.messages:
+            raise TetherError("the prompt is empty: say what the agent should do")
+        parts = (Text(prompt),) if isinstance(prompt, str) else tuple(prompt)
+        run = _Run(self, conversation, _stream_requests, _output, _path)
+        async for event in run.execute(Message("user", parts)):
+            yield event
+
+    async def resume(
+        self,
+        conversation: Conversation | Any,
+        decisions: dict[str, Decision],
+        *,
+        stream: bool = False,
+    ) -> RunResult:
+        """Continue a paused run: ``decisions`` maps each pending call id to a Decision."""
+        conversation = _bind_session(None, conversation) if not isinstance(
+            conversation, Conversation) else conversation
+        run = _Run(self, conversation, stream, None, (), decisions=dict(decisions))
+        result = await _collect(run.execute(None))
+        if result.error is not None:
+            result.error.result = result  # type: ignore[attr-defined]
+            raise result.error
+        return result
+
+    def prepare(
+        self,
+        prompt: str | Sequence[Part],
+        *,
+        output: OutputSpec | OutputReservation,
+        conversation: Conversation | None = None,
+    ) -> PreparedRun:
+        """A run that must answer in ``output``'s shape: ``await agent.prepare(...).output()``."""
+        from tether.output import PreparedRun
+
+        return PreparedRun(self, prompt, output, conversation)
+
+    async def aclose(self) -> None:
+        await self.model.aclose()
+        for provider in self.providers.values():
+            await provider.aclose()
+        for source in self._sources:
+            close = getattr(source, "aclose", None)
+            if close is not None and not isinstance(source, Tool):
+                await close()
+
+    async def __aenter__(self) -> Agent:
+        for source in self._sources:
+            start = getattr(source, "start", None)
+            if start is not None and not isinstance(source, Tool):
+                await start()
+        self._static = None
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _check_tool_names(self) -> None:
+        seen: set[str] = set()
+        for source in self._sources:
+            if isinstance(source, Tool):
+                if source.name in seen:
+                    raise ConfigError(f"two tools are named {source.name!r}; names must be unique")
+                seen.add(source.name)
+
+
+async def _collect(events: AsyncIterator[ev.Event]) -> RunResult:
+    result: RunResult | None = None
+    async for event in events:
+        if isinstance(event, ev.RunFinished) and not event.path:
+            result = event.result
+    assert result is not None, "a run always ends with RunFinished"
+    return result
+
+
+def _bind_session(conversation: Conversation | None, session: Any) -> Conversation:
+    if session is None:
+        return conversation if conversation is not None else Conversation()
+    bound: Conversation = session.conversation()
+    return bound
+
+
+class _Run:
+    """The state of one run; ``execute`` is the loop."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        conversation: Conversation,
+        stream_requests: bool,
+        output: OutputPlan | None,
+        path: tuple[str, ...],
+        decisions: dict[str, Decision] | None = None,
+    ) -> None:
+        self.agent = agent
+        self.conversation = conversation
+        self.stream_requests = stream_requests
+        self.output = output
+        self.path = path
+        self.decisions = decisions or {}
+        self.usage = Usage()
+        self.turns = 0
+        self.records: list[ToolCallRecord] = []
+        self.blocked_sends = 0
+        self.malformed = 0
+        self.events: list[ev.Event] = []
+        self.start = len(conversation.messages)
+        self.pending: list[PendingCall] = []
+        self.error: TetherError | None = None
+
+    async def execute(self, prompt: Message | None) -> AsyncIterator[ev.Event]:
+        agent, conv = self.agent, self.conversation
+        if prompt is not None:
+            if any(isinstance(p, Image) for p in prompt.parts):
+                conv.grow_taint(Taint(private=True))  # a user's picture is private data
+            conv.append(prompt)
+        tools = self._turn_tools()
+        yield self._event(ev.RunStarted(prompt.text if prompt else "", agent.model.model,
+                                        tuple(tools), conv.taint))
+
+        # A paused run resumes with the calls it stopped on.
+        if prompt is None and conv.pending_calls:
+            async for event in self._handle_calls(conv.pending_calls):
+                yield event
+            if self.pending:
+                yield self._finish(StopCause.PAUSED, "")
+                return
+
+        stop: StopCause | None = None
+        text = ""
+        while stop is None:
+            if self.turns >= agent.max_turns:
+                stop = StopCause.MAX_TURNS
+                break
+            self.turns += 1
+            yield self._event(ev.TurnStarted(self.turns))
+
+            response: ModelResponse | None = None
+            try:
+                async for chunk in agent.model.stream(self._request()):
+                    if isinstance(chunk, TextChunk):
+                        yield self._event(ev.TextDelta(chunk.text))
+                    elif isinstance(chunk, ReasoningChunk):
+                        yield self._event(ev.ReasoningDelta(chunk.text))
+                    elif isinstance(chunk, Retrying):
+                        yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
+                                                           chunk.error))
+                    elif isinstance(chunk, Completed):
+                        response = chunk.response
+            except TetherError as error:  # ProviderError and a scripted model's exhaustion
+                self.error = error
+                stop = StopCause.ERROR
+                break
+            if response is None:
+                from tether.errors import MalformedResponseError
+
+                self.error = MalformedResponseError(
+                    f"{agent.model.name}: the response ended without completing",
+                    provider=agent.model.name,
+                )
+                stop = StopCause.ERROR
+                break
+
+            message = response.message
+            conv.append(message)
+            self.usage = self.usage + response.usage
+            yield self._event(ev.ModelResponded(message, response.stop_reason, response.usage))
+            yield self._event(ev.UsageUpdated(response.usage, self.usage))
+            text = message.text
+
+            calls = message.tool_calls
+            if not calls:
+                if self.output is not None:
+                    nudge = self.output.on_prose(text)
+                    if nudge is not None:
+                        conv.append(Message.user(nudge))
+                        continue
+                    stop = StopCause.NO_OUTPUT
+                elif response.stop_reason == "max_tokens" and self._budget_spent():
+                    stop = StopCause.OUTPUT_TOKEN_BUDGET
+                else:
+                    stop = StopCause.COMPLETED if text.strip() else StopCause.NO_OUTPUT
+                break
+
+            if self._budget_spent():
+                yield self._close_unrun(calls, "the run's output token budget is spent")
+                stop = StopCause.OUTPUT_TOKEN_BUDGET
+                break
+            answering = self.output is not None and any(self.output.owns(c.name) for c in calls)
+            if self.turns >= agent.max_turns and not answering:
+                # Results the model would never read: do not run side effects for nothing.
+                yield self._close_unrun(calls, f"the run reached max_turns ({agent.max_turns})")
+                stop = StopCause.MAX_TURNS
+                break
+
+            async for event in self._handle_calls(calls):
+                yield event
+            if self.pending:
+                stop = StopCause.PAUSED
+            elif self.output is not None and self.output.done:
+                stop = StopCause.COMPLETED if self.output.succeeded else StopCause.NO_OUTPUT
+                text = ""
+
+        yield self._finish(stop, text)
+
+    # --- one turn's calls: the gate --------------------------------------------------------
+
+    async def _handle_calls(self, calls: Sequence[ToolCall]) -> AsyncIterator[ev.Event]:
+        """Check every call of a turn, ask where needed, run the allowed ones concurrently,
+        then append all results in call order."""
+        agent, conv = self.agent, self.conversation
+        tools = self._turn_tools()
+        known = [tools[c.name] for c in calls if c.name in tools]
+        turn_forecast = forecast(conv.taint, (t.capabilities for t in known))
+
+        results: dict[str, ToolResult] = {}
+        runnable: list[tuple[ToolCall, Tool, dict[str, Any]]] = []
+        for call in calls:
+            tool = tools.get(call.name)
+            yield self._event(ev.ToolCallRequested(
+                call, tool.spec.display_name if tool else call.name))
+
+            # 1. lookup
+            if tool is None:
+                available = ", ".join(sorted(tools)) or "none"
+                yield self._refuse(results, call, "unknown_tool",
+                                   f"Error: there is no tool named {call.name!r}. "
+                                   f"Available tools: {available}.")
+                continue
+
+            # 2. argument validation (the answering tool of structured output included)
+            try:
+                arguments = tool.validate(call.parsed_arguments())
+            except ValueError as e:  # json's errors and ArgumentError are both ValueErrors
+                self.malformed += 1
+                what = ("the arguments are not valid JSON" if not isinstance(e, ArgumentError)
+                        else "the arguments do not match the tool's schema")
+                content = f"Error: {what}: {e}. Call {call.name} again with corrected arguments."
+                if self.output is not None and self.output.owns(call.name):
+                    content = self.output.on_invalid(str(e)) or content
+                yield self._refuse(results, call, "invalid_args", content)
+                continue
+            if self.output is not None and self.output.owns(call.name):
+                yield self._settle(results, call, "ok", self.output.on_answer(arguments))
+                continue
+
+            # 3. the trifecta interlock
+            ask_reason: ApprovalReason | None = None
+            explanation = ""
+            if is_armed_send(tool.capabilities, turn_forecast):
+                policy = agent.security.trifecta
+                why = ("this call can send data out, and the conversation holds private data "
+                       "and untrusted text, so it could leak the private data")
+                if policy == "block":
+                    self.blocked_sends += 1
+                    yield self._event(ev.TrifectaBlocked(call.id, call.name, turn_forecast,
+                                                         policy, why))
+                    yield self._refuse(
+                        results, call, "blocked",
+                        f"Blocked by policy: {why}. It was not run. To allow such calls, set "
+                        f"security.trifecta = \"ask\" (a person decides) or \"allow\"; or do "
+                        f"this step in a fresh conversation without the untrusted text.")
+                    continue
+                if policy == "ask":
+                    yield self._event(ev.TrifectaBlocked(call.id, call.name, turn_forecast,
+                                                         policy, why + "; asking the approver"))
+                    ask_reason, explanation = "trifecta", f"Trifecta check: {why}."
+
+            # 4. permission mode and approval
+            if agent.permission_mode == "read-only" and not tool.read_only:
+                yield self._event(ev.ApprovalDecided(call.id, call.name, False, "deny",
+                                                     "permission_mode", "read-only mode"))
+                yield self._refuse(
+                    results, call, "denied",
+                    f"Blocked by policy: {tool.spec.display_name} can change things and the "
+                    f"agent runs in read-only mode. It was not run.")
+                continue
+            if ask_reason is None and tool.needs_approval:
+                ask_reason = "needs_approval"
+                explanation = f"{tool.spec.display_name} needs approval before it runs."
+            if ask_reason is not None:
+                decision: Decision | None = None
+                async for event in self._approve(call, tool, arguments, ask_reason, explanation):
+                    if isinstance(event, Decision):
+                        decision = event
+                    else:
+                        yield event
+                assert decision is not None
+                if decision.scope == "defer":
+                    self.pending.append(PendingCall(call.id, call.name, arguments, ask_reason,
+                                                    explanation))
+                    continue
+                if not decision.allowed:
+                    yield self._refuse(results, call, "denied", decision.reason or "denied")
+                    continue
+            runnable.append((call, tool, arguments))
+
+        if self.pending:
+            # Nothing of this turn runs until every pending call has a decision: the turn
+            # is resumed whole (see Agent.resume).
+            yield self._event(ev.RunPaused(tuple(p.call_id for p in self.pending)))
+            return
+
+        # 5. run: allowed calls side by side; their events (a sub-agent's) stream through.
+        async for event in self._run_tools(runnable, results):
+            yield event
+        self.conversation.append(Message("tool", tuple(results[c.id] for c in calls)))
+
+    async def _approve(
+        self, call: ToolCall, tool: Tool, arguments: dict[str, Any], reason: ApprovalReason,
+        explanation: str,
+    ) -> AsyncIterator[ev.Event | Decision]:
+        """Yields the approval events and, last, the Decision."""
+        agent, conv = self.agent, self.conversation
+        if call.id in self.decisions:  # a resumed run: the host has answered
+            decision, by = self.decisions[call.id], "approver"
+        elif reason == "needs_approval" and call.name in conv.session_approvals:
+            decision, by = Decision.allow(), "session_cache"
+        elif reason == "needs_approval" and agent.permission_mode == "allow":
+            decision, by = Decision.allow(), "permission_mode"
+        elif agent.approver is None:
+            how = ("set security.trifecta = \"allow\" to waive the check, or run with an "
+                   "approver" if reason == "trifecta" else
+                   "run with an approver, or use permission_mode=\"allow\" (tether run --yes)")
+            decision, by = Decision.deny(
+                f"Blocked by policy: {tool.spec.display_name} needs approval and there is "
+                f"nobody to ask. It was not run. To allow it, {how}."), "policy"
+        else:
+            request = ApprovalRequest(call.id, call.name, tool.spec.display_name, arguments,
+                                      reason, explanation, conv.taint, tool.capabilities,
+                                      tool.cache_approval)
+            yield self._event(ev.ApprovalRequested(call.id, call.name, tool.spec.display_name,
+                                                   arguments, reason, conv.taint))
+            decision, by = await ask(agent.approver, request, agent.approval_timeout_secs)
+            if decision.scope == "deny":
+                said = decision.reason or "no reason given"
+                decision = Decision.deny(f"Denied by the user: {said}. "
+                                         f"{tool.spec.display_name} was not run.")
+        if decision.scope == "session" and reason == "needs_approval" and tool.cache_approval:
+            conv.session_approvals.add(call.name)
+        yield self._event(ev.ApprovalDecided(call.id, call.name, decision.allowed,
+                                             decision.scope, by, decision.reason))
+        yield decision
+
+    async def _run_tools(
+        self, runnable: list[tuple[ToolCall, Tool, dict[str, Any]]],
+        results: dict[str, ToolResult],
+    ) -> AsyncIterator[ev.Event]:
+        if not runnable:
+            return
+        queue: asyncio.Queue[ev.Event | None] = asyncio.Queue()
+
+        async def emit(event: ev.Event) -> None:
+            queue.put_nowait(event)
+
+        async def run_one(call: ToolCall, tool: Tool, arguments: dict[str, Any]) -> None:
+            try:
+                results[call.id] = await self._run_tool(call, tool, arguments, emit)
+            finally:
+                queue.put_nowait(None)
+
+        tasks = [asyncio.create_task(run_one(*item)) for item in runnable]
+        try:
+            remaining = len(tasks)
+            while remaining:
+                item = await queue.get()
+                if item is None:
+                    remaining -= 1
+                else:
+                    yield self._event(item)
+        finally:
+            for task in tasks:
+                task.cancel()
+        for task in tasks:
+            task.result()  # re-raise what the gate itself got wrong; tools' errors are results
+
+    async def _run_tool(
+        self, call: ToolCall, tool: Tool, arguments: dict[str, Any],
+        emit: Callable[[ev.Event], Any],
+    ) -> ToolResult:
+        agent, conv = self.agent, self.conversation
+        await emit(ev.ToolStarted(call.id, call.name, tool.spec.display_name, arguments))
+        ctx = ToolContext(call.id, call.name, conv.taint, agent.workspace, agent.security,
+                          emit, {"agent": agent, "path": (*self.path, call.id)})
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(agent.tool_timeout_secs):
+                value = await tool.handler(arguments, ctx)
+            output = value if isinstance(value, ToolOutput) else ToolOutput(_render(value))
+        except TimeoutError:
+            output = ToolOutput(f"Error: {call.name} did not finish within "
+                                f"{agent.tool_timeout_secs:g}s and was stopped.", is_error=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a tool's failure is the model's information, not a crash
+            output = ToolOutput(f"Error: {call.name} failed: {type(e).__name__}: {e}",
+                                is_error=True)
+        if output.usage is not None:
+            self.usage = self.usage + output.usage
+        from_outside = output.from_outside if output.from_outside is not None \
+            else tool.capabilities.untrusted_input
+        before = conv.taint
+        conv.grow_taint(before.after_call(tool.capabilities, content_from_outside=from_outside))
+        if conv.taint != before:
+            await emit(ev.TaintChanged(before, conv.taint, call.name))
+        content = truncate(output.content, agent.security.max_result_chars)
+        trust: Trust = "untrusted" if from_outside else "trusted"
+        if trust == "untrusted" and agent.security.mark_untrusted_output:
+            content = untrusted_block(tool.spec.display_name, content)
+        result = ToolResult(call.id, call.name, content, output.is_error, trust,
+                            output.structured)
+        status: ev.ToolStatus = "error" if output.is_error else "ok"
+        self.records.append(ToolCallRecord(call.id, call.name, arguments, status, result.content))
+        await emit(ev.ToolFinished(call.id, call.name, status, result,
+                                   time.perf_counter() - started))
+        return result
+
+    def _refuse(self, results: dict[str, ToolResult], call: ToolCall, status: ev.ToolStatus,
+                content: str) -> ev.Event:
+        """A call that did not run; its result tells the model why. Taint is unchanged."""
+        return self._settle(results, call, status, content, is_error=True)
+
+    def _settle(self, results: dict[str, ToolResult], call: ToolCall, status: ev.ToolStatus,
+                content: str, is_error: bool = False) -> ev.Event:
+        """Record the result of a call the gate answered itself; returns its event."""
+        try:
+            arguments = call.parsed_arguments()
+        except ValueError:
+            arguments = call.arguments
+        self.records.append(ToolCallRecord(call.id, call.name, arguments, status, content))
+        results[call.id] = result = ToolResult(call.id, call.name, content, is_error, "trusted")
+        return self._event(ev.ToolFinished(call.id, call.name, status, result, 0.0))
+
+    def _close_unrun(self, calls: Sequence[ToolCall], why: str) -> ev.Event:
+        """Answer calls that will never run, so the conversation stays valid to continue."""
+        results = tuple(
+            ToolResult(c.id, c.name, f"Not run: {why}.", True, "trusted") for c in calls)
+        self.conversation.append(Message("tool", results))
+        return self._event(ev.Notice("info", f"{len(calls)} tool call(s) not run: {why}"))
+
+    # --- requests -------------------------------------------------------------------------
+
+    def _turn_tools(self) -> dict[str, Tool]:
+        tools = self.agent.tools
+        if self.output is None:
+            return tools
+        return self.output.tools(tools)
+
+    def _request(self) -> ModelRequest:
+        agent = self.agent
+        tools = self._turn_tools()
+        specs: list[ToolSpec] = [t.spec for t in tools.values()]
+        choice: ToolChoice = "auto"
+        if self.output is not None:
+            choice = self.output.tool_choice()
+        max_tokens = agent.max_output_tokens
+        if max_tokens is not None:
+            max_tokens = max(1, max_tokens - self.usage.output_tokens)
+        return ModelRequest(
+            messages=tuple(self.conversation.messages),
+            system=agent.system_prompt,
+            tools=specs,
+            tool_choice=choice if specs or choice == "none" else "auto",
+            max_output_tokens=max_tokens,
+            temperature=agent.temperature,
+            stream=self.stream_requests,
+        )
+
+    def _budget_spent(self) -> bool:
+        budget = self.agent.max_output_tokens
+        return budget is not None and self.usage.output_tokens >= budget
+
+    # --- events and the result ----------------------------------------------------------------
+
+    def _stamp(self, event: ev.Event) -> ev.Event:
+        if self.path and not event.path:
+            import dataclasses
+
+            return dataclasses.replace(event, path=self.path)
+        return event
+
+    def _event(self, event: ev.Event) -> ev.Event:
+        event = self._stamp(event)
+        self.events.append(event)
+        return event
+
+    def _finish(self, stop: StopCause, text: str) -> ev.Event:
+        conv = self.conversation
+        result = RunResult(
+            text=text,
+            stop_cause=stop,
+            usage=self.usage,
+            turns=self.turns,
+            tool_calls=self.records,
+            blocked_sends=self.blocked_sends,
+            taint=conv.taint,
+            malformed_tool_args=self.malformed,
+            conversation=conv,
+            new_messages=conv.messages[self.start:],
+            events=self.events,
+            error=self.error,
+            pending=self.pending,
+            output=self.output.value if self.output is not None else None,
+        )
+        return self._event(ev.RunFinished(result))
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "(no output)"
+    dump = getattr(value, "model_dump_json", None)
+    if dump is not None:
+        return str(dump())
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _jsonable_output(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if dump is not None else value
+
+
+__all__ = [
+    "Agent",
+    "Conversation",
+    "NamedToolChoice",
+    "PendingCall",
+    "RunResult",
+    "StopCause",
+    "ToolCallRecord",
+]

@@ -1,0 +1,138 @@
+"""One hierarchy for everything tether raises: ``TetherError`` and its kinds.
+
+Every message says what happened and, where there is one, what to do about it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.agent import RunResult
+
+
+class TetherError(Exception):
+    """Base class of every error tether raises on purpose."""
+
+
+class ConfigError(TetherError):
+    """A configuration value (code or tether.toml) is wrong; the message names it."""
+
+
+class ToolError(TetherError):
+    """A tool could not be declared or called as written (raised to the host, not the model)."""
+
+
+class ProviderError(TetherError):
+    """A model provider failed. ``retryable`` says whether trying again may help."""
+
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status: int | None = None,
+        body: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+        self.status = status
+        self.body = body
+
+
+class AuthError(ProviderError):
+    """HTTP 401: the API key is missing or wrong."""
+
+
+class PermissionDeniedError(ProviderError):
+    """HTTP 403: the key is valid but may not use this model or endpoint."""
+
+
+class NotFoundError(ProviderError):
+    """HTTP 404: wrong base URL or unknown model."""
+
+
+class BadRequestError(ProviderError):
+    """HTTP 400/422: the provider rejected the request as malformed."""
+
+
+class ContextOverflowError(BadRequestError):
+    """The conversation no longer fits the model's context window."""
+
+
+class RateLimitError(ProviderError):
+    """HTTP 429. ``retry_after`` is the wait the provider asked for, in seconds."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+
+
+class OverloadedError(ProviderError):
+    """HTTP 503/529: the provider is temporarily overloaded."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+
+
+class ServerError(ProviderError):
+    """HTTP 5xx other than overload: the provider failed on its side."""
+
+
+class ModelOutputParseError(ServerError):
+    """The server could not parse the model's own output as a tool call (llama-server's 500).
+
+    Sampling again can produce parseable output, so the retry policy tries it once more.
+    """
+
+    retryable = True
+
+
+class ProviderTimeout(ProviderError):
+    """The provider did not answer (or a stream stalled) within the configured time."""
+
+    retryable = True
+
+
+class ProviderConnectionError(ProviderError):
+    """The provider could not be reached (refused, reset, DNS)."""
+
+    retryable = True
+
+
+class MalformedResponseError(ProviderError):
+    """The provider answered with something that is not its documented wire format."""
+
+
+class OutputFailure(TetherError):
+    """A structured-output run ended without a valid answer.
+
+    ``reason`` is one of ``prose``, ``bound``, ``mismatch``, ``provider``, ``empty_prompt``.
+    ``result`` keeps the transcript, usage and events of the run.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        message: str,
+        *,
+        result: RunResult | None = None,
+        validation_error: str | None = None,
+        bound: str | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.result = result
+        self.validation_error = validation_error
+        self.bound = bound
+        self.error = error

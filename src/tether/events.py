@@ -1,0 +1,237 @@
+"""The typed events a run emits, consumed by the CLI, the session store and hosts.
+
+Every decision of the gate is an event, so a host can log exactly what ran and why.
+Events of a sub-agent reach the parent's stream with ``path`` naming the delegating call
+ids, outermost first (``()`` for the top-level run).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from tether.messages import Message, ToolCall, ToolResult, Usage
+from tether.trust import Taint
+
+if TYPE_CHECKING:
+    from tether.agent import RunResult
+
+ToolStatus: TypeAlias = Literal["ok", "error", "denied", "blocked", "unknown_tool", "invalid_args"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    prompt: str
+    model: str
+    tools: tuple[str, ...]
+    taint: Taint
+    path: tuple[str, ...] = ()
+    kind: Literal["run_started"] = "run_started"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    turn: int
+    path: tuple[str, ...] = ()
+    kind: Literal["turn_started"] = "turn_started"
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+    path: tuple[str, ...] = ()
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+    path: tuple[str, ...] = ()
+    kind: Literal["reasoning_delta"] = "reasoning_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponded:
+    """One model turn finished: the assistant message as it will be kept."""
+
+    message: Message
+    stop_reason: str
+    usage: Usage
+    path: tuple[str, ...] = ()
+    kind: Literal["model_responded"] = "model_responded"
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRetry:
+    attempt: int
+    wait_secs: float
+    error: str
+    path: tuple[str, ...] = ()
+    kind: Literal["provider_retry"] = "provider_retry"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequested:
+    call: ToolCall
+    display_name: str
+    path: tuple[str, ...] = ()
+    kind: Literal["tool_call_requested"] = "tool_call_requested"
+
+
+@dataclass(frozen=True, slots=True)
+class TrifectaBlocked:
+    """An armed send was refused by policy (or sent to the approver under ``ask``)."""
+
+    call_id: str
+    tool: str
+    forecast: Taint
+    policy: str
+    reason: str
+    path: tuple[str, ...] = ()
+    kind: Literal["trifecta_blocked"] = "trifecta_blocked"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequested:
+    call_id: str
+    tool: str
+    display_name: str
+    arguments: Any
+    reason: str
+    taint: Taint
+    path: tuple[str, ...] = ()
+    kind: Literal["approval_requested"] = "approval_requested"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecided:
+    call_id: str
+    tool: str
+    allowed: bool
+    scope: str  # "once", "session", "deny"
+    by: str  # "approver", "session_cache", "policy", "permission_mode", "error", "timeout"
+    reason: str | None
+    path: tuple[str, ...] = ()
+    kind: Literal["approval_decided"] = "approval_decided"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    call_id: str
+    tool: str
+    display_name: str
+    arguments: Any
+    path: tuple[str, ...] = ()
+    kind: Literal["tool_started"] = "tool_started"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    call_id: str
+    tool: str
+    status: ToolStatus
+    result: ToolResult
+    duration_secs: float
+    path: tuple[str, ...] = ()
+    kind: Literal["tool_finished"] = "tool_finished"
+
+
+@dataclass(frozen=True, slots=True)
+class TaintChanged:
+    before: Taint
+    after: Taint
+    cause: str  # the tool whose result changed it
+    path: tuple[str, ...] = ()
+    kind: Literal["taint_changed"] = "taint_changed"
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentStarted:
+    call_id: str
+    profile: str
+    task: str
+    path: tuple[str, ...] = ()
+    kind: Literal["subagent_started"] = "subagent_started"
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentFinished:
+    call_id: str
+    profile: str
+    stop_cause: str
+    trusted: bool
+    reason: str
+    usage: Usage
+    path: tuple[str, ...] = ()
+    kind: Literal["subagent_finished"] = "subagent_finished"
+
+
+@dataclass(frozen=True, slots=True)
+class UsageUpdated:
+    delta: Usage
+    total: Usage
+    path: tuple[str, ...] = ()
+    kind: Literal["usage"] = "usage"
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something a user should know that is not an error of the run (an MCP server that
+    failed to start, a configuration warning)."""
+
+    level: Literal["info", "warning", "error"]
+    message: str
+    source: str = ""
+    path: tuple[str, ...] = ()
+    kind: Literal["notice"] = "notice"
+
+
+@dataclass(frozen=True, slots=True)
+class RunPaused:
+    """The run stopped to wait for decisions on these calls (a deferring approver)."""
+
+    pending_call_ids: tuple[str, ...]
+    path: tuple[str, ...] = ()
+    kind: Literal["run_paused"] = "run_paused"
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    result: RunResult
+    path: tuple[str, ...] = ()
+    kind: Literal["run_finished"] = "run_finished"
+
+
+Event: TypeAlias = (
+    RunStarted | TurnStarted | TextDelta | ReasoningDelta | ModelResponded | ProviderRetry
+    | ToolCallRequested | TrifectaBlocked | ApprovalRequested | ApprovalDecided | ToolStarted
+    | ToolFinished | TaintChanged | SubagentStarted | SubagentFinished | UsageUpdated | Notice
+    | RunPaused | RunFinished
+)
+
+
+def nested(event: Event, call_id: str) -> Event:
+    """The event as the parent's stream shows it: under the delegating call."""
+    return dataclasses.replace(event, path=(call_id, *event.path))
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """A JSON-ready rendering of an event (for the session store and ``--json`` logs)."""
+    out: dict[str, Any] = _jsonable(event)
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "to_dict") and not isinstance(value, type):
+        return value.to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return value

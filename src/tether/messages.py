@@ -1,0 +1,230 @@
+"""Provider-neutral conversation data: messages, their parts, usage and stop reasons.
+
+Plain frozen dataclasses with a ``kind`` discriminator. Adapters translate these to and
+from each wire format; nothing here knows about any provider.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+Trust: TypeAlias = Literal["trusted", "untrusted"]
+
+StopReason: TypeAlias = Literal[
+    "end_turn",  # the model finished its answer
+    "tool_calls",  # the model asked for tools
+    "max_tokens",  # the output token limit cut the answer
+    "content_filter",  # the provider refused or filtered the answer
+    "other",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A model's request to run a tool. ``arguments`` is the JSON text as the model wrote it.
+
+    The raw text is kept (not a parsed dict) so malformed JSON can be shown back to the model
+    and replayed to the provider exactly. ``provider_data`` carries opaque wire fields that
+    must round-trip to the same provider (Gemini's thought signature, for instance).
+    """
+
+    id: str
+    name: str
+    arguments: str
+    provider_data: dict[str, Any] | None = None
+    kind: Literal["tool_call"] = "tool_call"
+
+    def parsed_arguments(self) -> Any:
+        """The arguments as JSON; raises ``ValueError`` when the model wrote invalid JSON."""
+        return json.loads(self.arguments) if self.arguments.strip() else {}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The outcome of one tool call as the model will see it.
+
+    ``trust`` records where the content came from: ``untrusted`` when it carries text from
+    outside (a web page, an MCP server, a child agent that read such text).
+    """
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    trust: Trust = "trusted"
+    structured: Any = None
+    kind: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """An image given to the model: inline bytes (``data``) or a ``url``."""
+
+    media_type: str = "image/png"
+    data: bytes | None = None
+    url: str | None = None
+    kind: Literal["image"] = "image"
+
+    def base64(self) -> str:
+        return base64.b64encode(self.data or b"").decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """A model's thinking, kept so it can be replayed to the provider that produced it.
+
+    ``provider`` names the wire it came from; other providers never see it. ``signature``
+    and ``redacted`` carry the opaque fields some providers require back verbatim.
+    """
+
+    text: str
+    provider: str
+    signature: str | None = None
+    redacted: str | None = None
+    provider_data: dict[str, Any] | None = None
+    kind: Literal["reasoning"] = "reasoning"
+
+
+Part: TypeAlias = Text | ToolCall | ToolResult | Image | Reasoning
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Role
+    parts: tuple[Part, ...]
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        return cls("user", (Text(text),))
+
+    @classmethod
+    def assistant(cls, text: str) -> Message:
+        return cls("assistant", (Text(text),))
+
+    @property
+    def text(self) -> str:
+        """All text parts joined."""
+        return "".join(p.text for p in self.parts if isinstance(p, Text))
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [p for p in self.parts if isinstance(p, ToolCall)]
+
+    @property
+    def tool_results(self) -> list[ToolResult]:
+        return [p for p in self.parts if isinstance(p, ToolResult)]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    requests: int = 0
+    details: dict[str, int] = field(default_factory=dict)
+
+    def __add__(self, other: Usage) -> Usage:
+        details = dict(self.details)
+        for k, v in other.details.items():
+            details[k] = details.get(k, 0) + v
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.requests + other.requests,
+            details,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+# --- serialization (sessions, pending states, --json) -------------------------------------
+
+
+def part_to_dict(part: Part) -> dict[str, Any]:
+    if isinstance(part, Text):
+        return {"kind": "text", "text": part.text}
+    if isinstance(part, ToolCall):
+        d: dict[str, Any] = {
+            "kind": "tool_call", "id": part.id, "name": part.name, "arguments": part.arguments,
+        }
+        if part.provider_data:
+            d["provider_data"] = part.provider_data
+        return d
+    if isinstance(part, ToolResult):
+        d = {
+            "kind": "tool_result", "call_id": part.call_id, "name": part.name,
+            "content": part.content, "is_error": part.is_error, "trust": part.trust,
+        }
+        if part.structured is not None:
+            d["structured"] = part.structured
+        return d
+    if isinstance(part, Image):
+        return {
+            "kind": "image", "media_type": part.media_type, "url": part.url,
+            "data": part.base64() if part.data is not None else None,
+        }
+    return {
+        "kind": "reasoning", "text": part.text, "provider": part.provider,
+        "signature": part.signature, "redacted": part.redacted,
+        "provider_data": part.provider_data,
+    }
+
+
+def part_from_dict(d: dict[str, Any]) -> Part:
+    kind = d.get("kind")
+    if kind == "text":
+        return Text(d["text"])
+    if kind == "tool_call":
+        return ToolCall(d["id"], d["name"], d["arguments"], d.get("provider_data"))
+    if kind == "tool_result":
+        return ToolResult(
+            d["call_id"], d["name"], d["content"], bool(d.get("is_error", False)),
+            d.get("trust", "untrusted"), d.get("structured"),
+        )
+    if kind == "image":
+        data = d.get("data")
+        return Image(d.get("media_type", "image/png"),
+                     base64.b64decode(data) if data is not None else None, d.get("url"))
+    if kind == "reasoning":
+        return Reasoning(d.get("text", ""), d["provider"], d.get("signature"),
+                         d.get("redacted"), d.get("provider_data"))
+    raise ValueError(f"unknown message part kind: {kind!r}")
+
+
+def message_to_dict(message: Message) -> dict[str, Any]:
+    return {"role": message.role, "parts": [part_to_dict(p) for p in message.parts]}
+
+
+def message_from_dict(d: dict[str, Any]) -> Message:
+    return Message(d["role"], tuple(part_from_dict(p) for p in d["parts"]))
+
+
+def usage_to_dict(usage: Usage) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens, "requests": usage.requests,
+        **({"details": usage.details} if usage.details else {}),
+    }
+
+
+def usage_from_dict(d: dict[str, Any]) -> Usage:
+    return Usage(
+        d.get("input_tokens", 0), d.get("output_tokens", 0), d.get("cache_read_tokens", 0),
+        d.get("cache_write_tokens", 0), d.get("requests", 0), dict(d.get("details", {})),
+    )

@@ -1,0 +1,263 @@
+"""Structured output: the model answers by calling a generated, per-call-unique tool.
+
+::
+
+    spec = OutputSpec("report", "The answer: the city and its temperature.", Weather)
+    report = await agent.prepare("Weather in Paris?", output=spec).output()
+    report.value  # a Weather instance
+
+A shaping turn (the default) offers only the answering tool and asks the provider to call
+it. ``spec.with_tools()`` keeps the agent's tools beside it: the model works, then answers.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from tether.errors import ConfigError, OutputFailure, TetherError
+from tether.messages import Part
+from tether.providers.base import NamedToolChoice, ToolChoice
+from tether.tools import ArgumentError, Tool, ToolContext, ToolSpec, json_schema_validator
+
+if TYPE_CHECKING:
+    from tether.agent import Agent, Conversation, RunResult
+    from tether.events import Event
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """The shape a run must answer in (seed 004).
+
+    - ``name``: what the answering tool is called as the model sees it (``report``); the real
+      name is derived from it and made unique per run.
+    - ``description``: what the answer is, in the imperative; with ``with_tools()``, also
+      when to stop working and answer.
+    - ``schema``: a JSON Schema dict, or a pydantic model class (its schema is used and the
+      answer is parsed into it).
+    """
+
+    name: str
+    description: str
+    schema: dict[str, Any] | type[Any]
+    keeps_tools: bool = field(default=False, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigError("OutputSpec.name must be a non-empty string")
+        if not isinstance(self.description, str):
+            raise ConfigError("OutputSpec.description must be a string")
+        if not isinstance(self.schema, dict) and not _is_model_class(self.schema):
+            raise ConfigError("OutputSpec.schema must be a JSON Schema dict or a pydantic "
+                              "model class")
+
+    def with_tools(self) -> OutputSpec:
+        """A copy whose run keeps the agent's tools and works before it answers."""
+        return replace(self, keeps_tools=True)
+
+    def reserve(self) -> OutputReservation:
+        """The exact generated answering tool name for one future run; no side effect."""
+        return OutputReservation(self, _unique_name(self.name))
+
+    def json_schema(self) -> dict[str, Any]:
+        if isinstance(self.schema, dict):
+            return self.schema
+        generated: dict[str, Any] = self.schema.model_json_schema()
+        return generated
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.description, self.keeps_tools,
+                     self.schema if not isinstance(self.schema, dict) else repr(self.schema)))
+
+
+@dataclass(frozen=True, slots=True)
+class OutputReservation:
+    """An ``OutputSpec`` with its answering tool's name fixed, so a host can recognise the
+    run's events before it starts. Use it for one run."""
+
+    spec: OutputSpec
+    tool_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class OutputReport:
+    value: Any
+    result: RunResult
+
+
+def _unique_name(name: str) -> str:
+    base = _UNSAFE.sub("_", name)[:32] or "answer"
+    return f"{base}_{secrets.token_hex(6)}"
+
+
+def _is_model_class(value: Any) -> bool:
+    return isinstance(value, type) and hasattr(value, "model_validate") \
+        and hasattr(value, "model_json_schema")
+
+
+NUDGE = ("You answered in text, but this task must be answered by calling the {tool} tool. "
+         "Call {tool} now with your answer.")
+
+
+class OutputPlan:
+    """What the loop consults during a structured-output run (the seam it plugs into)."""
+
+    def __init__(self, reservation: OutputReservation, retries: int) -> None:
+        spec = reservation.spec
+        self.spec = spec
+        self.tool_name = reservation.tool_name
+        schema = spec.json_schema()
+        self._validate_schema = json_schema_validator(schema) if isinstance(spec.schema, dict) \
+            else None
+        self.tool = Tool(ToolSpec(self.tool_name, spec.description, schema, title=spec.name),
+                         _never_called, source="output")
+        self.max_retries = self.retries_left = retries
+        self.nudged = False
+        self.value: Any = None
+        self.succeeded = False
+        self.failure: str | None = None  # "mismatch" or "prose"
+        self.last_error: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.succeeded or self.failure is not None
+
+    def owns(self, name: str) -> bool:
+        return name == self.tool_name
+
+    def tools(self, agent_tools: dict[str, Tool]) -> dict[str, Tool]:
+        if not self.spec.keeps_tools:
+            return {self.tool_name: self.tool}
+        return {**agent_tools, self.tool_name: self.tool}
+
+    def tool_choice(self) -> ToolChoice:
+        return "auto" if self.spec.keeps_tools else NamedToolChoice(self.tool_name)
+
+    def on_answer(self, arguments: dict[str, Any]) -> str:
+        """A call of the answering tool whose JSON parsed; validate it against the schema."""
+        try:
+            if self._validate_schema is not None:
+                self.value = self._validate_schema(arguments)
+            else:
+                self.value = self.spec.schema.model_validate(arguments)  # type: ignore[union-attr]
+        except (ArgumentError, ValueError) as e:
+            self.value = None
+            message = _validation_message(e)
+            return self.on_invalid(message) or message
+        self.succeeded = True
+        return "Answer recorded."
+
+    def on_invalid(self, error: str) -> str | None:
+        """An invalid answer: a correctable error for the model, until retries run out."""
+        self.last_error = error
+        if self.retries_left <= 0:
+            self.failure = "mismatch"
+            return f"Error: the answer does not match the schema: {error}."
+        self.retries_left -= 1
+        return (f"Error: the answer does not match the schema: {error}. "
+                f"Call {self.tool_name} again with a corrected answer.")
+
+    def on_prose(self, text: str) -> str | None:
+        """The model answered in text: one nudge, then the run ends with ``prose``."""
+        if self.nudged:
+            self.failure = "prose"
+            return None
+        self.nudged = True
+        return NUDGE.format(tool=self.tool_name)
+
+
+def _validation_message(error: Exception) -> str:
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        items = errors()
+        return "; ".join(
+            (".".join(str(x) for x in i["loc"]) + ": " if i["loc"] else "") + str(i["msg"])
+            for i in items[:5])
+    return str(error)
+
+
+async def _never_called(arguments: dict[str, Any], ctx: ToolContext) -> Any:
+    raise TetherError("the answering tool is handled by the loop, never run")
+
+
+class PreparedRun:
+    """A run that must answer in a declared shape. ``await run.output()`` runs it (once)
+    and returns an ``OutputReport`` or raises ``OutputFailure``; ``run.stream()`` yields the
+    same events as any run, the answer appearing as the answering tool's call."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        prompt: str | Sequence[Part],
+        output: OutputSpec | OutputReservation,
+        conversation: Conversation | None,
+    ) -> None:
+        self.agent = agent
+        self.prompt = prompt
+        self.reservation = output if isinstance(output, OutputReservation) else output.reserve()
+        self.conversation = conversation
+        self._plan: OutputPlan | None = None
+        self._result: RunResult | None = None
+
+    @property
+    def tool_name(self) -> str:
+        return self.reservation.tool_name
+
+    async def stream(self) -> AsyncIterator[Event]:
+        from tether.events import RunFinished
+
+        if self._plan is not None:
+            raise TetherError("a PreparedRun runs once; prepare another for a new run")
+        self._plan = OutputPlan(self.reservation, self.agent.output_retries)
+        if self._empty_prompt():
+            return
+        async for event in self.agent.stream(self.prompt, conversation=self.conversation,
+                                             _output=self._plan):
+            if isinstance(event, RunFinished) and not event.path:
+                self._result = event.result
+            yield event
+
+    async def output(self) -> OutputReport:
+        if self._plan is None:
+            async for _ in self.stream():
+                pass
+        if self._empty_prompt():
+            raise OutputFailure("empty_prompt", "the prompt is empty: there is nothing to "
+                                "answer")
+        plan, result = self._plan, self._result
+        assert plan is not None and result is not None
+        if plan.succeeded:
+            return OutputReport(plan.value, result)
+        raise _failure(plan, result, self.agent.max_turns)
+
+    def _empty_prompt(self) -> bool:
+        return isinstance(self.prompt, str) and not self.prompt.strip()
+
+
+def _failure(plan: OutputPlan, result: RunResult, max_turns: int) -> OutputFailure:
+    from tether.agent import StopCause
+
+    if result.stop_cause is StopCause.ERROR:
+        error = result.error
+        return OutputFailure("provider", f"the provider failed: {error}", result=result,
+                             error=error)
+    if plan.failure == "mismatch":
+        return OutputFailure(
+            "mismatch",
+            f"the model's answer did not match the schema after {plan.max_retries} "
+            f"correction(s): {plan.last_error}",
+            result=result, validation_error=plan.last_error)
+    if plan.failure == "prose":
+        return OutputFailure("prose", "the model answered in text instead of calling "
+                             f"{plan.tool_name}, even after a reminder", result=result,
+                             validation_error=plan.last_error)
+    bound = str(result.stop_cause)
+    detail = f"max_turns={max_turns}" if bound == "max_turns" else bound
+    return OutputFailure("bound", f"the run stopped at a bound ({detail}) before answering",
+                         result=result, bound=bound, validation_error=plan.last_error)

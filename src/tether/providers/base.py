@@ -1,0 +1,116 @@
+"""What every provider adapter speaks to the agent loop, whatever its wire protocol.
+
+A provider turns a ``ModelRequest`` into a stream of ``StreamChunk``s that ends with one
+``Completed`` carrying the whole assistant message. Non-streaming requests yield the same
+``Completed`` (and nothing before it), so the loop has one code path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
+
+from tether.errors import MalformedResponseError
+from tether.messages import Message, StopReason, Usage
+from tether.tools import ToolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class NamedToolChoice:
+    """Ask the model to call this one tool."""
+
+    name: str
+
+
+ToolChoice: TypeAlias = Literal["auto", "none", "required"] | NamedToolChoice
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    messages: Sequence[Message]
+    system: str | None = None
+    tools: Sequence[ToolSpec] = ()
+    tool_choice: ToolChoice = "auto"
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    stream: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    message: Message
+    stop_reason: StopReason
+    usage: Usage
+    model: str = ""
+    id: str | None = None
+    raw_stop_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextChunk:
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningChunk:
+    text: str
+    kind: Literal["reasoning"] = "reasoning"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallChunk:
+    """A piece of a streamed tool call: the first carries id and name, later ones append
+    argument text."""
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments_delta: str
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    """The adapter is waiting before retrying a failed request."""
+
+    attempt: int
+    wait_secs: float
+    error: str
+    kind: Literal["retrying"] = "retrying"
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    response: ModelResponse
+    kind: Literal["completed"] = "completed"
+
+
+StreamChunk: TypeAlias = TextChunk | ReasoningChunk | ToolCallChunk | Retrying | Completed
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model behind one wire protocol.
+
+    ``name`` identifies the wire (``openai-chat``, ``anthropic``...): provider-specific
+    message parts (reasoning, signatures) are replayed only to a provider of the same name.
+    """
+
+    name: str
+    model: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]: ...
+
+    async def aclose(self) -> None: ...
+
+
+async def complete(provider: Provider, request: ModelRequest) -> ModelResponse:
+    """Run one request to the end and return the response (for callers that want no deltas)."""
+    async for chunk in provider.stream(request):
+        if isinstance(chunk, Completed):
+            return chunk.response
+    raise MalformedResponseError(
+        f"{provider.name}: the response ended without completing", provider=provider.name
+    )

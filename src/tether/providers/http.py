@@ -1,0 +1,330 @@
+"""What every HTTP adapter shares: the client, the retry policy, error mapping, SSE reading.
+
+One retry policy for all adapters: 429, 503, 529 and transport errors are retried with
+exponential backoff, honouring Retry-After up to a cap; a Retry-After beyond the cap fails
+at once, naming the wait. Everything else fails on the first error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from tether.errors import (
+    AuthError,
+    BadRequestError,
+    ConfigError,
+    ContextOverflowError,
+    MalformedResponseError,
+    ModelOutputParseError,
+    NotFoundError,
+    OverloadedError,
+    PermissionDeniedError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeout,
+    RateLimitError,
+    ServerError,
+)
+from tether.providers.base import Retrying
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """``max_retries`` further attempts after the first; waits grow from ``base_delay``
+    doubling up to ``max_delay``; a provider's Retry-After is honoured up to
+    ``retry_after_cap`` seconds, beyond which the request fails at once."""
+
+    max_retries: int = 2
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+    retry_after_cap: float = 60.0
+
+    def backoff(self, attempt: int) -> float:
+        delay: float = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
+        return delay * (0.5 + random.random() / 2)  # jitter keeps clients from marching in step
+
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    connect: float = 10.0
+    # Between two reads of a response: the stream idle timeout for SSE.
+    read: float = 120.0
+    # A whole non-streamed request.
+    total: float = 600.0
+
+
+def resolve_api_key(api_key: str | None, api_key_env: str | None, provider: str) -> str | None:
+    if api_key is not None:
+        return api_key
+    if api_key_env:
+        value = os.environ.get(api_key_env)
+        if value is None:
+            raise ConfigError(
+                f"provider {provider}: the environment variable {api_key_env} (api_key_env) is "
+                f"not set; export it or set api_key"
+            )
+        return value
+    return None
+
+
+class HTTPTransport:
+    """An httpx client with tether's retry policy. Created lazily, closed by ``aclose``."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        headers: Mapping[str, str],
+        provider: str,
+        classify: Callable[[int, Mapping[str, str], str], ProviderError],
+        retry: RetryPolicy = RetryPolicy(),
+        timeouts: Timeouts = Timeouts(),
+        sleep: Sleep = asyncio.sleep,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.headers = dict(headers)
+        self.provider = provider
+        self.classify = classify
+        self.retry = retry
+        self.timeouts = timeouts
+        self._sleep = sleep
+        self._client = client
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeouts.read, connect=self.timeouts.connect),
+                headers=self.headers,
+                # trust_env=False: proxies from the environment must not silently see traffic
+                # meant for a local model server.
+                trust_env=False,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def send(
+        self,
+        path: str,
+        body: Any,
+        *,
+        stream: bool,
+        params: Mapping[str, str] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[Retrying | httpx.Response]:
+        """POST ``body`` as JSON; yields ``Retrying`` notices, then the successful response.
+
+        With ``stream=True`` the response is open and the caller must close it.
+        """
+        url = f"{self.base_url}{path}"
+        content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        headers = {"content-type": "application/json"}
+        if extra_headers:
+            headers.update(extra_headers)
+        attempt = 0
+        parse_retries = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._post(url, content, headers, params, stream)
+            except ProviderError as error:
+                wait = self._wait_for(error, attempt, parse_retries)
+                if wait is None:
+                    raise
+                if isinstance(error, ModelOutputParseError):
+                    parse_retries += 1
+                yield Retrying(attempt, wait, str(error))
+                await self._sleep(wait)
+                continue
+            yield response
+            return
+
+    async def _post(
+        self, url: str, content: bytes, headers: dict[str, str],
+        params: Mapping[str, str] | None, stream: bool,
+    ) -> httpx.Response:
+        request = self.client.build_request("POST", url, content=content, headers=headers,
+                                            params=params)
+        try:
+            if stream:
+                response = await self.client.send(request, stream=True)
+            else:
+                async with asyncio.timeout(self.timeouts.total):
+                    response = await self.client.send(request)
+        except (httpx.TimeoutException, TimeoutError):
+            raise ProviderTimeout(
+                f"{self.provider}: no answer from {url} in time", provider=self.provider
+            ) from None
+        except httpx.TransportError as e:
+            raise ProviderConnectionError(
+                f"{self.provider}: cannot reach {url}: {e or type(e).__name__}",
+                provider=self.provider,
+            ) from None
+        if response.status_code >= 400:
+            if stream:
+                await response.aread()
+                await response.aclose()
+            raise self.classify(response.status_code, response.headers, response.text)
+        return response
+
+    def _wait_for(self, error: ProviderError, attempt: int, parse_retries: int) -> float | None:
+        """Seconds to wait before the next attempt, or None to give up now."""
+        if not error.retryable or attempt > self.retry.max_retries:
+            return None
+        if isinstance(error, ModelOutputParseError) and parse_retries >= 1:
+            return None
+        retry_after = getattr(error, "retry_after", None)
+        if retry_after is not None:
+            if retry_after > self.retry.retry_after_cap:
+                # Waiting longer than the cap would look like a hang: fail now, name the wait.
+                error.args = (
+                    f"{error.message} (the provider asked to retry after {retry_after:g}s, "
+                    f"more than retry_after_cap_secs={self.retry.retry_after_cap:g}s)",
+                )
+                return None
+            return float(retry_after)
+        return self.retry.backoff(attempt)
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from ``retry-after-ms``, or ``retry-after`` as seconds or an HTTP date."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+_OVERFLOW_HINTS = (
+    "context length", "context_length", "maximum context", "context window", "too many tokens",
+    "prompt is too long", "exceeds the context", "input is too long", "token limit",
+)
+_PARSE_HINTS = ("does not match the expected", "failed to parse", "parse tool call")
+
+
+def error_message(body: str) -> str:
+    """The human part of a JSON error body (``{"error": {"message": ...}}`` and kin)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.strip()[:500]
+    if isinstance(data, list) and data:
+        data = data[0]
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("msg")
+            if isinstance(msg, str):
+                return msg
+        if isinstance(err, str):
+            return err
+    return body.strip()[:500]
+
+
+def classify_status(
+    status: int, headers: Mapping[str, str], body: str, *, provider: str
+) -> ProviderError:
+    """The error taxonomy shared by every adapter (each may refine it first)."""
+    detail = error_message(body)
+    text = f"{provider}: HTTP {status}: {detail}"
+    lowered = detail.lower()
+    kw: dict[str, Any] = {"provider": provider, "status": status, "body": body}
+    if status == 401:
+        return AuthError(f"{text} (check the API key)", **kw)
+    if status == 403:
+        return PermissionDeniedError(text, **kw)
+    if status == 404:
+        return NotFoundError(f"{text} (check base_url and model)", **kw)
+    if status == 429:
+        return RateLimitError(text, retry_after=parse_retry_after(headers), **kw)
+    if status in (503, 529):
+        return OverloadedError(text, retry_after=parse_retry_after(headers), **kw)
+    if status in (400, 413, 422):
+        if status == 413 or any(h in lowered for h in _OVERFLOW_HINTS):
+            return ContextOverflowError(text, **kw)
+        return BadRequestError(text, **kw)
+    if status >= 500:
+        if any(h in lowered for h in _PARSE_HINTS):
+            return ModelOutputParseError(text, **kw)
+        return ServerError(text, **kw)
+    return BadRequestError(text, **kw)
+
+
+async def iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
+    """``(event, data)`` pairs of a server-sent-event stream, per the SSE spec's framing."""
+    event = ""
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if not line:
+            if data:
+                yield event, "\n".join(data)
+            event, data = "", []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+    if data:
+        yield event, "\n".join(data)
+
+
+def load_json(text: str, provider: str, what: str = "response") -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise MalformedResponseError(
+            f"{provider}: the {what} is not JSON: {text[:200]!r}", provider=provider
+        ) from None
+
+
+async def read_stream_errors(
+    response: httpx.Response, provider: str
+) -> AsyncIterator[tuple[str, str]]:
+    """``iter_sse`` with transport failures mid-stream mapped to tether's errors."""
+    try:
+        async for item in iter_sse(response):
+            yield item
+    except httpx.ReadTimeout:
+        raise ProviderTimeout(
+            f"{provider}: the stream stalled (no data within the idle timeout)", provider=provider
+        ) from None
+    except httpx.TransportError as e:
+        raise ProviderConnectionError(
+            f"{provider}: the stream broke: {e or type(e).__name__}", provider=provider
+        ) from None

@@ -1,0 +1,207 @@
+"""Sub-agents: a profile becomes one tool; the child runs in its own conversation.
+
+Trust through delegation, per answer: a child that could read untrusted text returns
+untrusted output, unless the profile offers ``trusted_output`` *and* this answer parses as
+the declared ``answer_shape`` (a number, a boolean, one word of a closed set). Shapes
+cannot carry instructions; prose can. Private taint always flows back.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tether import events as ev
+from tether.errors import ConfigError
+from tether.tools import Tool, ToolContext, ToolOutput, ToolSpec
+from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities
+
+if TYPE_CHECKING:
+    from tether.agent import Agent
+    from tether.providers.base import Provider
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class SubagentProfile:
+    """A sub-agent the parent can delegate to (seed 000).
+
+    ``name`` is the tool the parent sees (keep it a verb); ``description`` decides whether
+    delegation happens; ``tools`` is the child's allowlist (empty: no tools);
+    ``trusted_output`` offers trust to answers that match ``answer_shape``.
+    """
+
+    name: str
+    description: str
+    tools: Sequence[str] = field(default_factory=tuple)
+    system_prompt: str | None = None
+    max_turns: int = 12
+    model: str | None = None
+    provider: str | None = None
+    trusted_output: bool = False
+    answer_shape: AnswerShape | str | list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise ConfigError(f"subagent {self.name!r}: name must be 1-64 letters, digits, "
+                              "_ or - (it becomes a tool name)")
+        if isinstance(self.tools, str):
+            raise ConfigError(f"subagent {self.name!r}: tools must be a list of tool names")
+        object.__setattr__(self, "tools", tuple(self.tools))
+        if self.max_turns < 1:
+            raise ConfigError(f"subagent {self.name!r}: max_turns must be at least 1")
+        if self.answer_shape is not None:
+            try:
+                shape = AnswerShape.parse(self.answer_shape)
+            except ConfigError as e:
+                raise ConfigError(f"subagent {self.name!r}: {e}") from None
+            object.__setattr__(self, "answer_shape", shape)
+        if self.trusted_output and self.answer_shape is None:
+            raise ConfigError(
+                f"subagent {self.name!r}: trusted_output = true needs answer_shape (\"number\", "
+                f"\"boolean\" or a list of allowed answers); a bare vouch is something nothing "
+                f"would enforce")
+        if self.answer_shape is not None and not self.trusted_output:
+            warnings.warn(
+                f"subagent {self.name!r}: answer_shape has no effect without "
+                f"trusted_output = true", UserWarning, stacklevel=3)
+
+    @property
+    def shape(self) -> AnswerShape | None:
+        return self.answer_shape if isinstance(self.answer_shape, AnswerShape) else None
+
+
+def delegation_tools(profiles: Sequence[SubagentProfile], parent: Agent) -> list[Tool]:
+    """One tool per profile, checked against the parent's tools."""
+    registry = parent.tools
+    dynamic = any(not isinstance(s, Tool) for s in parent._sources)
+    names = {p.name for p in profiles}
+    out = []
+    for profile in profiles:
+        if profile.name in registry:
+            raise ConfigError(f"subagent {profile.name!r}: a tool of that name already exists")
+        missing = [n for n in profile.tools if n not in registry and n not in names
+                   and not (dynamic and "__" in n)]  # MCP tools appear when servers start
+        if missing:
+            raise ConfigError(
+                f"subagent {profile.name!r}: unknown tool(s) {', '.join(map(repr, missing))}; "
+                f"tools that exist: {', '.join(sorted(registry)) or 'none'}")
+        caps = NO_CAPABILITIES
+        for name in profile.tools:
+            if name in registry:
+                t = registry[name]
+                caps = caps | Capabilities(t.capabilities.private_data,
+                                           t.capabilities.untrusted_input,
+                                           t.capabilities.external_send)
+        out.append(_delegation_tool(profile, caps))
+    return out
+
+
+def _delegation_tool(profile: SubagentProfile, caps: Capabilities) -> Tool:
+    schema = {
+        "type": "object",
+        "properties": {"task": {"type": "string",
+                                "description": "What the sub-agent should do, in full: it "
+                                               "sees nothing of this conversation."}},
+        "required": ["task"],
+        "additionalProperties": False,
+    }
+
+    async def delegate(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        return await run_subagent(profile, arguments["task"], ctx, caps)
+
+    from tether.tools import json_schema_validator
+
+    return Tool(ToolSpec(profile.name, profile.description, schema), delegate, caps,
+                json_schema_validator(schema), source="subagent",
+                read_only_hint=None)
+
+
+async def run_subagent(
+    profile: SubagentProfile, task: str, ctx: ToolContext, caps: Capabilities
+) -> ToolOutput:
+    from tether.agent import Agent, Conversation, StopCause
+
+    parent: Agent = ctx.extras["agent"]
+    model = _child_model(profile, parent)
+    registry = parent.tools
+    tools = [registry[n] for n in profile.tools if n in registry]
+    child = Agent(model, tools, profile.system_prompt, profile.max_turns,
+                  approver=parent.approver, security=parent.security,
+                  permission_mode=parent.permission_mode, workspace=parent.workspace,
+                  providers=parent.providers,
+                  approval_timeout_secs=parent.approval_timeout_secs,
+                  tool_timeout_secs=parent.tool_timeout_secs, temperature=parent.temperature)
+    emit = ctx.emit
+    path = ctx.extras.get("path", (ctx.call_id,))
+    if emit is not None:
+        await emit(ev.SubagentStarted(ctx.call_id, profile.name, task))
+    # A fresh conversation, seeded with the parent's taint: delegating cannot launder it.
+    conversation = Conversation(taint=ctx.taint)
+    result = None
+    async for event in child.stream(task, conversation=conversation, _path=path):
+        if isinstance(event, ev.RunFinished) and event.path == path:
+            result = event.result
+        if emit is not None:
+            await emit(event)
+    assert result is not None
+
+    could_read_untrusted = caps.untrusted_input or result.taint.untrusted
+    raw = result.text
+    shape = profile.shape
+    if result.stop_cause is StopCause.ERROR:
+        content, trusted, why = (f"The sub-agent {profile.name} failed: {result.error}",
+                                 not could_read_untrusted, "the child failed")
+        is_error = True
+    elif result.stop_cause is StopCause.MAX_TURNS:
+        content = (f"The sub-agent {profile.name} stopped at its bound (max_turns = "
+                   f"{profile.max_turns}) before it answered.")
+        trusted, why, is_error = not could_read_untrusted, "the child hit max_turns", True
+    elif not raw.strip():
+        content = f"The sub-agent {profile.name} finished without an answer."
+        trusted, why, is_error = not could_read_untrusted, "the child gave no answer", True
+    elif not could_read_untrusted:
+        content, trusted, why, is_error = raw, True, "the child read no untrusted text", False
+    elif profile.trusted_output and shape is not None and shape.canonical(raw) is not None:
+        # Only the canonical value crosses: nothing of the child's wording comes along.
+        content = shape.canonical(raw) or ""
+        trusted, is_error = True, False
+        why = f"the answer matched the declared shape ({shape.describe()})"
+    else:
+        trusted, is_error = False, False
+        if profile.trusted_output and shape is not None:
+            why = f"the answer is not {shape.describe()}"
+            content = (f"{raw}\n\n[tether: this answer is untrusted: it was expected to be "
+                       f"{shape.describe()}, and it is not]")
+        else:
+            why = "the child could read untrusted text and its profile vouches for nothing"
+            content = raw
+    if emit is not None:
+        await emit(ev.SubagentFinished(ctx.call_id, profile.name, str(result.stop_cause),
+                                       trusted, why, result.usage))
+    # from_outside decides the parent's untrusted taint (the delegation tool declares
+    # untrusted_input when any child tool does); private taint flows back through its caps.
+    # Seam for structured output in sub-agents: a profile's output schema would run the
+    # child with ``child.prepare(task, output=...)`` here and vouch for the parsed value.
+    return ToolOutput(content, is_error=is_error, from_outside=not trusted, usage=result.usage)
+
+
+def _child_model(profile: SubagentProfile, parent: Agent) -> Provider:
+    model: Provider = parent.model
+    if profile.provider is not None:
+        if profile.provider not in parent.providers:
+            raise ConfigError(
+                f"subagent {profile.name!r}: provider {profile.provider!r} is not configured; "
+                f"configured: {', '.join(sorted(parent.providers)) or 'none'}")
+        model = parent.providers[profile.provider]
+    if profile.model is not None and profile.model != model.model:
+        with_model = getattr(model, "with_model", None)
+        if with_model is None:
+            raise ConfigError(f"subagent {profile.name!r}: provider {model.name} cannot switch "
+                              f"model to {profile.model!r}")
+        model = with_model(profile.model)
+    return model

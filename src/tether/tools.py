@@ -1,0 +1,440 @@
+"""Tools: their declaration (``ToolSpec``), what they can do, and ``@tool``.
+
+A ``Tool`` is a spec, the capabilities it declares, an argument validator and an async
+handler. Every tool, whatever its source (a Python function, an MCP server, a built-in, a
+sub-agent), has this one shape, so the agent loop passes all of them through one gate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
+
+from tether.errors import ToolError
+from tether.trust import NO_CAPABILITIES, Capabilities, SecurityConfig, Taint
+
+if TYPE_CHECKING:
+    from tether.events import Event
+    from tether.messages import Usage
+
+__all__ = [
+    "ArgumentError",
+    "Capabilities",
+    "Tool",
+    "ToolContext",
+    "ToolOutput",
+    "ToolSpec",
+    "Toolset",
+    "humanize_tool_name",
+    "tool",
+]
+
+_SEPARATORS = re.compile(r"[_\-\s]+")
+
+
+def humanize_tool_name(name: str) -> str:
+    """``read_file`` -> ``Read file``: split on ``_``, ``-`` and whitespace, lowercase, then
+    capitalise the first letter of the first word. No camelCase split; ``.`` and ``/`` are
+    kept as they are."""
+    words = [w.lower() for w in _SEPARATORS.split(name) if w]
+    if not words:
+        return ""
+    words[0] = words[0][:1].upper() + words[0][1:]
+    return " ".join(words)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """Declaration of a tool the model may invoke (seed 001).
+
+    - ``name``: unique; the model references it when it emits a call.
+    - ``description``: what the tool does, for the model.
+    - ``schema_json``: JSON Schema object of the arguments.
+    - ``title``: a human display label (MCP's ``title``); ``None`` derives one from ``name``.
+    - ``needs_approval``: the call goes through the approval gate before it runs, always.
+    """
+
+    name: str
+    description: str
+    schema_json: dict[str, Any]
+    title: str | None = None
+    needs_approval: bool = False
+
+    @property
+    def display_name(self) -> str:
+        return self.title if self.title is not None else humanize_tool_name(self.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialize; the safe defaults (``needs_approval=False``, ``title=None``) are omitted."""
+        d: dict[str, Any] = {
+            "name": self.name, "description": self.description, "schema_json": self.schema_json,
+        }
+        if self.title is not None:
+            d["title"] = self.title
+        if self.needs_approval:
+            d["needs_approval"] = True
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ToolSpec:
+        """Read a serialized spec; a payload without ``needs_approval`` is ungated (False)."""
+        return cls(
+            name=d["name"],
+            description=d.get("description", ""),
+            schema_json=dict(d.get("schema_json") or {"type": "object", "properties": {}}),
+            title=d.get("title"),
+            needs_approval=bool(d.get("needs_approval", False)),
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str) -> ToolSpec:
+        return cls.from_dict(json.loads(text))
+
+
+class ArgumentError(ValueError):
+    """Arguments that do not fit a tool's schema; the message is shown to the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a handler may return instead of a plain value, for full control of the result.
+
+    ``from_outside`` says whether the content carries text from outside (it decides the
+    untrusted taint for tools that declare ``untrusted_input``); ``None`` means "assume yes".
+    ``usage`` is model usage spent inside the tool (a sub-agent), added to the run's.
+    """
+
+    content: str
+    is_error: bool = False
+    structured: Any = None
+    from_outside: bool | None = None
+    usage: Usage | None = None
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a running tool may know about its call. Declare a parameter of this type in a
+    ``@tool`` function to receive it; it is not part of the model-visible schema."""
+
+    call_id: str
+    tool_name: str
+    taint: Taint
+    workspace: Path
+    security: SecurityConfig
+    emit: Callable[[Event], Awaitable[None]] | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+Handler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+Validator = Callable[[Any], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A callable tool: spec + capabilities + validator + async handler.
+
+    ``cache_approval`` says whether an approver may allow it for the whole session.
+    ``read_only`` overrides the derived rule (not destructive and no approval needed);
+    MCP tools set it from ``readOnlyHint`` only.
+    """
+
+    spec: ToolSpec
+    handler: Handler
+    capabilities: Capabilities = NO_CAPABILITIES
+    validator: Validator | None = None
+    cache_approval: bool = True
+    source: str = "python"
+    read_only_hint: bool | None = None
+    source_name: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def needs_approval(self) -> bool:
+        # destructive implies approval: a tool cannot declare itself out of the gate.
+        return self.spec.needs_approval or self.capabilities.destructive
+
+    @property
+    def read_only(self) -> bool:
+        if self.capabilities.destructive or self.needs_approval:
+            return False
+        return self.read_only_hint if self.read_only_hint is not None else True
+
+    def validate(self, arguments: Any) -> dict[str, Any]:
+        """Validated arguments, or ``ArgumentError`` with a message for the model."""
+        if self.validator is not None:
+            return self.validator(arguments)
+        if not isinstance(arguments, dict):
+            raise ArgumentError("arguments must be a JSON object")
+        return arguments
+
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        description: str,
+        schema: dict[str, Any],
+        handler: Handler,
+        *,
+        title: str | None = None,
+        needs_approval: bool = False,
+        capabilities: Capabilities = NO_CAPABILITIES,
+        source: str = "python",
+        **kw: Any,
+    ) -> Tool:
+        """A tool declared by a raw JSON Schema, validated with ``jsonschema``."""
+        spec = ToolSpec(name, description, schema, title, needs_approval)
+        return cls(spec, handler, capabilities, json_schema_validator(schema), source=source,
+                   **kw)
+
+
+@runtime_checkable
+class Toolset(Protocol):
+    """A source of tools that may change over time (an MCP server, a filtered set)."""
+
+    def tools(self) -> Sequence[Tool]: ...
+
+
+def json_schema_validator(schema: dict[str, Any]) -> Validator:
+    """A validator for a raw JSON Schema. ``jsonschema`` is imported on first use only."""
+    compiled: list[Any] = []
+
+    def validate(arguments: Any) -> dict[str, Any]:
+        if not compiled:
+            import jsonschema
+
+            cls = jsonschema.validators.validator_for(
+                schema, default=jsonschema.Draft202012Validator)
+            try:
+                cls.check_schema(schema)
+            except jsonschema.SchemaError as e:
+                raise ArgumentError(f"the tool's own schema is invalid: {e.message}") from None
+            compiled.append(cls(schema))
+        if not isinstance(arguments, dict):
+            raise ArgumentError("arguments must be a JSON object")
+        errors = sorted(compiled[0].iter_errors(arguments), key=lambda e: list(e.path))
+        if errors:
+            raise ArgumentError("; ".join(_describe_jsonschema_error(e) for e in errors[:5]))
+        return arguments
+
+    return validate
+
+
+def _describe_jsonschema_error(error: Any) -> str:
+    where = "/".join(str(p) for p in error.path)
+    return f"{where}: {error.message}" if where else str(error.message)
+
+
+# --- @tool ------------------------------------------------------------------------------
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    needs_approval: bool = False,
+    capabilities: Capabilities = NO_CAPABILITIES,
+    cache_approval: bool = True,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    needs_approval: bool = False,
+    capabilities: Capabilities = NO_CAPABILITIES,
+    cache_approval: bool = True,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a ``Tool`` from a sync or async function.
+
+    The JSON Schema comes from the signature (via pydantic), the description from the
+    docstring, parameter descriptions from its ``Args:`` section (or ``:param x:`` lines)::
+
+        @tool
+        def add(a: int, b: int) -> int:
+            \"\"\"Add two integers.\"\"\"
+            return a + b
+
+        @tool(needs_approval=True, capabilities=Capabilities(destructive=True))
+        def delete(path: str) -> str: ...
+    """
+
+    def build(f: Callable[..., Any]) -> Tool:
+        return _tool_from_function(f, name=name, title=title, description=description,
+                                   needs_approval=needs_approval, capabilities=capabilities,
+                                   cache_approval=cache_approval)
+
+    return build(fn) if fn is not None else build
+
+
+def _tool_from_function(
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    title: str | None,
+    description: str | None,
+    needs_approval: bool,
+    capabilities: Capabilities,
+    cache_approval: bool,
+) -> Tool:
+    from pydantic import ConfigDict, Field, ValidationError, create_model
+
+    if isinstance(fn, Tool):
+        raise ToolError(f"{fn.name} is already a Tool")
+    sig = inspect.signature(fn)
+    summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
+    hints = _type_hints(fn)
+    fields: dict[str, Any] = {}
+    context_param: str | None = None
+    for pname, param in sig.parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolError(f"tool {fn.__name__}: *args/**kwargs parameters cannot be described "
+                            "to a model; name each parameter")
+        annotation = hints.get(pname, Any)
+        if annotation is ToolContext:
+            context_param = pname
+            continue
+        default = ... if param.default is param.empty else param.default
+        fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
+    tool_name = name or fn.__name__
+    model = create_model(
+        f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    schema = _clean_schema(model.model_json_schema())
+    is_async = inspect.iscoroutinefunction(fn)
+    names = list(fields)
+
+    def validate(arguments: Any) -> dict[str, Any]:
+        if not isinstance(arguments, dict):
+            raise ArgumentError("arguments must be a JSON object")
+        try:
+            parsed = model.model_validate(arguments)
+        except ValidationError as e:
+            raise ArgumentError(_describe_validation_error(e)) from None
+        return {n: getattr(parsed, n) for n in names}
+
+    async def handler(arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        kwargs = dict(arguments)
+        if context_param is not None:
+            kwargs[context_param] = ctx
+        if is_async:
+            return await fn(**kwargs)
+        # Sync tools run in a worker thread so a slow one cannot stall the event loop (and
+        # several calls of one turn really run side by side).
+        return await asyncio.to_thread(fn, **kwargs)
+
+    spec = ToolSpec(tool_name, description if description is not None else summary, schema,
+                    title, needs_approval)
+    return Tool(spec, handler, capabilities, validate, cache_approval, source="python")
+
+
+def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    import typing
+
+    try:
+        return typing.get_type_hints(fn)
+    except (NameError, TypeError) as e:
+        raise ToolError(f"tool {getattr(fn, '__name__', fn)}: cannot resolve its type hints: {e}")\
+            from None
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's generated ``title`` keys: noise for the model, tokens on every turn."""
+    def strip(node: Any, in_properties: bool = False) -> Any:
+        if isinstance(node, dict):
+            return {
+                k: strip(v, k in ("properties", "$defs"))
+                for k, v in node.items()
+                if not (k == "title" and not in_properties and isinstance(v, str))
+            }
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    cleaned: dict[str, Any] = strip(schema)
+    cleaned.setdefault("properties", {})
+    return cleaned
+
+
+def _describe_validation_error(error: Any) -> str:
+    parts = []
+    for item in error.errors()[:5]:
+        loc = ".".join(str(x) for x in item["loc"])
+        parts.append(f"{loc}: {item['msg']}" if loc else str(item["msg"]))
+    return "; ".join(parts)
+
+
+_SECTION = re.compile(r"^[A-Z][A-Za-z ]*:$")
+_ARGS_SECTIONS = {"Args:", "Arguments:", "Parameters:", "Params:"}
+_GOOGLE_PARAM = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SPHINX_PARAM = re.compile(r"^:param\s+(?:[\w\[\], ]+\s+)?(\w+):\s*(.*)$")
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The description (text before any section) and per-parameter descriptions, from a
+    Google-style ``Args:`` section or Sphinx ``:param x:`` lines."""
+    summary: list[str] = []
+    params: dict[str, str] = {}
+    section: str | None = None  # None while in the summary, then "args", "sphinx" or "other"
+    param_indent: int | None = None
+    current: str | None = None
+    for line in doc.splitlines():
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        sphinx = _SPHINX_PARAM.match(stripped)
+        if sphinx:
+            section, current = "sphinx", sphinx.group(1)
+            params[current] = sphinx.group(2).strip()
+            continue
+        if indent == 0 and _SECTION.match(stripped):
+            section = "args" if stripped in _ARGS_SECTIONS else "other"
+            current, param_indent = None, None
+            continue
+        if section is None:
+            summary.append(line)
+            continue
+        if not stripped or section == "other":
+            continue
+        google = _GOOGLE_PARAM.match(stripped) if section == "args" else None
+        if google and (param_indent is None or indent <= param_indent):
+            param_indent, current = indent, google.group(1).lstrip("*")
+            params[current] = google.group(2).strip()
+        elif current is not None and indent > 0:
+            params[current] = f"{params[current]} {stripped}".strip()
+    return "\n".join(summary).strip(), params
+
+
+def ensure_tools(items: Iterable[Tool | Toolset | Callable[..., Any]]) -> list[Tool | Toolset]:
+    """Accept plain functions where a Tool is expected (``tools=[add]``) by wrapping them."""
+    out: list[Tool | Toolset] = []
+    for item in items:
+        if isinstance(item, Tool | Toolset):
+            out.append(item)
+        elif callable(item):
+            out.append(tool(item))
+        else:
+            raise ToolError(f"not a tool: {item!r}")
+    return out
