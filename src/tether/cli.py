@@ -1,0 +1,315 @@
+"""The `tether` command.
+
+Exit codes: 0 answered, 1 error, 2 refused (the run ended without an answer after the gate
+refused a call, or paused waiting for approval), 3 no answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tether.errors import ConfigError, OutputFailure, ProviderConnectionError, TetherError
+
+EXIT_OK, EXIT_ERROR, EXIT_REFUSED, EXIT_NO_ANSWER = 0, 1, 2, 3
+
+# Extra `tether doctor` checks registered by optional parts (MCP, the session store):
+# each returns (ok, label, detail).
+DoctorCheck = Callable[[Any], "asyncio.Future[list[tuple[bool, str, str]]] | Any"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return EXIT_ERROR
+    try:
+        code: int = args.handler(args)
+        return code
+    except ConfigError as e:
+        _error(f"configuration: {e}")
+        return EXIT_ERROR
+    except TetherError as e:
+        _error(str(e))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tether", description="Run LLM agents on a tether: tools pass one gate.")
+    parser.add_argument("--workspace", "-w", default=".",
+                        help="the workspace folder (tether.toml, file tools' root)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run one prompt and stream the answer")
+    run.add_argument("prompt", help="what the agent should do")
+    _add_run_flags(run)
+    run.add_argument("--json", action="store_true", help="print the RunResult as JSON")
+    run.add_argument("--output-schema", metavar="FILE.json",
+                     help="answer in this JSON Schema; prints the validated JSON answer")
+    run.set_defaults(handler=cmd_run)
+
+    tools = sub.add_parser("tools", help="list tools with capabilities and approval flags")
+    tools.add_argument("--json", action="store_true")
+    tools.set_defaults(handler=cmd_tools)
+
+    config = sub.add_parser("config", help="show or create the configuration")
+    config_sub = config.add_subparsers(dest="config_command", metavar="ACTION")
+    show = config_sub.add_parser("show", help="the merged configuration and where it came from")
+    show.set_defaults(handler=cmd_config_show)
+    init = config_sub.add_parser("init", help="write a commented tether.toml")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+    init.set_defaults(handler=cmd_config_init)
+
+    doctor = sub.add_parser("doctor", help="check config, providers, MCP servers, the store")
+    doctor.set_defaults(handler=cmd_doctor)
+    return parser
+
+
+def _add_run_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--provider", help="a [providers.NAME] entry of tether.toml")
+    p.add_argument("--model", help="the model name to ask for")
+    p.add_argument("--max-turns", type=int, help="bound on model turns")
+    p.add_argument("--system", help="system prompt")
+    p.add_argument("--yes", "-y", action="store_true",
+                   help="allow tools that need approval without asking (permission_mode=allow)")
+    p.add_argument("--read-only", action="store_true",
+                   help="only tools that change nothing may run (permission_mode=read-only)")
+
+
+def _error(message: str) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True, highlight=False).print(f"[red]tether:[/] {escape(message)}")
+
+
+# --- building from flags ------------------------------------------------------------------
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if getattr(args, "provider", None):
+        out["default_provider"] = args.provider
+    if getattr(args, "model", None):
+        from tether.config import load_config
+
+        name = args.provider or load_config(args.workspace).default_provider
+        out.setdefault("providers", {}).setdefault(name, {})["model"] = args.model
+    if getattr(args, "max_turns", None):
+        out.setdefault("agent", {})["max_turns"] = args.max_turns
+    if getattr(args, "system", None):
+        out.setdefault("agent", {})["system_prompt"] = args.system
+    if getattr(args, "yes", False) and getattr(args, "read_only", False):
+        raise ConfigError("--yes and --read-only contradict each other; choose one")
+    if getattr(args, "yes", False):
+        out.setdefault("tools", {})["permission_mode"] = "allow"
+    if getattr(args, "read_only", False):
+        out.setdefault("tools", {})["permission_mode"] = "read-only"
+    return out
+
+
+def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]:
+    """(agent, config) for a command's flags; a console approver when a person is there."""
+    from tether.config import agent_from_config, load_config
+
+    cfg = load_config(args.workspace, _overrides(args))
+    if "approver" not in agent_kwargs and sys.stdin.isatty():
+        from tether.approval import ConsoleApprover
+
+        agent_kwargs["approver"] = ConsoleApprover()
+    agent = agent_from_config(args.workspace, config=cfg, **agent_kwargs)
+    return agent, cfg
+
+
+def _no_provider_help(cfg: Any, error: Exception) -> str:
+    name, pcfg = cfg.provider_config()
+    return (f"{error}\n\nNo model server answered for provider {name!r} at {pcfg.base_url}. "
+            f"Either start a local one (`tether local serve`, or `tether run --local ...`), "
+            f"or point tether at a server in ./tether.toml (`tether config init` writes one):\n"
+            f"  [providers.{name}]\n  kind = \"openai-chat\"\n"
+            f"  base_url = \"http://127.0.0.1:8080/v1\"\n  model = \"...\"\n"
+            f"and select it with default_provider or --provider.")
+
+
+# --- tether run ---------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from tether.render import EventRenderer
+
+    agent, cfg = make_agent(args)
+    quiet = bool(args.json)
+    renderer = EventRenderer(show_text=not quiet and not args.output_schema)
+    async with agent:
+        if args.output_schema:
+            return await _run_structured(agent, args, renderer, cfg)
+        result = None
+        async for event in agent.stream(args.prompt):
+            if not quiet:
+                renderer(event)
+            from tether.events import RunFinished
+
+            if isinstance(event, RunFinished) and not event.path:
+                result = event.result
+    assert result is not None
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    if isinstance(result.error, ProviderConnectionError):
+        _error(_no_provider_help(cfg, result.error))
+        return EXIT_ERROR
+    return exit_code(result)
+
+
+def exit_code(result: Any) -> int:
+    if result.error is not None:
+        return EXIT_ERROR
+    if result.stop_cause == "completed":
+        return EXIT_OK
+    refused = any(r.denied or r.blocked for r in result.tool_calls)
+    if result.stop_cause == "paused" or refused:
+        return EXIT_REFUSED
+    return EXIT_NO_ANSWER
+
+
+async def _run_structured(agent: Any, args: argparse.Namespace, renderer: Any, cfg: Any) -> int:
+    from tether.output import OutputSpec
+
+    path = Path(args.output_schema)
+    try:
+        schema = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"--output-schema {path}: cannot read a JSON Schema: {e}") from None
+    if not isinstance(schema, dict):
+        raise ConfigError(f"--output-schema {path}: a JSON Schema must be an object")
+    title = schema.get("title")
+    name = title if isinstance(title, str) and title.strip() else path.stem
+    spec = OutputSpec(name, schema.get("description") or "Give the final answer in this shape.",
+                      schema)
+    run = agent.prepare(args.prompt, output=spec)
+    async for event in run.stream():
+        if not args.json:
+            renderer(event)
+    try:
+        report = await run.output()
+    except OutputFailure as failure:
+        if failure.result is not None and isinstance(failure.result.error,
+                                                     ProviderConnectionError):
+            _error(_no_provider_help(cfg, failure.result.error))
+            return EXIT_ERROR
+        _error(f"no valid answer ({failure.reason}): {failure.message}")
+        return EXIT_ERROR if failure.reason == "provider" else EXIT_NO_ANSWER
+    print(json.dumps(report.value if not hasattr(report.value, "model_dump")
+                     else report.value.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
+# --- tether tools -------------------------------------------------------------------------
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    return asyncio.run(_tools(args))
+
+
+async def _tools(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    agent, _ = make_agent(args, approver=None)
+    async with agent:
+        tools = list(agent.tools.values())
+    rows: list[dict[str, Any]] = [{
+        "name": t.name, "title": t.spec.display_name, "source": t.source,
+        "capabilities": t.capabilities.flags(), "needs_approval": t.needs_approval,
+        "read_only": t.read_only,
+    } for t in tools]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    table = Table(title="tools")
+    for col in ("name", "title", "source", "capabilities", "approval", "read-only"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(str(r["name"]), str(r["title"]), str(r["source"]),
+                      ", ".join(r["capabilities"]) or "-",
+                      "yes" if r["needs_approval"] else "no", "yes" if r["read_only"] else "no")
+    Console().print(table)
+    return EXIT_OK
+
+
+# --- tether config ------------------------------------------------------------------------
+
+
+def cmd_config_show(args: argparse.Namespace) -> int:
+    from tether.config import load_config
+
+    cfg = load_config(args.workspace)
+    print(f"# layers: {', '.join(cfg.sources)}")
+    print(json.dumps(cfg.model_dump(mode="json"), indent=2))
+    return EXIT_OK
+
+
+def cmd_config_init(args: argparse.Namespace) -> int:
+    from tether.config import INIT_TEMPLATE
+
+    path = Path(args.workspace) / "tether.toml"
+    if path.exists() and not args.force:
+        raise ConfigError(f"{path} exists; pass --force to overwrite it")
+    path.write_text(INIT_TEMPLATE)
+    print(f"wrote {path}")
+    return EXIT_OK
+
+
+# --- tether doctor ------------------------------------------------------------------------
+
+DOCTOR_CHECKS: list[Callable[[Any], Any]] = []
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    return asyncio.run(_doctor(args))
+
+
+async def _doctor(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tether.config import load_config
+    from tether.doctor import check_providers
+
+    console = Console(highlight=False)
+    failures = 0
+
+    def report(ok: bool, label: str, detail: str) -> None:
+        nonlocal failures
+        failures += not ok
+        mark = "[green]✓[/]" if ok else "[red]✗[/]"
+        console.print(f"{mark} {label}" + (f" [dim]{detail}[/]" if detail else ""))
+
+    try:
+        cfg = load_config(args.workspace)
+    except ConfigError as e:
+        report(False, "config", str(e))
+        return EXIT_ERROR
+    report(True, "config", ", ".join(cfg.sources))
+    for ok, label, detail in await check_providers(cfg):
+        report(ok, label, detail)
+    for check in DOCTOR_CHECKS:
+        for ok, label, detail in await check(cfg):
+            report(ok, label, detail)
+    return EXIT_OK if not failures else EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

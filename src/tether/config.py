@@ -1,0 +1,393 @@
+"""tether.toml: providers, agent, tools, security, sub-agents, MCP servers.
+
+Layers, later wins: built-in defaults -> the user file (~/.config/tether/config.toml) ->
+./tether.toml in the workspace -> TETHER_* environment variables -> flags. Unknown keys are
+rejected with their path, so a typo never silently does nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from tether.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tether.agent import Agent
+    from tether.providers.base import Provider
+
+ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "gemini"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Prices(_Strict):
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+
+
+class ProviderConfig(_Strict):
+    kind: ProviderKind = "openai-chat"
+    base_url: str | None = None
+    model: str
+    api_key_env: str | None = None
+    profile: str | None = None
+    context_window: int | None = None
+    max_retries: int = Field(default=2, ge=0)
+    retry_after_cap_secs: float = Field(default=60.0, ge=0)
+    timeout_secs: float = Field(default=600.0, gt=0)
+    stream_idle_timeout_secs: float = Field(default=120.0, gt=0)
+    headers: dict[str, str] = Field(default_factory=dict)
+    prices: Prices | None = None
+
+
+class AgentConfig(_Strict):
+    system_prompt: str | None = None
+    max_turns: int = Field(default=40, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    temperature: float | None = None
+    approval_timeout_secs: float | None = Field(default=300.0, gt=0)
+    tool_timeout_secs: float | None = Field(default=600.0, gt=0)
+    output_retries: int = Field(default=2, ge=0)
+
+
+class ToolsConfig(_Strict):
+    enabled: list[str] | None = None  # None: the default built-ins
+    disabled: list[str] = Field(default_factory=list)
+    workspace: str | None = None
+    permission_mode: Literal["ask", "allow", "read-only"] = "ask"
+
+
+class SecuritySection(_Strict):
+    trifecta: Literal["block", "ask", "allow"] = "block"
+    block_private_ips: bool = True
+    allowed_domains: list[str] = Field(default_factory=list)
+    blocked_domains: list[str] = Field(default_factory=list)
+    mark_untrusted_output: bool = True
+    max_result_chars: int = Field(default=50_000, ge=100)
+
+
+class SubagentSection(_Strict):
+    name: str
+    description: str
+    tools: list[str] = Field(default_factory=list)
+    system_prompt: str | None = None
+    max_turns: int = 12
+    model: str | None = None
+    provider: str | None = None
+    trusted_output: bool = False
+    answer_shape: str | list[str] | None = None
+
+
+class McpCapabilities(_Strict):
+    private_data: bool = False
+    untrusted_input: bool = False
+    external_send: bool = False
+    destructive: bool = False
+
+
+class McpSection(_Strict):
+    name: str
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    env_passthrough: list[str] = Field(default_factory=list)
+    url: str | None = None
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    prefix_tools: bool = True
+    disabled: bool = False
+    timeout_secs: float = Field(default=60.0, gt=0)
+    capabilities: McpCapabilities = Field(default_factory=McpCapabilities)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpSection:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"mcp server {self.name!r} needs either command (stdio) or url "
+                             f"(streamable HTTP), not both or neither")
+        return self
+
+
+class StoreSection(_Strict):
+    path: str | None = None
+
+
+class LocalSection(_Strict):
+    cache_dir: str | None = None
+    model_path: str | None = None
+    port: int = 8080
+
+
+class Config(_Strict):
+    default_provider: str = "local"
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    security: SecuritySection = Field(default_factory=SecuritySection)
+    subagents: list[SubagentSection] = Field(default_factory=list)
+    mcp: list[McpSection] = Field(default_factory=list)
+    store: StoreSection = Field(default_factory=StoreSection)
+    local: LocalSection = Field(default_factory=LocalSection)
+    # Where each layer came from, for `tether config show`.
+    sources: list[str] = Field(default_factory=list, exclude=True)
+
+    def provider_config(self, name: str | None = None) -> tuple[str, ProviderConfig]:
+        name = name or self.default_provider
+        if name not in self.providers:
+            known = ", ".join(sorted(self.providers)) or "none"
+            raise ConfigError(f"provider {name!r} is not configured (configured: {known}); add "
+                              f"[providers.{name}] to tether.toml (see `tether config init`)")
+        return name, self.providers[name]
+
+
+# The built-in defaults: one local llama-server (see `tether local serve`).
+DEFAULTS: dict[str, Any] = {
+    "default_provider": "local",
+    "providers": {
+        "local": {"kind": "openai-chat", "base_url": "http://127.0.0.1:8080/v1",
+                  "model": "qwen", "profile": "llama-server"},
+    },
+}
+
+
+def user_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "tether" / "config.toml"
+
+
+def load_config(
+    workspace: str | Path = ".",
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    user_file: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """The merged configuration. ``overrides`` are flag values as a nested dict."""
+    env = os.environ if env is None else env
+    merged: dict[str, Any] = copy.deepcopy(DEFAULTS)
+    sources = ["defaults"]
+    user = Path(env.get("TETHER_CONFIG") or user_file or user_config_path())
+    project = Path(workspace) / "tether.toml"
+    for path in (user, project):
+        if path.is_file():
+            _merge(merged, _read_toml(path))
+            sources.append(str(path))
+    env_layer = _env_layer(env, merged)
+    if env_layer:
+        _merge(merged, env_layer)
+        sources.append("environment")
+    if overrides:
+        _merge(merged, dict(overrides))
+        sources.append("flags")
+    return _validate(merged, sources)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+
+
+def _env_layer(env: Mapping[str, str], merged: dict[str, Any]) -> dict[str, Any]:
+    layer: dict[str, Any] = {}
+    provider = env.get("TETHER_PROVIDER")
+    if provider:
+        layer["default_provider"] = provider
+    name = provider or merged.get("default_provider", "local")
+    for var, key in (("TETHER_MODEL", "model"), ("TETHER_BASE_URL", "base_url")):
+        if env.get(var):
+            layer.setdefault("providers", {}).setdefault(name, {})[key] = env[var]
+    if env.get("TETHER_MAX_TURNS"):
+        try:
+            layer.setdefault("agent", {})["max_turns"] = int(env["TETHER_MAX_TURNS"])
+        except ValueError:
+            raise ConfigError(f"TETHER_MAX_TURNS must be a whole number, not "
+                              f"{env['TETHER_MAX_TURNS']!r}") from None
+    if env.get("TETHER_PERMISSION_MODE"):
+        layer.setdefault("tools", {})["permission_mode"] = env["TETHER_PERMISSION_MODE"]
+    return layer
+
+
+def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> None:
+    """Deep-merge tables; anything else (lists, arrays of tables, scalars) is replaced."""
+    for key, value in layer.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+
+
+def _validate(data: dict[str, Any], sources: list[str]) -> Config:
+    try:
+        return Config.model_validate({**data, "sources": sources})
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            if err["type"] == "extra_forbidden":
+                problems.append(f"unknown key {where}")
+            else:
+                problems.append(f"{where}: {err['msg']}")
+        raise ConfigError("invalid configuration (" + ", ".join(sources[1:] or ["defaults"])
+                          + "): " + "; ".join(problems)) from None
+
+
+# --- building the runtime from a config -------------------------------------------------------
+
+
+def build_provider(name: str, cfg: ProviderConfig) -> Provider:
+    """The adapter for one ``[providers.NAME]`` entry."""
+    from tether.providers.http import RetryPolicy, Timeouts
+
+    retry = RetryPolicy(max_retries=cfg.max_retries, retry_after_cap=cfg.retry_after_cap_secs)
+    timeouts = Timeouts(read=cfg.stream_idle_timeout_secs, total=cfg.timeout_secs)
+    common: dict[str, Any] = {"model": cfg.model, "api_key_env": cfg.api_key_env,
+                              "retry": retry, "timeouts": timeouts,
+                              "headers": cfg.headers or None}
+    if cfg.base_url:
+        common["base_url"] = cfg.base_url
+    provider: Provider
+    if cfg.kind == "openai-chat":
+        from tether.providers.openai_chat import OpenAIChat
+
+        provider = OpenAIChat(profile=cfg.profile, **common)
+    elif cfg.kind == "openai-responses":
+        from tether.providers.openai_responses import OpenAIResponses
+
+        provider = OpenAIResponses(**common)
+    elif cfg.kind == "anthropic":
+        from tether.providers.anthropic import Anthropic
+
+        provider = Anthropic(**common)
+    else:
+        from tether.providers.gemini import Gemini
+
+        provider = Gemini(**common)
+    if cfg.profile and cfg.kind != "openai-chat":
+        raise ConfigError(f"providers.{name}.profile applies to kind = \"openai-chat\" only")
+    return provider
+
+
+def security_from(section: SecuritySection) -> Any:
+    from tether.trust import SecurityConfig
+
+    return SecurityConfig(
+        trifecta=section.trifecta,
+        block_private_ips=section.block_private_ips,
+        allowed_domains=tuple(section.allowed_domains),
+        blocked_domains=tuple(section.blocked_domains),
+        mark_untrusted_output=section.mark_untrusted_output,
+        max_result_chars=section.max_result_chars,
+    )
+
+
+def agent_from_config(
+    workspace: str | Path = ".",
+    *,
+    config: Config | None = None,
+    provider: str | None = None,
+    tools: list[Any] | None = None,
+    **overrides: Any,
+) -> Agent:
+    """An Agent as tether.toml describes it. ``overrides`` are Agent keyword arguments
+    (``approver=...``, ``max_turns=...``) that win over the file."""
+    from tether.agent import Agent
+    from tether.builtins import select_builtins
+    from tether.subagents import SubagentProfile
+
+    cfg = config or load_config(workspace)
+    name, pcfg = cfg.provider_config(provider)
+    model = build_provider(name, pcfg)
+    others = {n: build_provider(n, p) for n, p in cfg.providers.items() if n != name}
+    others[name] = model
+    ws = Path(cfg.tools.workspace or workspace)
+    security = security_from(cfg.security)
+    selected: list[Any] = list(select_builtins(cfg.tools.enabled, cfg.tools.disabled))
+    selected.extend(tools or [])
+    if cfg.mcp:
+        from tether.mcp import servers_from_config
+
+        selected.extend(servers_from_config(cfg.mcp))
+    subagents = [SubagentProfile(**s.model_dump()) for s in cfg.subagents]
+    kwargs: dict[str, Any] = {
+        "system_prompt": cfg.agent.system_prompt,
+        "max_turns": cfg.agent.max_turns,
+        "max_output_tokens": cfg.agent.max_output_tokens,
+        "security": security,
+        "permission_mode": cfg.tools.permission_mode,
+        "workspace": ws,
+        "subagents": subagents,
+        "providers": others,
+        "approval_timeout_secs": cfg.agent.approval_timeout_secs,
+        "tool_timeout_secs": cfg.agent.tool_timeout_secs,
+        "temperature": cfg.agent.temperature,
+        "output_retries": cfg.agent.output_retries,
+    }
+    kwargs.update(overrides)
+    return Agent(model, selected, **kwargs)
+
+
+INIT_TEMPLATE = '''\
+# tether.toml: configuration for the tether agent runtime.
+# Layers, later wins: ~/.config/tether/config.toml -> ./tether.toml -> TETHER_* env -> flags.
+# Unknown keys are rejected.
+
+# Which [providers.NAME] entry `tether run` uses (override: --provider, TETHER_PROVIDER).
+default_provider = "local"
+
+# A local llama-server (`tether local serve` starts one on this port).
+[providers.local]
+kind = "openai-chat"            # openai-chat | openai-responses | anthropic | gemini
+base_url = "http://127.0.0.1:8080/v1"
+model = "qwen"
+profile = "llama-server"        # llama-server | ollama | vllm | lmstudio | openrouter | openai
+# api_key_env = "OPENAI_API_KEY" # the environment variable holding the key, if one is needed
+# max_retries = 2               # 429/503/529 and connection errors are retried with backoff
+# retry_after_cap_secs = 60     # a longer Retry-After fails at once, naming the wait
+
+# [providers.claude]
+# kind = "anthropic"
+# model = "claude-sonnet-4-5"
+# api_key_env = "ANTHROPIC_API_KEY"
+
+[agent]
+# system_prompt = "Be brief."
+max_turns = 40
+# max_output_tokens = 4000      # the run's output token budget
+
+[tools]
+# enabled = ["read_file", "list_dir", "grep", "write_file", "edit_file", "fetch_url"]
+# disabled = ["fetch_url"]
+permission_mode = "ask"         # ask | allow | read-only
+
+[security]
+trifecta = "block"              # block | ask | allow: a send after private + untrusted data
+block_private_ips = true        # fetch_url refuses loopback/private/link-local addresses
+# allowed_domains = ["example.com"]
+# blocked_domains = []
+mark_untrusted_output = true
+
+# [[subagents]]
+# name = "rate_page"
+# description = "Read a web page and rate its quality. Use for any URL the user gives."
+# tools = ["fetch_url"]
+# trusted_output = true
+# answer_shape = ["low", "medium", "high"]
+
+# [[mcp]]
+# name = "files"
+# command = "python"
+# args = ["-m", "my_mcp_server"]
+'''
