@@ -261,12 +261,13 @@ class Agent:
         self.temperature = temperature
         self.output_retries = output_retries
         self._sources = ensure_tools(tools)
+        self._static: dict[str, Tool] | None = None
         self.subagents = list(subagents)
         if self.subagents:
             from tether.subagents import delegation_tools
 
             self._sources.extend(delegation_tools(self.subagents, self))
-        self._static: dict[str, Tool] | None = None
+            self._static = None
         self._check_tool_names()
 
     # --- public API -----------------------------------------------------------------------

@@ -87,7 +87,8 @@ class ToolSpec:
         return cls(
             name=d["name"],
             description=d.get("description", ""),
-            schema_json=dict(d.get("schema_json") or {"type": "object", "properties": {}}),
+            schema_json=dict(d["schema_json"]) if d.get("schema_json") is not None
+            else {"type": "object", "properties": {}},
             title=d.get("title"),
             needs_approval=bool(d.get("needs_approval", False)),
         )
