@@ -578,7 +578,9 @@ class _Run:
                 yield self._refuse(results, call, "invalid_args", content)
                 continue
             if self.output is not None and self.output.owns(call.name):
-                yield self._settle(results, call, "ok", self.output.on_answer(arguments))
+                content, valid = self.output.on_answer(arguments)
+                yield self._settle(results, call, "ok" if valid else "invalid_args", content,
+                                   is_error=not valid)
                 continue
 
             # 3. the trifecta interlock

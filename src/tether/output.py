@@ -139,8 +139,9 @@ class OutputPlan:
     def tool_choice(self) -> ToolChoice:
         return "auto" if self.spec.keeps_tools else NamedToolChoice(self.tool_name)
 
-    def on_answer(self, arguments: dict[str, Any]) -> str:
-        """A call of the answering tool whose JSON parsed; validate it against the schema."""
+    def on_answer(self, arguments: dict[str, Any]) -> tuple[str, bool]:
+        """A call of the answering tool whose JSON parsed: validate it against the schema.
+        Returns the result text for the model and whether the answer was valid."""
         try:
             if self._validate_schema is not None:
                 self.value = self._validate_schema(arguments)
@@ -149,9 +150,9 @@ class OutputPlan:
         except (ArgumentError, ValueError) as e:
             self.value = None
             message = _validation_message(e)
-            return self.on_invalid(message) or message
+            return self.on_invalid(message) or message, False
         self.succeeded = True
-        return "Answer recorded."
+        return "Answer recorded.", True
 
     def on_invalid(self, error: str) -> str | None:
         """An invalid answer: a correctable error for the model, until retries run out."""
