@@ -101,9 +101,9 @@ async def test_a_working_turn_keeps_the_tools_and_ends_when_the_answer_is_valid(
         "Weather in Paris?", output=SPEC.with_tools()).output()
     assert report.value == {"city": "Paris", "celsius": 21.5}
     first = model.requests[0]
-    assert [t.name for t in first.tools][0] == "get_weather"
+    assert first.tools[0].name == "get_weather"
     assert first.tool_choice == "auto"
-    assert [r.name for r in report.result.tool_calls][0] == "get_weather"
+    assert report.result.tool_calls[0].name == "get_weather"
 
 
 async def test_max_turns_during_a_working_turn_is_a_bound_naming_max_turns() -> None:
