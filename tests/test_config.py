@@ -1,0 +1,142 @@
+"""tether.toml: layering, strict keys, and building an Agent from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tether.config import INIT_TEMPLATE, agent_from_config, load_config
+from tether.errors import ConfigError
+
+NO_USER = {"TETHER_CONFIG": "/nonexistent/tether-user.toml"}
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_defaults_point_at_a_local_llama_server(tmp_path: Path) -> None:
+    cfg = load_config(tmp_path, env=NO_USER)
+    name, provider = cfg.provider_config()
+    assert name == "local"
+    assert provider.base_url == "http://127.0.0.1:8080/v1" and provider.profile == "llama-server"
+    assert cfg.sources == ["defaults"]
+
+
+def test_layers_merge_user_then_project_then_env_then_flags(tmp_path: Path) -> None:
+    user = write(tmp_path / "user.toml", """
+default_provider = "a"
+[providers.a]
+model = "from-user"
+base_url = "http://127.0.0.1:1/v1"
+[agent]
+max_turns = 5
+system_prompt = "user prompt"
+""")
+    write(tmp_path / "tether.toml", """
+[providers.a]
+model = "from-project"
+[agent]
+max_turns = 7
+""")
+    env = {"TETHER_CONFIG": str(user), "TETHER_MAX_TURNS": "9"}
+    cfg = load_config(tmp_path, {"agent": {"system_prompt": "flag prompt"}}, env=env)
+    assert cfg.providers["a"].model == "from-project"
+    assert cfg.providers["a"].base_url == "http://127.0.0.1:1/v1"  # tables merge deeply
+    assert cfg.agent.max_turns == 9
+    assert cfg.agent.system_prompt == "flag prompt"
+    assert cfg.sources == ["defaults", str(user), str(tmp_path / "tether.toml"), "environment",
+                           "flags"]
+
+
+def test_env_selects_provider_and_model(tmp_path: Path) -> None:
+    cfg = load_config(tmp_path, env={**NO_USER, "TETHER_MODEL": "qwen-big"})
+    assert cfg.providers["local"].model == "qwen-big"
+
+
+@pytest.mark.parametrize(("toml", "path"), [
+    ("modle = 1", "modle"),
+    ("[agent]\nmax_turn = 3", "agent.max_turn"),
+    ("[providers.x]\nmodel = 'm'\nbase_uri = 'u'", "providers.x.base_uri"),
+    ("[security]\ntrifceta = 'block'", "security.trifceta"),
+    ("[[subagents]]\nname = 'a'\ndescription = 'd'\ntool = []", "subagents.0.tool"),
+])
+def test_unknown_keys_are_rejected_naming_their_path(tmp_path: Path, toml: str,
+                                                     path: str) -> None:
+    write(tmp_path / "tether.toml", toml)
+    with pytest.raises(ConfigError, match=rf"unknown key {path}\b"):
+        load_config(tmp_path, env=NO_USER)
+
+
+def test_bad_values_say_where(tmp_path: Path) -> None:
+    write(tmp_path / "tether.toml", "[security]\ntrifecta = 'maybe'")
+    with pytest.raises(ConfigError, match="security.trifecta"):
+        load_config(tmp_path, env=NO_USER)
+
+
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
+    write(tmp_path / "tether.toml", "this is = = not toml")
+    with pytest.raises(ConfigError, match="tether.toml: not valid TOML"):
+        load_config(tmp_path, env=NO_USER)
+
+
+def test_an_unconfigured_provider_says_what_to_add(tmp_path: Path) -> None:
+    cfg = load_config(tmp_path, env=NO_USER)
+    with pytest.raises(ConfigError, match=r"\[providers.cloud\]"):
+        cfg.provider_config("cloud")
+
+
+def test_the_init_template_is_valid_config(tmp_path: Path) -> None:
+    write(tmp_path / "tether.toml", INIT_TEMPLATE)
+    cfg = load_config(tmp_path, env=NO_USER)
+    assert cfg.default_provider == "local"
+
+
+def test_agent_from_config_applies_agent_tools_security_and_subagents(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    write(tmp_path / "tether.toml", """
+[agent]
+system_prompt = "Be brief."
+max_turns = 6
+[tools]
+enabled = ["calculator"]
+permission_mode = "read-only"
+[security]
+trifecta = "ask"
+[[subagents]]
+name = "compute"
+description = "Do arithmetic."
+tools = ["calculator"]
+trusted_output = true
+answer_shape = "number"
+""")
+    agent = agent_from_config(tmp_path)
+    assert agent.system_prompt == "Be brief." and agent.max_turns == 6
+    assert agent.permission_mode == "read-only"
+    assert agent.security.trifecta == "ask"
+    assert set(agent.tools) == {"calculator", "compute"}
+    assert agent.model.name == "openai-chat" and agent.model.model == "qwen"
+
+
+def test_subagent_config_errors_surface_at_load(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    write(tmp_path / "tether.toml", """
+[[subagents]]
+name = "rate"
+description = "Rate."
+trusted_output = true
+""")
+    with pytest.raises(ConfigError, match=r"subagent 'rate'.*answer_shape"):
+        agent_from_config(tmp_path)
+
+
+def test_unknown_builtin_tools_are_a_config_error(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    write(tmp_path / "tether.toml", "[tools]\nenabled = ['teleport']")
+    with pytest.raises(ConfigError, match="'teleport'"):
+        agent_from_config(tmp_path)
