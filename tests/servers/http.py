@@ -8,6 +8,7 @@ server wait there (a stalled stream) until the event is set or the server stops.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator, Sequence
@@ -62,6 +63,8 @@ class LoopbackServer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.received = threading.Condition()
+        # Set when a client hung up while a streamed body was still being written.
+        self.disconnected = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -69,6 +72,11 @@ class LoopbackServer:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def handle(self) -> None:
+                # A client that hung up between requests is not a server error.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    super().handle()
 
             def do_GET(self) -> None:
                 self._serve()
@@ -95,7 +103,9 @@ class LoopbackServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # A short poll interval: shutdown() waits for the serving loop to notice (0.5 s default).
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.02}, daemon=True)
 
     def _write(self, handler: BaseHTTPRequestHandler, canned: Canned) -> None:
         body = canned.body
@@ -122,7 +132,7 @@ class LoopbackServer:
                 handler.wfile.flush()
             handler.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
-            pass
+            self.disconnected.set()
 
     @property
     def url(self) -> str:
