@@ -1,0 +1,192 @@
+"""What each OpenAI-compatible server supports, so one Chat Completions adapter can serve all.
+
+The wire is the same; the servers differ in what they honour. A profile states it, and the
+adapter shapes its requests to fit: a server that cannot force a tool call gets the nearest
+request it can serve instead of a 400 or a silently ignored field.
+
+Chosen by name (``profile = "llama-server"`` in tether.toml) or detected from the base URL
+(host, then the server's usual port). An unknown server gets ``generic``: conservative
+choices that any Chat Completions server accepts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+from tether.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAICompatProfile:
+    """The capabilities and quirks of one OpenAI-compatible server.
+
+    - ``supports_tool_choice_required``: ``tool_choice: "required"`` forces a call. When
+      False the adapter sends ``"auto"`` (the loop's nudges cover a model that answers in
+      prose).
+    - ``supports_named_tool_choice``: ``tool_choice: {"type": "function", ...}`` forces that
+      tool. When False the adapter offers only that tool, with ``"required"`` where supported.
+    - ``supports_parallel_calls``: the server can return several tool calls in one turn.
+    - ``supports_stream_usage``: ``stream_options: {"include_usage": true}`` is understood;
+      when False it is not sent and a stream may end without usage.
+    - ``supports_json_schema_output``: ``response_format: {"type": "json_schema"}`` works.
+    - ``max_tokens_field``: the request field for the output token limit.
+    - ``quirks``: what a user debugging this server should know.
+    """
+
+    name: str
+    supports_tool_choice_required: bool = True
+    supports_named_tool_choice: bool = False
+    supports_parallel_calls: bool = True
+    supports_stream_usage: bool = False
+    supports_json_schema_output: bool = False
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    quirks: tuple[str, ...] = ()
+
+
+GENERIC = OpenAICompatProfile(
+    name="generic",
+    quirks=("Unknown server: named tool_choice and stream_options are not sent; usage may "
+            "be missing from streams.",),
+)
+
+PROFILES: dict[str, OpenAICompatProfile] = {
+    p.name: p
+    for p in (
+        OpenAICompatProfile(
+            name="llama-server",
+            supports_tool_choice_required=True,
+            supports_named_tool_choice=False,
+            supports_parallel_calls=True,
+            supports_stream_usage=True,
+            supports_json_schema_output=True,
+            quirks=(
+                "Tool calling needs --jinja and a chat template with tool support; without it "
+                "the server ignores `tools` silently.",
+                "`content: \"\"` beside tool calls; call ids are random strings.",
+                "A model output that does not parse as a tool call comes back as HTTP 500 "
+                "(\"does not match the expected ... format\"); tether retries it once.",
+                "A named tool_choice is ignored: tether offers only that tool, with "
+                "tool_choice \"required\".",
+                "Reasoning models stream `reasoning_content`.",
+            ),
+        ),
+        OpenAICompatProfile(
+            name="ollama",
+            supports_tool_choice_required=False,
+            supports_named_tool_choice=False,
+            supports_parallel_calls=True,
+            supports_stream_usage=True,
+            supports_json_schema_output=True,
+            quirks=(
+                "tool_choice is ignored: tether sends \"auto\", and offers only the named tool "
+                "when one is asked for.",
+                "finish_reason may be \"stop\" when the model called tools (tether goes by "
+                "the calls).",
+                "Tool calls arrive whole in one chunk; ids look like call_xxxxxxxx.",
+                "Base URL is http://HOST:11434/v1 (the /v1 prefix is the OpenAI-compatible API).",
+            ),
+        ),
+        OpenAICompatProfile(
+            name="vllm",
+            supports_tool_choice_required=True,
+            supports_named_tool_choice=True,
+            supports_parallel_calls=True,
+            supports_stream_usage=True,
+            supports_json_schema_output=True,
+            quirks=(
+                "tool_choice \"auto\" needs the server started with --enable-auto-tool-choice "
+                "and a --tool-call-parser for the model family.",
+                "Reasoning models (--reasoning-parser) send `reasoning_content`.",
+            ),
+        ),
+        OpenAICompatProfile(
+            name="lmstudio",
+            supports_tool_choice_required=True,
+            supports_named_tool_choice=False,
+            supports_parallel_calls=True,
+            supports_stream_usage=True,
+            supports_json_schema_output=True,
+            quirks=(
+                "Models without native tool support get LM Studio's default tool prompt; "
+                "quality varies.",
+                "Base URL is http://HOST:1234/v1.",
+            ),
+        ),
+        OpenAICompatProfile(
+            name="openrouter",
+            supports_tool_choice_required=True,
+            supports_named_tool_choice=True,
+            supports_parallel_calls=True,
+            supports_stream_usage=True,
+            supports_json_schema_output=True,
+            quirks=(
+                "What is honoured depends on the routed model and upstream provider.",
+                "Upstream failures can arrive as HTTP 200 with an `error` body, or as an "
+                "`error` event mid-stream; tether maps both to its errors.",
+                "Streams carry `: OPENROUTER PROCESSING` comment lines (ignored).",
+                "Reasoning arrives as `reasoning`.",
+            ),
+        ),
+        OpenAICompatProfile(
+            name="openai",
+            supports_tool_choice_required=True,
+            supports_named_tool_choice=True,
+            supports_parallel_calls=True,
+            supports_stream_usage=True,
+            supports_json_schema_output=True,
+            max_tokens_field="max_completion_tokens",
+            quirks=(
+                "Reasoning models (o-series, gpt-5) reject `max_tokens` and non-default "
+                "temperature; tether sends max_completion_tokens.",
+            ),
+        ),
+        GENERIC,
+    )
+}
+
+# Host suffixes first (unambiguous), then the servers' usual ports on any host.
+_HOSTS = (("api.openai.com", "openai"), ("openrouter.ai", "openrouter"))
+_PORTS = {11434: "ollama", 1234: "lmstudio", 8000: "vllm", 8080: "llama-server"}
+
+
+def profile_for(name: str | None, base_url: str) -> OpenAICompatProfile:
+    """The profile named ``name``, or, without a name, the one ``base_url`` points at.
+
+    ::
+
+        profile_for(None, "http://127.0.0.1:11434/v1").name   # "ollama"
+        profile_for("vllm", "http://gpu-box:9000/v1").name    # "vllm"
+        profile_for(None, "http://example.internal/v1").name  # "generic"
+
+    An unknown ``name`` is a ConfigError that lists the known profiles.
+    """
+    if name is not None:
+        profile = PROFILES.get(name.strip().lower())
+        if profile is None:
+            raise ConfigError(
+                f"unknown OpenAI-compatible profile {name!r}; known profiles: "
+                f"{', '.join(sorted(PROFILES))}"
+            )
+        return profile
+    return PROFILES[detect(base_url)]
+
+
+def detect(base_url: str) -> str:
+    """The profile name ``base_url`` suggests (``generic`` when nothing does)."""
+    try:
+        parts = urlsplit(base_url)
+        host = (parts.hostname or "").lower()
+        port = parts.port
+    except ValueError:  # a malformed port: nothing to detect from
+        return GENERIC.name
+    for suffix, profile in _HOSTS:
+        if host == suffix or host.endswith("." + suffix):
+            return profile
+    if port is not None and port in _PORTS:
+        return _PORTS[port]
+    return GENERIC.name
+
+
+__all__ = ["GENERIC", "PROFILES", "OpenAICompatProfile", "detect", "profile_for"]
