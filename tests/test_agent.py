@@ -261,3 +261,22 @@ async def test_run_result_to_dict_is_json() -> None:
     d = json.loads(json.dumps(result.to_dict()))
     assert d["stop_cause"] == "completed" and d["tool_calls"][0]["name"] == "add"
     assert d["taint"] == {"private": False, "untrusted": False}
+
+
+async def test_the_cost_budget_stops_the_run() -> None:
+    from tether import Prices
+    from tether.messages import Usage
+
+    model = Scripted([Reply(calls=call("add", a=1, b=1).calls, usage=Usage(1_000_000, 0)),
+                      "2"])
+    agent = Agent(model, tools=[add], max_cost_usd=0.5, prices=Prices(input_per_mtok=1.0))
+    result = await agent.run("1+1")
+    assert result.stop_cause == "cost_budget"
+    assert result.cost_usd == 1.0
+
+
+def test_a_cost_budget_without_prices_is_a_config_error() -> None:
+    from tether.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="prices"):
+        Agent(Scripted([]), max_cost_usd=1.0)

@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "StopCause": "tether.agent",
     "ToolCallRecord": "tether.agent",
     "PendingCall": "tether.agent",
+    "Prices": "tether.agent",
     "tool": "tether.tools",
     "Tool": "tether.tools",
     "ToolSpec": "tether.tools",
@@ -78,7 +79,15 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from tether.agent import Agent, Conversation, PendingCall, RunResult, StopCause, ToolCallRecord
+    from tether.agent import (
+        Agent,
+        Conversation,
+        PendingCall,
+        Prices,
+        RunResult,
+        StopCause,
+        ToolCallRecord,
+    )
     from tether.approval import AllowAll, ApprovalRequest, Approver, Decision, DenyAll
     from tether.errors import (
         ConfigError,

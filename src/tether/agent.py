@@ -88,6 +88,18 @@ class StopCause(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Prices:
+    """USD per million tokens, for ``max_cost_usd`` and ``RunResult.cost_usd``."""
+
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+
+    def cost(self, usage: Usage) -> float:
+        return (usage.input_tokens * self.input_per_mtok
+                + usage.output_tokens * self.output_per_mtok) / 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallRecord:
     """What became of one tool call: ``status`` is ok, error, denied, blocked, unknown_tool
     or invalid_args."""
@@ -182,6 +194,7 @@ class RunResult:
     error: TetherError | None = None
     pending: list[PendingCall] = field(default_factory=list)
     output: Any = None
+    cost_usd: float | None = None
 
     @property
     def messages(self) -> list[Message]:
@@ -202,6 +215,7 @@ class RunResult:
             "blocked_sends": self.blocked_sends,
             "taint": self.taint.to_dict(),
             "malformed_tool_args": self.malformed_tool_args,
+            "cost_usd": self.cost_usd,
             "error": str(self.error) if self.error else None,
             "pending": [
                 {"call_id": p.call_id, "tool": p.tool, "arguments": p.arguments,
@@ -239,6 +253,8 @@ class Agent:
         tool_timeout_secs: float | None = 600.0,
         temperature: float | None = None,
         output_retries: int = 2,
+        max_cost_usd: float | None = None,
+        prices: Prices | None = None,
     ) -> None:
         if max_turns < 1:
             raise ConfigError(f"max_turns must be at least 1, not {max_turns}")
@@ -260,6 +276,11 @@ class Agent:
         self.tool_timeout_secs = tool_timeout_secs
         self.temperature = temperature
         self.output_retries = output_retries
+        if max_cost_usd is not None and prices is None:
+            raise ConfigError("max_cost_usd needs the model's prices (prices=Prices(...), or "
+                              "[providers.NAME.prices] in tether.toml)")
+        self.max_cost_usd = max_cost_usd
+        self.prices = prices
         self._sources = ensure_tools(tools)
         self._static: dict[str, Tool] | None = None
         self.subagents = list(subagents)
@@ -338,7 +359,7 @@ class Agent:
             raise TetherError("the prompt is empty: say what the agent should do")
         parts = (Text(prompt),) if isinstance(prompt, str) else tuple(prompt)
         run = _Run(self, conversation, _stream_requests, _output, _path)
-        async for event in run.execute(Message("user", parts)):
+        async for event in _recorded(run.execute(Message("user", parts)), session):
             yield event
 
     async def resume(
@@ -349,10 +370,11 @@ class Agent:
         stream: bool = False,
     ) -> RunResult:
         """Continue a paused run: ``decisions`` maps each pending call id to a Decision."""
+        session = None if isinstance(conversation, Conversation) else conversation
         conversation = _bind_session(None, conversation) if not isinstance(
             conversation, Conversation) else conversation
         run = _Run(self, conversation, stream, None, (), decisions=dict(decisions))
-        result = await _collect(run.execute(None))
+        result = await _collect(_recorded(run.execute(None), session))
         if result.error is not None:
             result.error.result = result  # type: ignore[attr-defined]
             raise result.error
@@ -415,6 +437,15 @@ def _bind_session(conversation: Conversation | None, session: Any) -> Conversati
         return conversation if conversation is not None else Conversation()
     bound: Conversation = session.conversation()
     return bound
+
+
+async def _recorded(events: AsyncIterator[ev.Event], session: Any) -> AsyncIterator[ev.Event]:
+    """The events, each handed to ``session.record`` (a stored session) before it is seen."""
+    record = getattr(session, "record", None) if session is not None else None
+    async for event in events:
+        if record is not None:
+            record(event)
+        yield event
 
 
 class _Run:
@@ -522,6 +553,11 @@ class _Run:
             if self._budget_spent():
                 yield self._close_unrun(calls, "the run's output token budget is spent")
                 stop = StopCause.OUTPUT_TOKEN_BUDGET
+                break
+            if self._cost_spent():
+                yield self._close_unrun(calls, f"the run's cost budget "
+                                               f"(max_cost_usd={agent.max_cost_usd:g}) is spent")
+                stop = StopCause.COST_BUDGET
                 break
             answering = self.output is not None and any(self.output.owns(c.name) for c in calls)
             if self.turns >= agent.max_turns and not answering:
@@ -805,6 +841,11 @@ class _Run:
             stream=self.stream_requests,
         )
 
+    def _cost_spent(self) -> bool:
+        agent = self.agent
+        return (agent.max_cost_usd is not None and agent.prices is not None
+                and agent.prices.cost(self.usage) >= agent.max_cost_usd)
+
     def _budget_spent(self) -> bool:
         budget = self.agent.max_output_tokens
         return budget is not None and self.usage.output_tokens >= budget
@@ -840,6 +881,7 @@ class _Run:
             error=self.error,
             pending=self.pending,
             output=self.output.value if self.output is not None else None,
+            cost_usd=self.agent.prices.cost(self.usage) if self.agent.prices else None,
         )
         return self._event(ev.RunFinished(result))
 
@@ -865,6 +907,7 @@ def _jsonable_output(value: Any) -> Any:
 
 __all__ = [
     "Agent",
+    "Prices",
     "Conversation",
     "NamedToolChoice",
     "PendingCall",

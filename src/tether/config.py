@@ -321,7 +321,14 @@ def agent_from_config(
 
         selected.extend(servers_from_config(cfg.mcp))
     subagents = [SubagentProfile(**s.model_dump()) for s in cfg.subagents]
+    prices = None
+    if pcfg.prices is not None:
+        from tether.agent import Prices
+
+        prices = Prices(pcfg.prices.input_per_mtok, pcfg.prices.output_per_mtok)
     kwargs: dict[str, Any] = {
+        "max_cost_usd": cfg.agent.max_cost_usd,
+        "prices": prices,
         "system_prompt": cfg.agent.system_prompt,
         "max_turns": cfg.agent.max_turns,
         "max_output_tokens": cfg.agent.max_output_tokens,
