@@ -907,10 +907,10 @@ def _jsonable_output(value: Any) -> Any:
 
 __all__ = [
     "Agent",
-    "Prices",
     "Conversation",
     "NamedToolChoice",
     "PendingCall",
+    "Prices",
     "RunResult",
     "StopCause",
     "ToolCallRecord",
