@@ -1,0 +1,484 @@
+"""The Anthropic Messages API (``POST /v1/messages``), streamed and not, over httpx.
+
+::
+
+    model = Anthropic(model="claude-sonnet-4-5")          # key from ANTHROPIC_API_KEY
+    result = await Agent(model, tools=[add]).run("What is 2+3?")
+
+Wire notes (why the mapping looks the way it does):
+
+- The system prompt is a top-level ``system`` field; ``system``-role messages are joined
+  into it, since the wire has no such role.
+- Roles must alternate. tether's ``tool`` messages become ``user`` messages of
+  ``tool_result`` blocks, and consecutive messages of one wire role are merged.
+- A ``tool_use`` block's ``input`` must be a JSON object. A ``ToolCall`` whose arguments are
+  not a JSON object (a stream cut off by max_tokens, a conversation carried over from
+  another model) is sent with ``input: {}`` and its raw text kept beside it in a text block,
+  so the model can still see what it wrote when it reads the error result.
+- Thinking is kept as ``Reasoning(provider="anthropic")`` with its ``signature`` (or the
+  ``redacted`` data of a ``redacted_thinking`` block) and replayed verbatim, only to this
+  wire. Content blocks this adapter does not know (server tools, ...) are kept the same
+  way, in ``Reasoning.provider_data["block"]``, and replayed as they came.
+- ``Usage.input_tokens`` is Anthropic's ``input_tokens``: the uncached part of the prompt.
+  Cache reads and writes are counted in ``cache_read_tokens`` / ``cache_write_tokens``.
+- ``max_tokens`` is required on this wire: ``ModelRequest.max_output_tokens`` or
+  ``max_tokens_default``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from tether.errors import (
+    ConfigError,
+    MalformedResponseError,
+    OverloadedError,
+    ProviderError,
+    RateLimitError,
+)
+from tether.messages import (
+    Image,
+    Message,
+    Part,
+    Reasoning,
+    StopReason,
+    Text,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from tether.providers.base import (
+    Completed,
+    ModelRequest,
+    ModelResponse,
+    NamedToolChoice,
+    ReasoningChunk,
+    StreamChunk,
+    TextChunk,
+    ToolCallChunk,
+    ToolChoice,
+)
+from tether.providers.http import (
+    HTTPTransport,
+    RetryPolicy,
+    Sleep,
+    Timeouts,
+    classify_status,
+    error_message,
+    load_json,
+    parse_retry_after,
+    read_stream_errors,
+    resolve_api_key,
+)
+from tether.tools import ToolSpec
+
+NAME = "anthropic"
+_RETRY = RetryPolicy()
+_TIMEOUTS = Timeouts()
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "end_turn",
+    "stop_sequence": "end_turn",
+    "tool_use": "tool_calls",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+    "refusal": "content_filter",
+}
+
+# The HTTP status each documented error type comes with, for ``error`` events inside a
+# stream (their HTTP status was already 200).
+_ERROR_STATUS: dict[str, int] = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+class Anthropic:
+    """A Claude model behind the Anthropic Messages API.
+
+    ``api_key`` wins over ``api_key_env`` (read when the adapter is built; a variable that
+    is not set is a ``ConfigError``). ``headers`` are added to every request (a beta
+    header, a gateway's key). ``sleep`` is what waits between retries (tests pass a fake).
+    """
+
+    name = NAME
+
+    def __init__(
+        self,
+        base_url: str = "https://api.anthropic.com",
+        model: str = "",
+        api_key: str | None = None,
+        api_key_env: str | None = "ANTHROPIC_API_KEY",
+        *,
+        retry: RetryPolicy = _RETRY,
+        timeouts: Timeouts = _TIMEOUTS,
+        headers: Mapping[str, str] | None = None,
+        max_tokens_default: int = 4096,
+        sleep: Sleep = asyncio.sleep,
+        anthropic_version: str = "2023-06-01",
+    ) -> None:
+        if not model:
+            raise ConfigError("provider anthropic: model is required (e.g. claude-sonnet-4-5)")
+        if max_tokens_default < 1:
+            raise ConfigError(
+                f"provider anthropic: max_tokens_default must be at least 1, "
+                f"not {max_tokens_default}"
+            )
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.max_tokens_default = max_tokens_default
+        key = resolve_api_key(api_key, api_key_env, NAME)
+        wire_headers = {"anthropic-version": anthropic_version}
+        if key is not None:
+            wire_headers["x-api-key"] = key
+        wire_headers.update(headers or {})
+        self._transport = HTTPTransport(
+            base_url=self.base_url, headers=wire_headers, provider=NAME,
+            classify=classify_error, retry=retry, timeouts=timeouts, sleep=sleep,
+        )
+
+    def __repr__(self) -> str:  # never the key
+        return f"Anthropic(base_url={self.base_url!r}, model={self.model!r})"
+
+    def with_model(self, model: str) -> Anthropic:
+        """The same endpoint and settings with another model. The copy shares the HTTP
+        client (closing either closes it; the next request opens a new one)."""
+        clone = copy.copy(self)
+        clone.model = model
+        return clone
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Send ``request``; yield text, reasoning and tool-call deltas, then ``Completed``."""
+        body = request_body(request, self.model, self.max_tokens_default)
+        response: httpx.Response | None = None
+        async for item in self._transport.send("/v1/messages", body, stream=request.stream):
+            if isinstance(item, httpx.Response):
+                response = item
+            else:
+                yield item
+        assert response is not None  # send() yields a response or raises
+        if not request.stream:
+            yield Completed(parse_message(load_json(response.text, NAME)))
+            return
+        try:
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                # Asked to stream, answered in one piece (some gateways do): parse that.
+                await response.aread()
+                yield Completed(parse_message(load_json(response.text, NAME)))
+                return
+            async for chunk in _read_stream(response):
+                yield chunk
+        finally:
+            await response.aclose()
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+def classify_error(status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+    """Anthropic's error body (``{"type": "error", "error": {"type": ..., "message": ...}}``)
+    refines the shared status mapping: its error type names overload and rate limits even
+    when a gateway in between changed the status."""
+    kind = _error_type(body)
+    if kind == "overloaded_error" and status not in (503, 529):
+        return OverloadedError(
+            f"{NAME}: HTTP {status}: overloaded ({error_message(body)})",
+            retry_after=parse_retry_after(headers), provider=NAME, status=status, body=body)
+    if kind == "rate_limit_error" and status != 429:
+        return RateLimitError(
+            f"{NAME}: HTTP {status}: rate limited ({error_message(body)})",
+            retry_after=parse_retry_after(headers), provider=NAME, status=status, body=body)
+    return classify_status(status, headers, body, provider=NAME)
+
+
+def _answered_error(payload: dict[str, Any], raw: str, where: str) -> ProviderError:
+    """The typed error for an error object that came with HTTP 200 (an ``error`` event in a
+    stream, or an error body): its type stands for the status it would have had."""
+    error = payload.get("error")
+    kind = error.get("type") if isinstance(error, dict) else None
+    found = classify_status(_ERROR_STATUS.get(kind or "", 500), {}, raw, provider=NAME)
+    # Say where it came from: the HTTP status the shared mapping names was not on the wire.
+    found.message = f"{found.message} ({kind or 'untyped error'} {where})"
+    found.args = (found.message,)
+    return found
+
+
+def _error_type(body: str) -> str | None:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+# --- request --------------------------------------------------------------------------------
+
+
+def request_body(request: ModelRequest, model: str, max_tokens_default: int) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/messages`` for ``request``."""
+    system = [request.system] if request.system else []
+    system.extend(m.text for m in request.messages if m.role == "system" and m.text)
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": (request.max_output_tokens if request.max_output_tokens is not None
+                       else max_tokens_default),
+        "messages": wire_messages(request.messages),
+        "stream": request.stream,
+    }
+    if system:
+        body["system"] = "\n\n".join(system)
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    # The wire rejects tool_choice without tools; with no tools "none" is what happens anyway.
+    if request.tools:
+        body["tools"] = [_wire_tool(t) for t in request.tools]
+        body["tool_choice"] = _wire_tool_choice(request.tool_choice)
+    return body
+
+
+def _wire_tool(spec: ToolSpec) -> dict[str, Any]:
+    return {"name": spec.name, "description": spec.description, "input_schema": spec.schema_json}
+
+
+def _wire_tool_choice(choice: ToolChoice) -> dict[str, Any]:
+    if isinstance(choice, NamedToolChoice):
+        return {"type": "tool", "name": choice.name}
+    return {"type": "any" if choice == "required" else choice}
+
+
+def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """tether messages as alternating ``user`` / ``assistant`` wire messages."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            continue  # joined into the top-level ``system`` field
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks: list[dict[str, Any]] = []
+        for part in message.parts:
+            _add_blocks(blocks, part)
+        if not blocks:
+            continue  # the wire rejects empty content (a turn of another model's reasoning)
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def _add_blocks(blocks: list[dict[str, Any]], part: Part) -> None:
+    if isinstance(part, Text):
+        if part.text:  # the wire rejects empty text blocks
+            blocks.append({"type": "text", "text": part.text})
+    elif isinstance(part, ToolCall):
+        try:
+            arguments = part.parsed_arguments()
+        except ValueError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            blocks.append({"type": "text", "text": (
+                f"[the arguments of tool call {part.id} ({part.name}) were not a JSON object: "
+                f"{part.arguments}]")})
+            arguments = {}
+        blocks.append({"type": "tool_use", "id": part.id, "name": part.name,
+                       "input": arguments})
+    elif isinstance(part, ToolResult):
+        blocks.append({"type": "tool_result", "tool_use_id": part.call_id,
+                       "content": part.content, "is_error": part.is_error})
+    elif isinstance(part, Image):
+        if part.data is not None:
+            source = {"type": "base64", "media_type": part.media_type, "data": part.base64()}
+        else:
+            source = {"type": "url", "url": part.url or ""}
+        blocks.append({"type": "image", "source": source})
+    elif part.provider == NAME:  # Reasoning: only this wire's own, verbatim
+        if part.provider_data and "block" in part.provider_data:
+            blocks.append(part.provider_data["block"])
+        elif part.redacted is not None:
+            blocks.append({"type": "redacted_thinking", "data": part.redacted})
+        else:
+            block = {"type": "thinking", "thinking": part.text}
+            if part.signature is not None:
+                block["signature"] = part.signature
+            blocks.append(block)
+
+
+# --- response -------------------------------------------------------------------------------
+
+
+def parse_message(data: Any) -> ModelResponse:
+    """A whole (non-streamed) Messages API response."""
+    if not isinstance(data, dict):
+        raise MalformedResponseError(f"{NAME}: expected a JSON object, got {data!r:.200}",
+                                     provider=NAME)
+    if data.get("type") == "error":
+        raise _answered_error(data, json.dumps(data), "in a 200 response")
+    content = data.get("content")
+    if not isinstance(content, list):
+        raise MalformedResponseError(
+            f"{NAME}: the response has no content list: {json.dumps(data)[:200]}", provider=NAME)
+    parts: list[Part] = []
+    for block in content:
+        if not isinstance(block, dict):
+            raise MalformedResponseError(f"{NAME}: a content block is not an object: "
+                                         f"{block!r:.200}", provider=NAME)
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(Text(block.get("text") or ""))
+        elif kind == "tool_use":
+            parts.append(ToolCall(_field(block, "id"), _field(block, "name"),
+                                  json.dumps(block.get("input") or {}, ensure_ascii=False)))
+        elif kind == "thinking":
+            parts.append(Reasoning(block.get("thinking") or "", NAME, block.get("signature")))
+        elif kind == "redacted_thinking":
+            parts.append(Reasoning("", NAME, redacted=block.get("data") or ""))
+        else:
+            parts.append(Reasoning("", NAME, provider_data={"block": block}))
+    return _response(parts, data.get("stop_reason"), data.get("usage") or {},
+                     data.get("model") or "", data.get("id"))
+
+
+def _field(block: dict[str, Any], key: str) -> str:
+    value = block.get(key)
+    if not isinstance(value, str) or not value:
+        raise MalformedResponseError(
+            f"{NAME}: a {block.get('type')} block has no {key}: {json.dumps(block)[:200]}",
+            provider=NAME)
+    return value
+
+
+def _response(parts: list[Part], stop: Any, usage: dict[str, Any], model: str,
+              id: str | None) -> ModelResponse:
+    has_calls = any(isinstance(p, ToolCall) for p in parts)
+    reason = _STOP_REASONS.get(stop or "", "tool_calls" if has_calls else "other")
+    return ModelResponse(Message("assistant", tuple(parts)), reason, _usage(usage), model, id,
+                         stop if isinstance(stop, str) else None)
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    return Usage(
+        input_tokens=usage.get("input_tokens") or 0,
+        output_tokens=usage.get("output_tokens") or 0,
+        cache_read_tokens=usage.get("cache_read_input_tokens") or 0,
+        cache_write_tokens=usage.get("cache_creation_input_tokens") or 0,
+        requests=1,
+    )
+
+
+async def _read_stream(response: httpx.Response) -> AsyncIterator[StreamChunk]:
+    """The chunks of a streamed response, then ``Completed`` at ``message_stop``.
+
+    Blocks are assembled in plain dicts keyed by the wire's block index; tool calls are
+    numbered in the order they start (``ToolCallChunk.index``).
+    """
+    blocks: dict[int, dict[str, Any]] = {}
+    usage: dict[str, Any] = {}
+    model, msg_id, stop = "", None, None
+    calls = 0
+    async for _event, raw in read_stream_errors(response, NAME):
+        payload = load_json(raw, NAME, "stream event")
+        kind = payload.get("type") if isinstance(payload, dict) else None
+        if kind == "content_block_delta":
+            block = blocks.get(payload.get("index", -1))
+            delta = payload.get("delta") or {}
+            if block is None:
+                raise MalformedResponseError(
+                    f"{NAME}: a delta for a block that never started: {raw[:200]}", provider=NAME)
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                text = delta.get("text") or ""
+                block["pieces"].append(text)
+                if text:
+                    yield TextChunk(text)
+            elif dtype == "input_json_delta":
+                piece = delta.get("partial_json") or ""
+                block["pieces"].append(piece)
+                if piece and block["type"] == "tool_use":
+                    yield ToolCallChunk(block["call"], None, None, piece)
+            elif dtype == "thinking_delta":
+                text = delta.get("thinking") or ""
+                block["pieces"].append(text)
+                if text:
+                    yield ReasoningChunk(text)
+            elif dtype == "signature_delta":
+                block["signature"] = (block.get("signature") or "") + (delta.get("signature")
+                                                                         or "")
+            # Other deltas (citations) add nothing the provider-neutral message can hold.
+        elif kind == "content_block_start":
+            start = payload.get("content_block") or {}
+            block = {"type": start.get("type"), "start": start, "pieces": []}
+            blocks[payload.get("index", len(blocks))] = block
+            if block["type"] == "tool_use":
+                block["call"] = calls
+                calls += 1
+                yield ToolCallChunk(block["call"], _field(start, "id"), _field(start, "name"), "")
+            elif block["type"] == "text" and start.get("text"):
+                block["pieces"].append(start["text"])
+                yield TextChunk(start["text"])
+            elif block["type"] == "thinking":
+                block["signature"] = start.get("signature") or None
+                if start.get("thinking"):
+                    block["pieces"].append(start["thinking"])
+                    yield ReasoningChunk(start["thinking"])
+        elif kind == "message_start":
+            message = payload.get("message") or {}
+            model, msg_id = message.get("model") or "", message.get("id")
+            usage.update(message.get("usage") or {})
+        elif kind == "message_delta":
+            stop = (payload.get("delta") or {}).get("stop_reason") or stop
+            # Counts here are cumulative: they replace message_start's.
+            usage.update({k: v for k, v in (payload.get("usage") or {}).items()
+                          if v is not None})
+        elif kind == "message_stop":
+            parts = [_assemble(blocks[i]) for i in sorted(blocks)]
+            yield Completed(_response(parts, stop, usage, model, msg_id))
+            return
+        elif kind == "error":
+            raise _answered_error(payload, raw, "in the stream")
+        # ping, content_block_stop and unknown events carry nothing to keep.
+    raise MalformedResponseError(
+        f"{NAME}: the stream ended before message_stop (the answer may be cut short)",
+        provider=NAME)
+
+
+def _assemble(block: dict[str, Any]) -> Part:
+    kind, start, text = block["type"], block["start"], "".join(block["pieces"])
+    if kind == "text":
+        return Text(text)
+    if kind == "tool_use":
+        if not block["pieces"] and start.get("input"):
+            text = json.dumps(start["input"], ensure_ascii=False)
+        return ToolCall(start["id"], start["name"], text or "{}")
+    if kind == "thinking":
+        return Reasoning(text, NAME, block.get("signature"))
+    if kind == "redacted_thinking":
+        return Reasoning("", NAME, redacted=start.get("data") or "")
+    # A block this adapter does not know: keep it whole for replay to this wire.
+    kept = dict(start)
+    if block["pieces"]:
+        try:
+            kept["input"] = json.loads(text)
+        except ValueError:
+            kept["partial_json"] = text
+    return Reasoning("", NAME, provider_data={"block": kept})
+
+
+__all__ = ["Anthropic", "classify_error", "parse_message", "request_body", "wire_messages"]
