@@ -63,20 +63,10 @@ class FakeSleep:
         self.waits.append(seconds)
 
 
-@pytest.fixture(scope="module")
-def _shared_server() -> Iterator[LoopbackServer]:
-    # One server for the module: stopping one costs half a second (serve_forever's poll).
+@pytest.fixture
+def server() -> Iterator[LoopbackServer]:
     with LoopbackServer() as srv:
         yield srv
-
-
-@pytest.fixture
-def server(_shared_server: LoopbackServer) -> Iterator[LoopbackServer]:
-    _shared_server.requests.clear()
-    yield _shared_server
-    leftover = _shared_server._queue[:]
-    _shared_server._queue.clear()
-    assert not leftover, f"the test left {len(leftover)} queued responses unserved"
 
 
 @pytest.fixture
@@ -631,7 +621,6 @@ async def test_a_stalled_stream_fails_with_the_idle_timeout(server):
 
 async def test_abandoning_a_stream_closes_its_connection(server):
     stall = threading.Event()
-    server.disconnected.clear()
     server.queue(sse(start(), block(0, {"type": "text", "text": ""}),
                      delta(0, type="text_delta", text="Hel"), stall,
                      *[delta(0, type="text_delta", text="lo")] * 50, stop_block(0),
