@@ -1,0 +1,573 @@
+"""The OpenAI Responses API (``POST /responses``), streamed and not.
+
+Wire mapping, in short: the system prompt becomes ``instructions``; the conversation becomes
+``input`` items (user messages, assistant ``message`` items, ``function_call`` and
+``function_call_output`` items, and this provider's own ``reasoning`` items); the answer's
+``output`` items become a tether ``Message``. A tool call's id is the wire's ``call_id``
+(what ``function_call_output`` refers to); the item id (``fc_...``) rides in
+``provider_data``.
+
+Reasoning is replayed only to this provider, and only when the server can use it: with its
+``encrypted_content`` (a stateless request, ``store=False``) or when responses are stored.
+A replayed reasoning item must travel with the items that followed it, ids included (the
+API rejects a reasoning item "without its required following item" and a function call
+"without its required reasoning item"), so ids are sent exactly when the reasoning is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from tether.errors import (
+    BadRequestError,
+    ContextOverflowError,
+    MalformedResponseError,
+    OverloadedError,
+    ProviderError,
+    RateLimitError,
+    ServerError,
+)
+from tether.messages import (
+    Image,
+    Message,
+    Part,
+    Reasoning,
+    StopReason,
+    Text,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from tether.providers.base import (
+    Completed,
+    ModelRequest,
+    ModelResponse,
+    NamedToolChoice,
+    ReasoningChunk,
+    StreamChunk,
+    TextChunk,
+    ToolCallChunk,
+    ToolChoice,
+)
+from tether.providers.http import (
+    HTTPTransport,
+    RetryPolicy,
+    Sleep,
+    Timeouts,
+    classify_status,
+    load_json,
+    read_stream_errors,
+    resolve_api_key,
+)
+from tether.tools import ToolSpec
+
+NAME = "openai-responses"
+
+# Model families that reason and accept ``include: ["reasoning.encrypted_content"]``; other
+# models (gpt-4o, gpt-4.1) reject it with a 400, so it is only asked for these by default.
+_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5", "codex")
+
+
+class OpenAIResponses:
+    """A model behind the OpenAI Responses API (OpenAI, or a server that speaks it).
+
+    ::
+
+        model = OpenAIResponses(model="gpt-5-mini")  # key from $OPENAI_API_KEY
+        local = OpenAIResponses("http://127.0.0.1:8000/v1", model="gpt-oss-20b",
+                                api_key_env=None)
+
+    ``store=False`` (the default) keeps the exchange off the provider's servers; reasoning is
+    then carried forward as encrypted content. ``encrypted_reasoning`` asks for that content
+    (``None``: only for reasoning model families, o1/o3/o4/gpt-5/codex). ``reasoning`` is
+    sent as the request's ``reasoning`` object, e.g. ``{"effort": "low", "summary": "auto"}``
+    (summaries are what streams as reasoning text).
+    """
+
+    name = NAME
+
+    def __init__(
+        self,
+        base_url: str = "https://api.openai.com/v1",
+        model: str = "",
+        api_key: str | None = None,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        *,
+        retry: RetryPolicy = RetryPolicy(),
+        timeouts: Timeouts = Timeouts(),
+        headers: Mapping[str, str] | None = None,
+        sleep: Sleep = asyncio.sleep,
+        store: bool = False,
+        encrypted_reasoning: bool | None = None,
+        reasoning: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self.model = model
+        self.store = store
+        self.encrypted_reasoning = encrypted_reasoning
+        self.reasoning = dict(reasoning) if reasoning else None
+        self._api_key = resolve_api_key(api_key, api_key_env, NAME)
+        self._headers = dict(headers or {})
+        self._retry = retry
+        self._timeouts = timeouts
+        self._sleep = sleep
+        all_headers = {"accept": "application/json, text/event-stream", **self._headers}
+        if self._api_key:
+            all_headers["authorization"] = f"Bearer {self._api_key}"
+        self._transport = HTTPTransport(
+            base_url=base_url, headers=all_headers, provider=NAME, classify=_classify,
+            retry=retry, timeouts=timeouts, sleep=sleep,
+        )
+
+    def with_model(self, model: str) -> OpenAIResponses:
+        """A copy speaking to ``model`` with the same endpoint, key and settings."""
+        return OpenAIResponses(
+            self.base_url, model, self._api_key, None, retry=self._retry,
+            timeouts=self._timeouts, headers=self._headers, sleep=self._sleep, store=self.store,
+            encrypted_reasoning=self.encrypted_reasoning, reasoning=self.reasoning,
+        )
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Send ``request``; yield text, reasoning and tool-call deltas, then ``Completed``."""
+        body = build_body(request, model=self.model, store=self.store,
+                          include_encrypted=self._include_encrypted(), reasoning=self.reasoning)
+        response: httpx.Response | None = None
+        async for item in self._transport.send("/responses", body, stream=request.stream):
+            if isinstance(item, httpx.Response):
+                response = item
+            else:
+                yield item
+        assert response is not None
+        if not request.stream:
+            yield Completed(parse_response(load_json(response.text, NAME), self.model))
+            return
+        try:
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                # Asked for a stream, answered with one JSON object: read it as such.
+                await response.aread()
+                yield Completed(parse_response(load_json(response.text, NAME), self.model))
+                return
+            state = _StreamState(self.model)
+            async for event, data in read_stream_errors(response, NAME):
+                if data == "[DONE]":
+                    continue
+                payload = load_json(data, NAME, "stream event")
+                for chunk in state.feed(event, payload):
+                    yield chunk
+            yield Completed(state.finish())
+        finally:
+            await response.aclose()
+
+    def _include_encrypted(self) -> bool:
+        if self.encrypted_reasoning is not None:
+            return self.encrypted_reasoning
+        name = self.model.rsplit("/", 1)[-1].lower()
+        return name.startswith(_REASONING_PREFIXES)
+
+
+# --- request ---------------------------------------------------------------------------------
+
+
+def build_body(
+    request: ModelRequest,
+    *,
+    model: str,
+    store: bool = False,
+    include_encrypted: bool = False,
+    reasoning: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON body of ``POST /responses`` for ``request``."""
+    body: dict[str, Any] = {"model": model}
+    if request.system is not None:
+        body["instructions"] = request.system
+    body["input"] = input_items(request.messages, store=store)
+    if request.tools:
+        body["tools"] = [tool_param(t) for t in request.tools]
+        body["tool_choice"] = tool_choice_param(request.tool_choice)
+    if request.max_output_tokens is not None:
+        body["max_output_tokens"] = request.max_output_tokens
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if reasoning:
+        body["reasoning"] = dict(reasoning)
+    if include_encrypted:
+        body["include"] = ["reasoning.encrypted_content"]
+    body["store"] = store
+    body["stream"] = request.stream
+    return body
+
+
+def tool_param(spec: ToolSpec) -> dict[str, Any]:
+    # strict=False: the Responses API treats function tools as strict by default, and strict
+    # mode rejects ordinary schemas (optional properties, no additionalProperties=false).
+    return {"type": "function", "name": spec.name, "description": spec.description,
+            "parameters": spec.schema_json, "strict": False}
+
+
+def tool_choice_param(choice: ToolChoice) -> str | dict[str, str]:
+    if isinstance(choice, NamedToolChoice):
+        return {"type": "function", "name": choice.name}
+    return choice
+
+
+def input_items(messages: Sequence[Message], *, store: bool = False) -> list[dict[str, Any]]:
+    """Conversation messages as Responses ``input`` items, in order."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "assistant":
+            items.extend(_assistant_items(message.parts, store))
+            continue
+        content: list[dict[str, Any]] = []
+        for part in message.parts:
+            if isinstance(part, Text):
+                content.append({"type": "input_text", "text": part.text})
+            elif isinstance(part, Image):
+                content.append({"type": "input_image", "image_url": _image_url(part)})
+            elif isinstance(part, ToolResult):
+                if content:  # keep the order of what the user said around the results
+                    items.append(_role_item(message.role, content))
+                    content = []
+                items.append({"type": "function_call_output", "call_id": part.call_id,
+                              "output": part.content})
+            # Reasoning and ToolCall parts outside an assistant message have no wire form.
+        if content:
+            items.append(_role_item(message.role, content))
+    return items
+
+
+def _role_item(role: str, content: list[dict[str, Any]]) -> dict[str, Any]:
+    # A "tool" message that carried text is the user speaking alongside the results.
+    return {"role": "user" if role == "tool" else role, "content": content}
+
+
+def _image_url(image: Image) -> str:
+    if image.url:
+        return image.url
+    if image.data is None:
+        raise BadRequestError(f"{NAME}: an image has neither data nor url", provider=NAME)
+    return f"data:{image.media_type};base64,{image.base64()}"
+
+
+def _assistant_items(parts: Sequence[Part], store: bool) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    linked = False  # a reasoning item of this message was replayed: its followers carry ids
+    message_ids: list[str] = []
+    for index, part in enumerate(parts):
+        if isinstance(part, Reasoning):
+            reasoning = _reasoning_item(part, store, parts[index + 1:])
+            if reasoning is not None:
+                items.append(reasoning)
+                linked = True
+                message_ids = list((part.provider_data or {}).get("message_ids") or ())
+        elif isinstance(part, Text):
+            if not part.text:
+                continue
+            text_item: dict[str, Any] = {"role": "assistant", "content": [
+                {"type": "output_text", "text": part.text}]}
+            if linked and message_ids:
+                text_item = {"type": "message", "role": "assistant", "id": message_ids.pop(0),
+                             "status": "completed", "content": [
+                                 {"type": "output_text", "text": part.text, "annotations": []}]}
+            items.append(text_item)
+        elif isinstance(part, ToolCall):
+            call: dict[str, Any] = {"type": "function_call", "call_id": part.id,
+                                    "name": part.name, "arguments": part.arguments}
+            item_id = (part.provider_data or {}).get("id")
+            if linked and item_id:
+                call["id"] = item_id
+            items.append(call)
+    return items
+
+
+def _reasoning_item(
+    part: Reasoning, store: bool, following: Sequence[Part]
+) -> dict[str, Any] | None:
+    """The wire item replaying ``part``, or None when the server could not use it."""
+    if part.provider != NAME or not part.provider_data:
+        return None
+    data = part.provider_data
+    encrypted = data.get("encrypted_content")
+    if not data.get("id") or not (encrypted or store):
+        return None  # stateless and nothing to carry: the server could not resolve the id
+    if not any(isinstance(p, ToolCall) or (isinstance(p, Text) and p.text) for p in following):
+        return None  # the API refuses a reasoning item without the item that followed it
+    item: dict[str, Any] = {"type": "reasoning", "id": data["id"],
+                            "summary": list(data.get("summary") or [])}
+    if encrypted:
+        item["encrypted_content"] = encrypted
+    return item
+
+
+# --- response --------------------------------------------------------------------------------
+
+
+def parse_response(data: Any, model: str = "") -> ModelResponse:
+    """A non-streamed Responses object (or the final one of a stream) as a ``ModelResponse``."""
+    if not isinstance(data, dict):
+        raise MalformedResponseError(f"{NAME}: expected a response object, got {data!r:.200}",
+                                     provider=NAME)
+    if data.get("status") == "failed" or ("output" not in data and data.get("error")):
+        raise error_from_payload(data.get("error"), "the response failed")
+    output = data.get("output")
+    if not isinstance(output, list):
+        raise MalformedResponseError(
+            f"{NAME}: the response has no output list: {json.dumps(data)[:200]}", provider=NAME)
+    message, refused = _message(output)
+    stop, raw = _stop_reason(data, bool(message.tool_calls), refused)
+    return ModelResponse(message, stop, _usage(data.get("usage")),
+                         model=str(data.get("model") or model), id=data.get("id"),
+                         raw_stop_reason=raw)
+
+
+def _message(output: Sequence[Any]) -> tuple[Message, bool]:
+    parts: list[Part] = []
+    refused = False
+    last_reasoning: dict[str, Any] | None = None
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            texts: list[str] = []
+            for content in item.get("content") or ():
+                if not isinstance(content, dict):
+                    continue
+                if content.get("type") == "output_text":
+                    texts.append(content.get("text") or "")
+                elif content.get("type") == "refusal":
+                    refused = True
+                    texts.append(content.get("refusal") or "")
+            text = "".join(texts)
+            if text:
+                parts.append(Text(text))
+                if last_reasoning is not None and item.get("id"):
+                    last_reasoning.setdefault("message_ids", []).append(item["id"])
+        elif kind == "function_call":
+            call_id = item.get("call_id") or item.get("id") or f"call_{len(parts)}"
+            provider_data = {"id": item["id"]} if item.get("id") else None
+            parts.append(ToolCall(str(call_id), str(item.get("name") or ""),
+                                  item.get("arguments") or "", provider_data))
+        elif kind == "reasoning":
+            last_reasoning = {"id": item.get("id"), "summary": item.get("summary") or [],
+                              "encrypted_content": item.get("encrypted_content")}
+            parts.append(Reasoning(_reasoning_text(item), NAME, provider_data=last_reasoning))
+        # Built-in tool items (web search, file search...) are never requested by tether.
+    return Message("assistant", tuple(parts)), refused
+
+
+def _reasoning_text(item: Mapping[str, Any]) -> str:
+    summary = [s.get("text") or "" for s in item.get("summary") or () if isinstance(s, dict)]
+    if summary:
+        return "\n\n".join(summary)
+    # Open-weight servers (gpt-oss on vLLM, Ollama) send the raw reasoning as content.
+    return "".join(c.get("text") or "" for c in item.get("content") or ()
+                   if isinstance(c, dict))
+
+
+def _stop_reason(data: Mapping[str, Any], has_calls: bool,
+                 refused: bool) -> tuple[StopReason, str | None]:
+    status = data.get("status")
+    if status == "incomplete":
+        reason = (data.get("incomplete_details") or {}).get("reason")
+        if reason == "max_output_tokens":
+            return "max_tokens", reason
+        if reason == "content_filter":
+            return "content_filter", reason
+        return "other", reason or status
+    if refused:
+        return "content_filter", "refusal"
+    if has_calls:
+        return "tool_calls", status
+    if status in ("completed", None):
+        return "end_turn", status
+    return "other", status
+
+
+def _usage(usage: Any) -> Usage:
+    if not isinstance(usage, dict):
+        return Usage(requests=1)
+    cached = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
+    reasoning = (usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
+    return Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
+                 cache_read_tokens=int(cached), requests=1,
+                 details={"reasoning_tokens": int(reasoning)} if reasoning else {})
+
+
+# --- streaming -------------------------------------------------------------------------------
+
+
+@dataclass
+class _StreamState:
+    """What a stream has said so far; ``finish`` prefers the final response object."""
+
+    model: str
+    items: dict[int, dict[str, Any]] = field(default_factory=dict)  # by output_index
+    call_index: dict[str, int] = field(default_factory=dict)  # item id -> ToolCallChunk index
+    final: dict[str, Any] | None = None
+
+    def feed(self, event: str, data: Any) -> list[StreamChunk]:
+        if not isinstance(data, dict):
+            raise MalformedResponseError(f"{NAME}: a stream event is not an object: {data!r:.200}",
+                                         provider=NAME)
+        kind = data.get("type") or event
+        if kind == "response.output_text.delta":
+            delta = data.get("delta") or ""
+            self._item(data, "message")["_text"] += delta
+            return [TextChunk(delta)] if delta else []
+        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            delta = data.get("delta") or ""
+            return [ReasoningChunk(delta)] if delta else []
+        if kind == "response.function_call_arguments.delta":
+            return self._arguments(data, data.get("delta") or "")
+        if kind == "response.function_call_arguments.done":
+            so_far = self._item(data, "function_call")["arguments"]
+            full = data.get("arguments")
+            # Only what the deltas did not already carry (some servers send no deltas).
+            if isinstance(full, str) and full.startswith(so_far):
+                return self._arguments(data, full[len(so_far):])
+            return []
+        if kind == "response.output_item.added":
+            return self._added(data)
+        if kind == "response.output_item.done":
+            item = data.get("item")
+            if isinstance(item, dict):
+                self.items[int(data.get("output_index", len(self.items)))] = item
+            return []
+        if kind in ("response.completed", "response.incomplete"):
+            self.final = data.get("response") if isinstance(data.get("response"), dict) else {}
+            return []
+        if kind == "response.failed":
+            response = data.get("response") or {}
+            raise error_from_payload(response.get("error"), "the response failed mid-stream")
+        if kind == "error":
+            raise error_from_payload(data.get("error") or data, "the stream reported an error")
+        return []  # created, in_progress, content_part.*, *.done text events: nothing new
+
+    def _added(self, data: Mapping[str, Any]) -> list[StreamChunk]:
+        item = data.get("item")
+        if not isinstance(item, dict):
+            return []
+        index = int(data.get("output_index", len(self.items)))
+        item = {**item, "_text": ""}
+        if item.get("type") == "function_call":
+            item["arguments"] = ""
+            call = len(self.call_index)
+            self.call_index[str(item.get("id") or index)] = call
+            self.items[index] = item
+            call_id = item.get("call_id") or item.get("id") or f"call_{call}"
+            first: list[StreamChunk] = [ToolCallChunk(call, str(call_id), item.get("name"), "")]
+            initial = data["item"].get("arguments") or ""
+            return first + self._arguments(data, initial) if initial else first
+        self.items[index] = item
+        return []
+
+    def _item(self, data: Mapping[str, Any], kind: str) -> dict[str, Any]:
+        index = data.get("output_index")
+        if index is None:
+            index = next((i for i, it in self.items.items() if it.get("id") == data.get("item_id")),
+                         len(self.items))
+        item = self.items.get(int(index))
+        if item is None:
+            item = {"type": kind, "id": data.get("item_id"), "arguments": "", "_text": ""}
+            if kind == "function_call":
+                self.call_index[str(data.get("item_id") or index)] = len(self.call_index)
+            self.items[int(index)] = item
+        item.setdefault("arguments", "")
+        item.setdefault("_text", "")
+        return item
+
+    def _arguments(self, data: Mapping[str, Any], delta: str) -> list[StreamChunk]:
+        item = self._item(data, "function_call")
+        item["arguments"] += delta
+        key = str(item.get("id") or data.get("output_index"))
+        call = self.call_index.get(key, 0)
+        return [ToolCallChunk(call, None, None, delta)] if delta else []
+
+    def finish(self) -> ModelResponse:
+        if self.final is None:
+            raise MalformedResponseError(
+                f"{NAME}: the stream ended before response.completed", provider=NAME)
+        final = dict(self.final)
+        if not final.get("output"):
+            # Some servers send the final response without its output; rebuild it from the
+            # items the stream delivered.
+            final["output"] = [self._settled(self.items[i]) for i in sorted(self.items)]
+        final.setdefault("status", "completed")
+        return parse_response(final, self.model)
+
+    @staticmethod
+    def _settled(item: dict[str, Any]) -> dict[str, Any]:
+        if "_text" not in item:
+            return item  # a finished item from response.output_item.done
+        if item.get("type") == "message":
+            return {"type": "message", "id": item.get("id"),
+                    "content": [{"type": "output_text", "text": item["_text"]}]}
+        return {k: v for k, v in item.items() if k != "_text"}
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+_CODE_ERRORS: dict[str, type[ProviderError]] = {
+    "context_length_exceeded": ContextOverflowError,
+    "rate_limit_exceeded": RateLimitError,
+    "insufficient_quota": RateLimitError,
+    "server_error": ServerError,
+    "internal_error": ServerError,
+    "server_is_overloaded": OverloadedError,
+    "overloaded": OverloadedError,
+    "service_unavailable": OverloadedError,
+    "invalid_request_error": BadRequestError,
+    "invalid_prompt": BadRequestError,
+}
+
+
+def error_from_payload(error: Any, what: str) -> ProviderError:
+    """The typed error for an ``error`` object of a failed response or an ``error`` event."""
+    if not isinstance(error, dict):
+        return ServerError(f"{NAME}: {what} (no error details)", provider=NAME)
+    code = str(error.get("code") or "")
+    kind = str(error.get("type") or "")
+    message = str(error.get("message") or "no message")
+    text = f"{NAME}: {what}: {message}" + (f" ({code})" if code else "")
+    body = json.dumps(error)
+    if code == "context_length_exceeded" or "context window" in message.lower() \
+            or "context length" in message.lower():
+        return ContextOverflowError(text, provider=NAME, body=body)
+    cls = _CODE_ERRORS.get(code) or _CODE_ERRORS.get(kind)
+    if cls is None and code.startswith("invalid_"):
+        cls = BadRequestError
+    result = (cls or ServerError)(text, provider=NAME, body=body)
+    if code == "insufficient_quota":
+        result.retryable = False  # waiting does not refill a quota
+    return result
+
+
+def _classify(status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+    error = classify_status(status, headers, body, provider=NAME)
+    code = _error_code(body)
+    if code == "context_length_exceeded" and not isinstance(error, ContextOverflowError):
+        return ContextOverflowError(error.message, provider=NAME, status=status, body=body)
+    if code == "insufficient_quota":
+        error.retryable = False  # a 429 that waiting does not cure
+        error.message = f"{error.message} (the quota is spent: check the plan and billing)"
+        error.args = (error.message,)
+    return error
+
+
+def _error_code(body: str) -> str | None:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
