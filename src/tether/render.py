@@ -33,6 +33,7 @@ class EventRenderer:
         self.show_text = show_text
         self._status: Any = None
         self._text_open = False
+        self._streamed = False
         self._started = time.perf_counter()
 
     def _indent(self, event: ev.Event) -> str:
@@ -55,8 +56,16 @@ class EventRenderer:
             if self.show_text and not event.path:
                 self.out.write(event.text)
                 self.out.flush()
-                self._text_open = True
+                self._text_open = self._streamed = True
             return
+        if isinstance(event, ev.TurnStarted) and not event.path:
+            self._streamed = False
+        if isinstance(event, ev.ModelResponded) and not event.path and not self._streamed \
+                and self.show_text and event.message.text:
+            # A server that answered a streamed request with one JSON body sent no deltas.
+            self.out.write(event.message.text)
+            self.out.flush()
+            self._text_open = True
         if isinstance(event, ev.ModelResponded | ev.UsageUpdated | ev.TurnStarted
                       | ev.ReasoningDelta | ev.RunStarted):
             if isinstance(event, ev.ModelResponded) and event.path and event.message.text:

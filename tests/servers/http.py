@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -58,7 +58,7 @@ class LoopbackServer:
     """``with LoopbackServer() as srv: srv.queue(Canned.json({...})); srv.url``"""
 
     def __init__(self) -> None:
-        self._queue: list[Canned] = []
+        self._queue: list[Canned | Callable[[Recorded], Canned]] = []
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -97,6 +97,9 @@ class LoopbackServer:
                                                     body))
                     canned = server._queue.pop(0) if server._queue else Canned.json(
                         {"error": {"message": "loopback server: nothing queued"}}, 500)
+                if callable(canned):
+                    # A responder computed from the request (e.g. naming a generated tool).
+                    canned = canned(server.requests[-1])
                 with server.received:
                     server.received.notify_all()
                 server._write(self, canned)
@@ -139,7 +142,7 @@ class LoopbackServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}"
 
-    def queue(self, *responses: Canned) -> None:
+    def queue(self, *responses: Canned | Callable[[Recorded], Canned]) -> None:
         with self._lock:
             self._queue.extend(responses)
 

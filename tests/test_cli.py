@@ -1,0 +1,155 @@
+"""The `tether` command, run as a real subprocess against a loopback Chat Completions server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.servers.http import Canned, LoopbackServer, Recorded
+
+
+def completion(message: dict[str, object], finish: str) -> Canned:
+    return Canned.json({
+        "id": "c1", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", **message},
+                     "finish_reason": finish}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
+    })
+
+
+def tool_call(name: str, arguments: dict[str, object]) -> Canned:
+    return completion({"content": None, "tool_calls": [{
+        "id": "call_1", "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)}}]}, "tool_calls")
+
+
+def answer(text: str) -> Canned:
+    return completion({"content": text}, "stop")
+
+
+@pytest.fixture
+def server() -> Iterator[LoopbackServer]:
+    with LoopbackServer() as srv:
+        yield srv
+
+
+def workspace(tmp_path: Path, base_url: str, extra: str = "") -> Path:
+    (tmp_path / "tether.toml").write_text(f"""
+default_provider = "test"
+[providers.test]
+kind = "openai-chat"
+base_url = "{base_url}"
+model = "m"
+max_retries = 0
+[tools]
+enabled = ["calculator"]
+{extra}
+""")
+    return tmp_path
+
+
+def tether(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TETHER_CONFIG": str(ws / "no-user-config.toml"), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "tether.cli", "-w", str(ws), *args],
+                          capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
+                          timeout=60)
+
+
+def test_run_streams_the_answer_and_shows_the_tool_and_usage(tmp_path: Path,
+                                                             server: LoopbackServer) -> None:
+    server.queue(tool_call("calculator", {"expression": "17 * 23"}), answer("17 * 23 = 391."))
+    out = tether(workspace(tmp_path, server.url + "/v1"), "run",
+                 "What is 17 * 23? Use the calculator.")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "17 * 23 = 391."
+    assert "Calculator" in out.stderr and "391" in out.stderr
+    assert "tokens in 40 · out 10 · turns 2" in out.stderr
+    sent = server.requests[1].body
+    assert sent["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "391"}
+    assert sent["stream"] is True
+
+
+def test_run_json_prints_the_run_result(tmp_path: Path, server: LoopbackServer) -> None:
+    server.queue(answer("Hello."))
+    out = tether(workspace(tmp_path, server.url + "/v1"), "run", "--json", "Hi")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["text"] == "Hello." and result["stop_cause"] == "completed"
+    assert result["usage"]["input_tokens"] == 20
+
+
+def test_run_without_a_reachable_provider_says_what_to_configure(tmp_path: Path) -> None:
+    with LoopbackServer() as srv:
+        url = srv.url + "/v1"  # a port that was just closed: nothing listens there
+    out = tether(workspace(tmp_path, url), "run", "Hi")
+    assert out.returncode == 1
+    assert "No model server answered for provider 'test'" in out.stderr
+    assert "tether local serve" in out.stderr and "[providers.test]" in out.stderr
+
+
+def test_run_with_an_output_schema_prints_the_validated_json(tmp_path: Path,
+                                                             server: LoopbackServer) -> None:
+    schema = {"title": "product", "type": "object",
+              "properties": {"value": {"type": "integer"}}, "required": ["value"]}
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+
+    def answer_with_the_offered_tool(request: Recorded) -> Canned:
+        offered = request.body["tools"]
+        assert len(offered) == 1 and offered[0]["function"]["parameters"] == schema
+        return tool_call(offered[0]["function"]["name"], {"value": 391})
+
+    server.queue(answer_with_the_offered_tool)
+    out = tether(workspace(tmp_path, server.url + "/v1"), "run", "--output-schema",
+                 str(tmp_path / "schema.json"), "17*23?")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"value": 391}
+    assert server.requests[0].body["tools"][0]["function"]["name"].startswith("product_")
+
+
+def test_an_output_schema_run_answered_in_prose_exits_3(tmp_path: Path,
+                                                       server: LoopbackServer) -> None:
+    (tmp_path / "schema.json").write_text(json.dumps({"type": "object"}))
+    server.queue(answer("391"), answer("still prose"))
+    out = tether(workspace(tmp_path, server.url + "/v1"), "run", "--output-schema",
+                 str(tmp_path / "schema.json"), "17*23?")
+    assert out.returncode == 3
+    assert "no valid answer (prose)" in out.stderr
+
+
+def test_tools_lists_capabilities_and_approval_flags(tmp_path: Path,
+                                                     server: LoopbackServer) -> None:
+    out = tether(workspace(tmp_path, server.url + "/v1"), "tools", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    assert rows["calculator"]["capabilities"] == []
+    assert rows["calculator"]["needs_approval"] is False and rows["calculator"]["read_only"]
+
+
+def test_config_init_writes_a_file_once(tmp_path: Path) -> None:
+    first = tether(tmp_path, "config", "init")
+    assert first.returncode == 0 and (tmp_path / "tether.toml").exists()
+    second = tether(tmp_path, "config", "init")
+    assert second.returncode == 1 and "--force" in second.stderr
+    shown = tether(tmp_path, "config", "show")
+    assert shown.returncode == 0 and '"default_provider": "local"' in shown.stdout
+
+
+def test_a_config_error_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "tether.toml").write_text("[agent]\nmax_turn = 3\n")
+    out = tether(tmp_path, "run", "Hi")
+    assert out.returncode == 1
+    assert "unknown key agent.max_turn" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_max_turns_without_an_answer_exits_3(tmp_path: Path, server: LoopbackServer) -> None:
+    server.queue(tool_call("calculator", {"expression": "1+1"}),
+                 tool_call("calculator", {"expression": "1+1"}))
+    out = tether(workspace(tmp_path, server.url + "/v1"), "run", "--max-turns", "2", "loop")
+    assert out.returncode == 3, out.stderr
+    assert "stopped: max_turns" in out.stderr
