@@ -1,0 +1,636 @@
+"""The Gemini API (``generateContent`` / ``streamGenerateContent?alt=sse``) over httpx.
+
+::
+
+    model = Gemini(model="gemini-2.5-flash")              # key from GEMINI_API_KEY
+    result = await Agent(model, tools=[add]).run("What is 2+3?")
+
+Wire notes (why the mapping looks the way it does):
+
+- The system prompt goes to ``systemInstruction``; ``system``-role messages are joined into
+  it. Roles are ``user`` and ``model``; tether's ``tool`` messages become ``user`` contents of
+  ``functionResponse`` parts (``{"output": ...}`` or ``{"error": ...}``, the keys Google
+  documents), and consecutive contents of one wire role are merged.
+- Gemini's function calls carry no id (newer models may send one). Calls without one get a
+  generated id; only an id Gemini sent is ever sent back (some Gemini front ends reject
+  unknown ``id`` fields), and a ``functionResponse`` is matched to its call by name and order.
+- Thought signatures are opaque and must go back on the part they came with, verbatim:
+  on a ``functionCall`` part they live in ``ToolCall.provider_data`` (``{"provider":
+  "gemini", "thoughtSignature": ...}``); on a text part they become a
+  ``Reasoning(provider="gemini")`` marker just before the ``Text`` they sign; ``thought``
+  parts become ``Reasoning(provider="gemini")`` with the summary as text. Parts this adapter
+  does not know are kept whole in ``Reasoning.provider_data["part"]``. Other providers
+  skip all of these. A call that did not come from Gemini is sent with Google's documented
+  ``skip_thought_signature_validator`` sentinel, so Gemini 3 accepts a conversation carried
+  over from another model.
+- ``Usage.input_tokens`` is the uncached part of ``promptTokenCount`` (cache reads are in
+  ``cache_read_tokens``); ``output_tokens`` counts the answer and the thinking
+  (``thoughtsTokenCount``, also in ``details["reasoning_tokens"]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from tether.errors import (
+    AuthError,
+    ConfigError,
+    ContextOverflowError,
+    MalformedResponseError,
+    NotFoundError,
+    OverloadedError,
+    ProviderError,
+    ProviderTimeout,
+    RateLimitError,
+)
+from tether.messages import (
+    Image,
+    Message,
+    Part,
+    Reasoning,
+    StopReason,
+    Text,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from tether.providers.base import (
+    Completed,
+    ModelRequest,
+    ModelResponse,
+    NamedToolChoice,
+    ReasoningChunk,
+    StreamChunk,
+    TextChunk,
+    ToolCallChunk,
+    ToolChoice,
+)
+from tether.providers.http import (
+    HTTPTransport,
+    RetryPolicy,
+    Sleep,
+    Timeouts,
+    classify_status,
+    load_json,
+    parse_retry_after,
+    read_stream_errors,
+    resolve_api_key,
+)
+from tether.tools import ToolSpec
+
+NAME = "gemini"
+_RETRY = RetryPolicy()
+_TIMEOUTS = Timeouts()
+
+# Google's documented value for a function call that has no signature of Gemini's own
+# (https://ai.google.dev/gemini-api/docs/thought-signatures).
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "STOP": "end_turn",
+    "MAX_TOKENS": "max_tokens",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+}
+
+# Schema keys Gemini's ``parametersJsonSchema`` does not take and the model does not need.
+_DROPPED_SCHEMA_KEYS = frozenset({"$schema", "$id"})
+
+# The raw stop reason of a prompt Gemini refused to answer (no candidate at all).
+_PROMPT_BLOCKED = "promptFeedback.blockReason="
+
+# A Reasoning marker's ``provider_data["on"]``: the signature belongs to the next Text part.
+_ON_NEXT_TEXT = "next_text"
+
+
+class Gemini:
+    """A Gemini model behind the Gemini API (Google AI Studio's REST endpoint).
+
+    ``api_key`` wins over ``api_key_env`` (read when the adapter is built; a variable that
+    is not set is a ``ConfigError``); the key goes in the ``x-goog-api-key`` header.
+    ``headers`` are added to every request. ``sleep`` waits between retries (tests pass a
+    fake).
+    """
+
+    name = NAME
+
+    def __init__(
+        self,
+        base_url: str = "https://generativelanguage.googleapis.com/v1beta",
+        model: str = "",
+        api_key: str | None = None,
+        api_key_env: str | None = "GEMINI_API_KEY",
+        *,
+        retry: RetryPolicy = _RETRY,
+        timeouts: Timeouts = _TIMEOUTS,
+        headers: Mapping[str, str] | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        model = model.removeprefix("models/")
+        if not model:
+            raise ConfigError("provider gemini: model is required (e.g. gemini-2.5-flash)")
+        self.base_url = base_url
+        self.model = model
+        key = resolve_api_key(api_key, api_key_env, NAME)
+        self._key = key
+        self._headers = dict(headers or {})
+        self._sleep = sleep
+        wire_headers: dict[str, str] = {}
+        if key is not None:
+            wire_headers["x-goog-api-key"] = key
+        wire_headers.update(self._headers)
+        self._transport = HTTPTransport(
+            base_url=base_url, headers=wire_headers, provider=NAME, classify=classify_error,
+            retry=retry, timeouts=timeouts, sleep=sleep,
+        )
+
+    def with_model(self, model: str) -> Gemini:
+        """The same endpoint and settings with another model (its own connection pool)."""
+        t = self._transport
+        return Gemini(self.base_url, model, self._key, None, retry=t.retry, timeouts=t.timeouts,
+                      headers=self._headers, sleep=self._sleep)
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Send ``request``; yield text, reasoning and tool-call deltas, then ``Completed``."""
+        body = request_body(request)
+        if request.stream:
+            path, params = f"/models/{self.model}:streamGenerateContent", {"alt": "sse"}
+        else:
+            path, params = f"/models/{self.model}:generateContent", None
+        response: httpx.Response | None = None
+        async for item in self._transport.send(path, body, stream=request.stream, params=params):
+            if isinstance(item, httpx.Response):
+                response = item
+            else:
+                yield item
+        assert response is not None  # send() yields a response or raises
+        if not request.stream:
+            yield Completed(parse_response(load_json(response.text, NAME), self.model))
+            return
+        try:
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                # Asked to stream, answered in one piece (a gateway, or no ``alt=sse``).
+                await response.aread()
+                yield Completed(parse_response(load_json(response.text, NAME), self.model))
+                return
+            async for chunk in _read_stream(response, self.model):
+                yield chunk
+        finally:
+            await response.aclose()
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+_OVERFLOW = re.compile(
+    r"input token count|exceeds the maximum number of tokens|token count .* exceeds|"
+    r"context (length|window)", re.IGNORECASE)
+_KEY_INVALID = re.compile(r"api key not valid|api_key_invalid|api key expired", re.IGNORECASE)
+
+
+def classify_error(status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+    """Gemini's error body (``{"error": {"code", "message", "status", "details"}}``) refines
+    the shared status mapping: an invalid key is a 400 there, token overflow is a 400 with
+    its own wording, and a 429/503 may name its wait in a ``RetryInfo`` detail."""
+    error = _error_object(body)
+    code = str(error.get("status") or "")
+    message = str(error.get("message") or "")
+    base = classify_status(status, headers, body, provider=NAME)
+    if not error:
+        return base  # not Gemini's error shape (a proxy's page): the shared mapping says it
+    text = f"{NAME}: HTTP {status}{' ' + code if code else ''}: {message}"
+    kw: dict[str, Any] = {"provider": NAME, "status": status, "body": body}
+    retry_after = parse_retry_after(headers)
+    if retry_after is None:
+        retry_after = _retry_delay(error)
+    if status == 429 or code == "RESOURCE_EXHAUSTED":
+        return RateLimitError(text, retry_after=retry_after, **kw)
+    if status in (503, 529) or code == "UNAVAILABLE":
+        return OverloadedError(text, retry_after=retry_after, **kw)
+    if status == 504 or code == "DEADLINE_EXCEEDED":
+        return ProviderTimeout(f"{text} (the model did not answer in time)", **kw)
+    if status == 401 or code == "UNAUTHENTICATED" or _KEY_INVALID.search(body):
+        return AuthError(f"{text} (check the API key or api_key_env)", **kw)
+    if status == 400 and _OVERFLOW.search(message):
+        return ContextOverflowError(f"{text} (the conversation no longer fits the model)", **kw)
+    if isinstance(base, NotFoundError):
+        return NotFoundError(f"{text} (check base_url and model)", **kw)
+    return type(base)(text, **kw)
+
+
+def _error_object(body: str) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return {}
+    if isinstance(data, list) and data:
+        data = data[0]  # the non-SSE streaming endpoint wraps everything in a JSON array
+    error = data.get("error") if isinstance(data, dict) else None
+    return error if isinstance(error, dict) else {}
+
+
+def _retry_delay(error: Mapping[str, Any]) -> float | None:
+    """``google.rpc.RetryInfo.retryDelay`` (``"37s"``, ``"1.5s"``) from an error's details."""
+    for detail in error.get("details") or ():
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
+            delay = str(detail.get("retryDelay", ""))
+            try:
+                return max(0.0, float(delay.removesuffix("s")))
+            except ValueError:
+                return None
+    return None
+
+
+# --- request --------------------------------------------------------------------------------
+
+
+def request_body(request: ModelRequest) -> dict[str, Any]:
+    """The ``GenerateContentRequest`` JSON for ``request`` (the model goes in the URL)."""
+    system = [request.system] if request.system else []
+    contents: list[dict[str, Any]] = []
+    wire_ids: dict[str, str] = {}  # tether call id -> the id Gemini gave that call
+    for message in request.messages:
+        if message.role == "system":
+            system.append(message.text)
+            continue
+        role = "model" if message.role == "assistant" else "user"
+        parts = (_model_parts(message.parts, wire_ids) if role == "model"
+                 else _user_parts(message.parts, wire_ids))
+        if not parts:
+            continue  # Gemini rejects a content without parts
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+    body: dict[str, Any] = {"contents": contents}
+    if system:
+        body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
+    if request.tools:
+        body["tools"] = [{"functionDeclarations": [_declaration(t) for t in request.tools]}]
+        body["toolConfig"] = {"functionCallingConfig": _calling_config(request.tool_choice)}
+    config: dict[str, Any] = {}
+    if request.max_output_tokens is not None:
+        config["maxOutputTokens"] = request.max_output_tokens
+    if request.temperature is not None:
+        config["temperature"] = request.temperature
+    if config:
+        body["generationConfig"] = config
+    return body
+
+
+def _user_parts(parts: Sequence[Part], wire_ids: Mapping[str, str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, Text):
+            if part.text:
+                out.append({"text": part.text})
+        elif isinstance(part, Image):
+            out.append(_image(part))
+        elif isinstance(part, ToolResult):
+            response: dict[str, Any] = {"name": part.name, "response": {
+                "error" if part.is_error else "output": part.content}}
+            wire_id = wire_ids.get(part.call_id)
+            if wire_id is not None:
+                response["id"] = wire_id
+            out.append({"functionResponse": response})
+        # A ToolCall or Reasoning in a user message is nothing a user turn can carry.
+    return out
+
+
+def _model_parts(parts: Sequence[Part], wire_ids: dict[str, str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    pending: str | None = None  # a text signature waiting for the Text it signs
+    for part in parts:
+        if isinstance(part, Reasoning):
+            if part.provider != NAME:
+                continue  # another wire's thinking means nothing here
+            if pending is not None:
+                out.append({"text": "", "thoughtSignature": pending})
+                pending = None
+            if (part.provider_data or {}).get("on") == _ON_NEXT_TEXT:
+                pending = part.signature
+            else:
+                out.extend(_reasoning_parts(part))
+            continue
+        if isinstance(part, Text):
+            wire: dict[str, Any] = {"text": part.text}
+            if pending is not None:
+                wire["thoughtSignature"] = pending
+                pending = None
+            elif not part.text:
+                continue
+            out.append(wire)
+            continue
+        if pending is not None:
+            out.append({"text": "", "thoughtSignature": pending})
+            pending = None
+        if isinstance(part, ToolCall):
+            out.extend(_function_call(part, wire_ids))
+        elif isinstance(part, Image):
+            out.append(_image(part))
+    if pending is not None:
+        out.append({"text": "", "thoughtSignature": pending})
+    return out
+
+
+def _reasoning_parts(part: Reasoning) -> list[dict[str, Any]]:
+    data = part.provider_data or {}
+    raw = data.get("part")
+    if isinstance(raw, dict):
+        return [raw]  # a part this adapter does not model, replayed as it came
+    wire: dict[str, Any] = {"text": part.text, "thought": True}
+    if part.signature:
+        wire["thoughtSignature"] = part.signature
+    return [wire]
+
+
+def _function_call(call: ToolCall, wire_ids: dict[str, str]) -> list[dict[str, Any]]:
+    data = call.provider_data if (call.provider_data or {}).get("provider") == NAME else None
+    call_json: dict[str, Any] = {"name": call.name}
+    out: list[dict[str, Any]] = []
+    try:
+        args = call.parsed_arguments()
+    except ValueError:
+        args = None
+    if isinstance(args, dict):
+        call_json["args"] = args
+    else:
+        # Not a JSON object (a stream cut short, a call carried over from another model):
+        # Gemini needs an object, so send none and show the model what it wrote.
+        call_json["args"] = {}
+        out.append({"text": f"(arguments of {call.name} as written: {call.arguments})"})
+    wire: dict[str, Any] = {"functionCall": call_json}
+    if data is None:
+        wire["thoughtSignature"] = SKIP_SIGNATURE
+    else:
+        if data.get("id"):
+            call_json["id"] = data["id"]
+            wire_ids[call.id] = data["id"]
+        if data.get("thoughtSignature"):
+            wire["thoughtSignature"] = data["thoughtSignature"]
+    out.insert(0, wire)
+    return out
+
+
+def _image(image: Image) -> dict[str, Any]:
+    if image.data is not None:
+        return {"inlineData": {"mimeType": image.media_type, "data": image.base64()}}
+    url = image.url or ""
+    if url.startswith("data:"):
+        header, _, payload = url.partition(",")
+        media_type = header[5:].split(";")[0] or image.media_type
+        if ";base64" not in header:
+            payload = base64.b64encode(payload.encode()).decode("ascii")
+        return {"inlineData": {"mimeType": media_type, "data": payload}}
+    if not url:
+        raise ConfigError("gemini: an Image needs data or a url")
+    return {"fileData": {"mimeType": image.media_type, "fileUri": url}}
+
+
+def _declaration(tool: ToolSpec) -> dict[str, Any]:
+    schema = _clean_schema(tool.schema_json) if tool.schema_json else {}
+    if not schema:
+        schema = {"type": "object", "properties": {}}
+    declaration: dict[str, Any] = {"name": tool.name, "parametersJsonSchema": schema}
+    if tool.description:
+        declaration["description"] = tool.description
+    return declaration
+
+
+def _clean_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in schema.items() if k not in _DROPPED_SCHEMA_KEYS}
+
+
+def _calling_config(choice: ToolChoice) -> dict[str, Any]:
+    if isinstance(choice, NamedToolChoice):
+        return {"mode": "ANY", "allowedFunctionNames": [choice.name]}
+    return {"mode": {"auto": "AUTO", "none": "NONE", "required": "ANY"}[choice]}
+
+
+# --- response -------------------------------------------------------------------------------
+
+
+def _new_call_id() -> str:
+    return f"gemini_{uuid.uuid4().hex[:24]}"
+
+
+def _tool_call(part: Mapping[str, Any]) -> ToolCall:
+    call = part["functionCall"]
+    if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+        raise MalformedResponseError(f"{NAME}: a functionCall without a name: {call!r}",
+                                     provider=NAME)
+    data: dict[str, Any] = {"provider": NAME}
+    wire_id = call.get("id")
+    if wire_id:
+        data["id"] = wire_id
+    if part.get("thoughtSignature"):
+        data["thoughtSignature"] = part["thoughtSignature"]
+    args = call.get("args")
+    arguments = json.dumps(args if args is not None else {}, ensure_ascii=False)
+    return ToolCall(str(wire_id) if wire_id else _new_call_id(), call["name"], arguments, data)
+
+
+def _parts(wire_parts: Sequence[Any]) -> list[Part]:
+    """tether parts for Gemini parts (already-made ToolCalls pass through)."""
+    out: list[Part] = []
+    for part in wire_parts:
+        if isinstance(part, ToolCall):
+            out.append(part)
+        elif not isinstance(part, dict):
+            raise MalformedResponseError(f"{NAME}: a part is not an object: {part!r}",
+                                         provider=NAME)
+        elif "functionCall" in part:
+            out.append(_tool_call(part))
+        elif "text" in part:
+            text, signature = part["text"] or "", part.get("thoughtSignature")
+            if part.get("thought"):
+                out.append(Reasoning(text, NAME, signature=signature))
+                continue
+            if signature and not text:
+                # A signature alone (often the last streamed chunk): no empty Text, which
+                # other wires reject; kept whole for Gemini.
+                out.append(Reasoning("", NAME, signature=signature,
+                                     provider_data={"part": dict(part)}))
+                continue
+            if signature:
+                out.append(Reasoning("", NAME, signature=signature,
+                                     provider_data={"on": _ON_NEXT_TEXT}))
+            if text:
+                out.append(Text(text))
+        elif "inlineData" in part and not part.get("thoughtSignature"):  # signed: kept whole
+            blob = part["inlineData"]
+            out.append(Image(blob.get("mimeType", "image/png"),
+                             base64.b64decode(blob.get("data", ""))))
+        else:
+            # executableCode, codeExecutionResult, ...: kept whole for Gemini, hidden elsewhere.
+            out.append(Reasoning("", NAME, provider_data={"part": dict(part)}))
+    return out
+
+
+def _usage(meta: Mapping[str, Any] | None) -> Usage:
+    if not meta:
+        return Usage(requests=1)
+    prompt = (meta.get("promptTokenCount") or 0) + (meta.get("toolUsePromptTokenCount") or 0)
+    cached = meta.get("cachedContentTokenCount") or 0
+    thoughts = meta.get("thoughtsTokenCount") or 0
+    details = {"reasoning_tokens": thoughts} if thoughts else {}
+    return Usage(
+        input_tokens=max(0, prompt - cached),
+        output_tokens=(meta.get("candidatesTokenCount") or 0) + thoughts,
+        cache_read_tokens=cached,
+        requests=1,
+        details=details,
+    )
+
+
+def _stop_reason(raw: str | None, has_calls: bool) -> StopReason:
+    if raw in (None, "STOP") and has_calls:
+        return "tool_calls"
+    if raw is not None and raw.startswith(_PROMPT_BLOCKED):
+        return "content_filter"
+    if raw is None:
+        return "end_turn"  # a stream that ended without a finishReason still answered
+    return _STOP_REASONS.get(raw, "other")
+
+
+def _response(parts: list[Part], raw_stop: str | None, meta: Mapping[str, Any] | None,
+              model: str, response_id: str | None) -> ModelResponse:
+    message = Message("assistant", tuple(parts))
+    stop = _stop_reason(raw_stop, any(isinstance(p, ToolCall) for p in parts))
+    return ModelResponse(message, stop, _usage(meta), model=model, id=response_id,
+                         raw_stop_reason=raw_stop)
+
+
+def parse_response(data: Any, model: str) -> ModelResponse:
+    """A whole ``GenerateContentResponse`` (or a JSON array of streamed chunks) as a
+    ``ModelResponse``."""
+    if isinstance(data, list):
+        return _merge_chunks(data, model)
+    if not isinstance(data, dict):
+        raise MalformedResponseError(f"{NAME}: the response is not an object: {data!r:.200}",
+                                     provider=NAME)
+    if "error" in data:
+        raise _stream_error(data)
+    candidate, raw_stop = _candidate(data)
+    parts = _parts(((candidate or {}).get("content") or {}).get("parts") or ())
+    return _response(parts, raw_stop, data.get("usageMetadata"),
+                     data.get("modelVersion") or model, data.get("responseId"))
+
+
+def _candidate(data: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """The first candidate and its finish reason; a blocked prompt has no candidate."""
+    candidates = data.get("candidates")
+    if candidates:
+        candidate = candidates[0]
+        if not isinstance(candidate, dict):
+            raise MalformedResponseError(f"{NAME}: a candidate is not an object", provider=NAME)
+        return candidate, candidate.get("finishReason")
+    feedback = data.get("promptFeedback") or {}
+    if feedback.get("blockReason"):
+        return None, f"{_PROMPT_BLOCKED}{feedback['blockReason']}"
+    return None, None
+
+
+def _stream_error(data: Mapping[str, Any]) -> ProviderError:
+    error = data.get("error") or {}
+    status = error.get("code") if isinstance(error, dict) else None
+    return classify_error(status if isinstance(status, int) else 500, {}, json.dumps(data))
+
+
+class _Accumulator:
+    """Builds one answer from streamed chunks: text deltas of one kind are merged into one
+    part (Gemini concatenates them too); a thought signature stays on the part it came on."""
+
+    def __init__(self, model: str) -> None:
+        self.parts: list[dict[str, Any] | ToolCall] = []
+        self.raw_stop: str | None = None
+        self.meta: Mapping[str, Any] | None = None
+        self.model = model
+        self.response_id: str | None = None
+        self.calls = 0
+        self.chunks = 0
+
+    def feed(self, data: Mapping[str, Any]) -> list[StreamChunk]:
+        if "error" in data:
+            raise _stream_error(data)
+        self.chunks += 1
+        self.meta = data.get("usageMetadata") or self.meta
+        self.model = data.get("modelVersion") or self.model
+        self.response_id = data.get("responseId") or self.response_id
+        candidate, raw_stop = _candidate(data)
+        self.raw_stop = raw_stop or self.raw_stop
+        out: list[StreamChunk] = []
+        for part in ((candidate or {}).get("content") or {}).get("parts") or ():
+            if not isinstance(part, dict):
+                raise MalformedResponseError(f"{NAME}: a part is not an object: {part!r}",
+                                             provider=NAME)
+            if "functionCall" in part:
+                call = _tool_call(part)
+                self.parts.append(call)
+                out.append(ToolCallChunk(self.calls, call.id, call.name, call.arguments))
+                self.calls += 1
+            elif "text" in part:
+                text = part["text"] or ""
+                if text:
+                    out.append(ReasoningChunk(text) if part.get("thought") else TextChunk(text))
+                self._add_text(part, text)
+            else:
+                self.parts.append(dict(part))
+        return out
+
+    def _add_text(self, part: Mapping[str, Any], text: str) -> None:
+        last = self.parts[-1] if self.parts else None
+        signature = part.get("thoughtSignature")
+        if (isinstance(last, dict) and "text" in last
+                and bool(last.get("thought")) == bool(part.get("thought"))
+                and not (signature and last.get("thoughtSignature"))):
+            last["text"] += text
+            if signature:
+                last["thoughtSignature"] = signature
+            return
+        self.parts.append(dict(part, text=text))
+
+    def response(self) -> ModelResponse:
+        if not self.chunks:
+            raise MalformedResponseError(f"{NAME}: the stream ended before its first chunk",
+                                         provider=NAME)
+        return _response(_parts(self.parts), self.raw_stop, self.meta, self.model,
+                         self.response_id)
+
+
+def _merge_chunks(chunks: Sequence[Any], model: str) -> ModelResponse:
+    acc = _Accumulator(model)
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            raise MalformedResponseError(f"{NAME}: a chunk is not an object: {chunk!r:.200}",
+                                         provider=NAME)
+        acc.feed(chunk)
+    return acc.response()
+
+
+async def _read_stream(response: httpx.Response, model: str) -> AsyncIterator[StreamChunk]:
+    acc = _Accumulator(model)
+    async for _event, data in read_stream_errors(response, NAME):
+        if data == "[DONE]":
+            break
+        chunk = load_json(data, NAME, "stream chunk")
+        if not isinstance(chunk, dict):
+            raise MalformedResponseError(f"{NAME}: a stream chunk is not an object: {data[:200]!r}",
+                                         provider=NAME)
+        for item in acc.feed(chunk):
+            yield item
+    yield Completed(acc.response())
