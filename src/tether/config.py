@@ -253,11 +253,13 @@ def build_provider(name: str, cfg: ProviderConfig) -> Provider:
 
     retry = RetryPolicy(max_retries=cfg.max_retries, retry_after_cap=cfg.retry_after_cap_secs)
     timeouts = Timeouts(read=cfg.stream_idle_timeout_secs, total=cfg.timeout_secs)
-    common: dict[str, Any] = {"model": cfg.model, "api_key_env": cfg.api_key_env,
-                              "retry": retry, "timeouts": timeouts,
+    common: dict[str, Any] = {"model": cfg.model, "retry": retry, "timeouts": timeouts,
                               "headers": cfg.headers or None}
+    # Unset keys keep each adapter's own defaults (its vendor's URL and key variable).
     if cfg.base_url:
         common["base_url"] = cfg.base_url
+    if cfg.api_key_env:
+        common["api_key_env"] = cfg.api_key_env
     provider: Provider
     if cfg.kind == "openai-chat":
         from tether.providers.openai_chat import OpenAIChat
