@@ -19,6 +19,11 @@ class ConfigError(TetherError):
     """A configuration value (code or tether.toml) is wrong; the message names it."""
 
 
+class LocalSetupError(TetherError):
+    """`tether local` could not build llama-server or fetch a model; the message says what
+    is missing (cmake, a compiler, pip) or what failed, and where the log is."""
+
+
 class ToolError(TetherError):
     """A tool could not be declared or called as written (raised to the host, not the model)."""
 
