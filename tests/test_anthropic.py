@@ -174,7 +174,7 @@ async def test_a_whole_text_answer_is_parsed_with_usage_and_cache_tokens(server,
     response = chunks[0].response
     assert response.message == Message("assistant", (Text("Hello"), Text(" there")))
     assert response.stop_reason == "end_turn" and response.raw_stop_reason == "end_turn"
-    assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 3)
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (12 + 100 + 40, 3)
     assert (response.usage.cache_read_tokens, response.usage.cache_write_tokens) == (100, 40)
     assert response.usage.requests == 1
     assert (response.model, response.id) == ("claude-test-2025", "msg_1")
@@ -286,7 +286,7 @@ async def test_streamed_text_and_a_tool_call_split_over_input_json_deltas(server
         Text("Let me check."), ToolCall("toolu_a", "get_weather", '{"city": "Paris"}')))
     assert response.stop_reason == "tool_calls"
     assert (response.usage.input_tokens, response.usage.output_tokens,
-            response.usage.cache_read_tokens) == (20, 31, 8)
+            response.usage.cache_read_tokens) == (20 + 8, 31, 8)
     assert (response.id, response.model) == ("msg_s", "claude-test-2025")
 
 

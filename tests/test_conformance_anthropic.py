@@ -166,8 +166,9 @@ def check_parsed(chunks: list[StreamChunk], answer: dict[str, Any], streamed: bo
     usage = answer["usage"]
     assert (response.usage.input_tokens, response.usage.output_tokens,
             response.usage.cache_read_tokens, response.usage.cache_write_tokens) == (
-        usage["input_tokens"], usage["output_tokens"], usage.get("cache_read_input_tokens", 0),
-        usage.get("cache_creation_input_tokens", 0))
+        usage["input_tokens"] + usage.get("cache_read_input_tokens", 0)
+        + usage.get("cache_creation_input_tokens", 0), usage["output_tokens"],
+        usage.get("cache_read_input_tokens", 0), usage.get("cache_creation_input_tokens", 0))
     assert (response.id, response.model) == (answer["id"], answer["model"])
 
     if streamed:

@@ -282,13 +282,13 @@ async def test_a_blocked_prompt_has_no_candidate_and_stops_as_content_filter(
     assert "PROHIBITED_CONTENT" in (response.raw_stop_reason or "")
 
 
-async def test_usage_counts_thoughts_as_output_and_cached_tokens_apart(
+async def test_usage_counts_thoughts_as_output_and_cached_tokens_inside_the_prompt(
         server: LoopbackServer) -> None:
     server.queue(Canned.json(answer([{"text": "x"}], usage={
         "promptTokenCount": 100, "cachedContentTokenCount": 60, "candidatesTokenCount": 15,
         "thoughtsTokenCount": 48, "totalTokenCount": 163})))
     usage = (await complete(gemini(server), ask())).usage
-    assert usage.input_tokens == 40  # the uncached part of the prompt
+    assert usage.input_tokens == 100  # the whole prompt, cached part included
     assert usage.cache_read_tokens == 60
     assert usage.output_tokens == 63
     assert usage.details == {"reasoning_tokens": 48}

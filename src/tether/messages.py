@@ -127,6 +127,10 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens spent. ``input_tokens`` counts the whole prompt on every provider, cached or
+    not; ``cache_read_tokens`` / ``cache_write_tokens`` say how much of it hit or filled a
+    cache. ``details`` holds provider extras (reasoning tokens...)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0

@@ -5,6 +5,7 @@ streams."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,9 @@ class ReplayServer(LoopbackServer):
             if i.streamed:
                 # Keep the recorded event text verbatim, delivered event by event.
                 text = i.body.decode()
-                body = [chunk + "\n\n" for chunk in text.split("\n\n") if chunk.strip()]
+                # Events end at a blank line, whichever line ending the server used.
+                body = [chunk + "\n\n" for chunk in re.split(r"\r?\n\r?\n", text)
+                        if chunk.strip()]
             self.queue(Canned(i.status, body, dict(i.headers)))
 
 

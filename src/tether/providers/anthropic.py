@@ -19,8 +19,9 @@ Wire notes (why the mapping looks the way it does):
   ``redacted`` data of a ``redacted_thinking`` block) and replayed verbatim, only to this
   wire. Content blocks this adapter does not know (server tools, ...) are kept the same
   way, in ``Reasoning.provider_data["block"]``, and replayed as they came.
-- ``Usage.input_tokens`` is Anthropic's ``input_tokens``: the uncached part of the prompt.
-  Cache reads and writes are counted in ``cache_read_tokens`` / ``cache_write_tokens``.
+- ``Usage.input_tokens`` is every prompt token, as on the other wires: Anthropic's uncached
+  ``input_tokens`` plus cache reads and writes, which are also counted in
+  ``cache_read_tokens`` / ``cache_write_tokens``.
 - ``max_tokens`` is required on this wire: ``ModelRequest.max_output_tokens`` or
   ``max_tokens_default``.
 """
@@ -374,11 +375,14 @@ def _response(parts: list[Part], stop: Any, usage: dict[str, Any], model: str,
 
 
 def _usage(usage: dict[str, Any]) -> Usage:
+    cache_read = usage.get("cache_read_input_tokens") or 0
+    cache_write = usage.get("cache_creation_input_tokens") or 0
     return Usage(
-        input_tokens=usage.get("input_tokens") or 0,
+        # One meaning across providers: input_tokens counts the whole prompt, cached or not.
+        input_tokens=(usage.get("input_tokens") or 0) + cache_read + cache_write,
         output_tokens=usage.get("output_tokens") or 0,
-        cache_read_tokens=usage.get("cache_read_input_tokens") or 0,
-        cache_write_tokens=usage.get("cache_creation_input_tokens") or 0,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
         requests=1,
     )
 

@@ -23,8 +23,8 @@ Wire notes (why the mapping looks the way it does):
   skip all of these. A call that did not come from Gemini is sent with Google's documented
   ``skip_thought_signature_validator`` sentinel, so Gemini 3 accepts a conversation carried
   over from another model.
-- ``Usage.input_tokens`` is the uncached part of ``promptTokenCount`` (cache reads are in
-  ``cache_read_tokens``); ``output_tokens`` counts the answer and the thinking
+- ``Usage.input_tokens`` is the whole prompt, ``promptTokenCount`` (as on every wire; the
+  cached part is also in ``cache_read_tokens``); ``output_tokens`` counts the answer and the thinking
   (``thoughtsTokenCount``, also in ``details["reasoning_tokens"]``).
 """
 
@@ -489,7 +489,7 @@ def _usage(meta: Mapping[str, Any] | None) -> Usage:
     thoughts = meta.get("thoughtsTokenCount") or 0
     details = {"reasoning_tokens": thoughts} if thoughts else {}
     return Usage(
-        input_tokens=max(0, prompt - cached),
+        input_tokens=prompt,
         output_tokens=(meta.get("candidatesTokenCount") or 0) + thoughts,
         cache_read_tokens=cached,
         requests=1,
