@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from tests.servers.http import Canned, LoopbackServer, Recorded
 from tether import Agent, OutputSpec
 from tether.providers import Anthropic, Gemini, OpenAIChat, OpenAIResponses
 from tether.providers.base import Provider
-from tests.servers.http import Canned, LoopbackServer, Recorded
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"},
                                            "celsius": {"type": "number"}},
