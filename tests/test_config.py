@@ -72,13 +72,13 @@ def test_unknown_keys_are_rejected_naming_their_path(tmp_path: Path, toml: str,
 
 def test_bad_values_say_where(tmp_path: Path) -> None:
     write(tmp_path / "tether.toml", "[security]\ntrifecta = 'maybe'")
-    with pytest.raises(ConfigError, match="security.trifecta"):
+    with pytest.raises(ConfigError, match=r"security\.trifecta"):
         load_config(tmp_path, env=NO_USER)
 
 
 def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     write(tmp_path / "tether.toml", "this is = = not toml")
-    with pytest.raises(ConfigError, match="tether.toml: not valid TOML"):
+    with pytest.raises(ConfigError, match=r"tether\.toml: not valid TOML"):
         load_config(tmp_path, env=NO_USER)
 
 

@@ -69,7 +69,7 @@ def delegation_result(parent: Scripted) -> ToolResult:
 
 
 async def test_a_matching_answer_is_trusted_and_the_parent_may_still_send() -> None:
-    agent, parent, child = parent_and_child(" 7 ", rater("7"))
+    agent, parent, _ = parent_and_child(" 7 ", rater("7"))
     result = await agent.run("Rate the page and email me.")
     passed = delegation_result(parent)
     assert passed.content == "7" and passed.trust == "trusted"  # the canonical value only
@@ -131,7 +131,7 @@ def delegation_result_named(parent: Scripted, name: str) -> ToolResult:
 
 
 async def test_the_child_runs_in_a_fresh_conversation_seeded_with_the_parents_taint() -> None:
-    agent, parent, child = parent_and_child("7", rater("7"))
+    agent, _, child = parent_and_child("7", rater("7"))
     result = await agent.run("Rate the page and email me.")
     first = child.requests[0]
     assert [m.text for m in first.messages] == ["Rate http://x.example"]

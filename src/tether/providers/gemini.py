@@ -24,8 +24,8 @@ Wire notes (why the mapping looks the way it does):
   ``skip_thought_signature_validator`` sentinel, so Gemini 3 accepts a conversation carried
   over from another model.
 - ``Usage.input_tokens`` is the whole prompt, ``promptTokenCount`` (as on every wire; the
-  cached part is also in ``cache_read_tokens``); ``output_tokens`` counts the answer and the thinking
-  (``thoughtsTokenCount``, also in ``details["reasoning_tokens"]``).
+  cached part is also in ``cache_read_tokens``); ``output_tokens`` counts the answer and
+  the thinking (``thoughtsTokenCount``, also in ``details["reasoning_tokens"]``).
 """
 
 from __future__ import annotations
