@@ -25,3 +25,16 @@ def runnable_blocks() -> list[tuple[str, int, str]]:
                          ids=[f"{p}#{n}" for p, n, _ in runnable_blocks()])
 def test_doc_example_runs(page: str, n: int, code: str) -> None:
     exec(compile(code, f"{page}#{n}", "exec"), {"__name__": f"doc_{n}"})
+
+
+def test_the_profile_table_in_the_providers_doc_matches_the_profiles() -> None:
+    from tether.providers.profiles import PROFILES
+
+    text = (ROOT / "docs" / "providers.md").read_text()
+    for name, profile in PROFILES.items():
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{name}` |"))
+        cells = [c.strip() for c in row.strip("|").split("|")][1:]
+        expected = [profile.supports_tool_choice_required, profile.supports_named_tool_choice,
+                    profile.supports_parallel_calls, profile.supports_stream_usage,
+                    profile.supports_json_schema_output]
+        assert [c.startswith("yes") for c in cells] == expected, name
