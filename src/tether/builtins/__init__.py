@@ -1,6 +1,22 @@
 """Built-in tools. Each declares its capabilities; the gate does the rest.
 
 ``select_builtins(enabled, disabled)`` picks them by name for ``[tools]`` in tether.toml.
+
+============  ==========================================  ==============
+tool          capabilities                                approval
+============  ==========================================  ==============
+calculator    none                                        no
+read_file     private_data                                no
+list_dir      private_data                                no
+grep          private_data                                no
+write_file    destructive                                 yes
+edit_file     destructive                                 yes
+fetch_url     untrusted_input, external_send              no
+shell         private_data, destructive, external_send    yes (opt-in)
+============  ==========================================  ==============
+
+File tools are confined to the agent's workspace (see ``workspace.py``); ``fetch_url``
+follows ``SecurityConfig``'s network rules (see ``fetch.py``).
 """
 
 from __future__ import annotations
@@ -11,14 +27,29 @@ from tether.errors import ConfigError
 from tether.tools import Tool
 
 from .calculator import calculator
+from .fetch import FetchLimits, fetch_url, make_fetch_url
+from .files import edit_file, grep, list_dir, read_file, write_file
+from .shell import make_shell, shell
+from .workspace import WorkspaceError
 
 
 def _registry() -> dict[str, Callable[[], Tool]]:
-    return {"calculator": lambda: calculator}
+    return {
+        "calculator": lambda: calculator,
+        "read_file": lambda: read_file,
+        "list_dir": lambda: list_dir,
+        "grep": lambda: grep,
+        "write_file": lambda: write_file,
+        "edit_file": lambda: edit_file,
+        "fetch_url": lambda: fetch_url,
+        "shell": lambda: shell,
+    }
 
 
 # What runs when [tools].enabled is not set. Opt-in tools (shell) are not listed here.
-DEFAULT_ENABLED: tuple[str, ...] = ("calculator",)
+DEFAULT_ENABLED: tuple[str, ...] = (
+    "calculator", "read_file", "list_dir", "grep", "write_file", "edit_file", "fetch_url",
+)
 
 
 def builtin_names() -> list[str]:
@@ -36,4 +67,20 @@ def select_builtins(enabled: Sequence[str] | None, disabled: Sequence[str] = ())
     return [registry[n]() for n in names if n not in set(disabled)]
 
 
-__all__ = ["DEFAULT_ENABLED", "builtin_names", "calculator", "select_builtins"]
+__all__ = [
+    "DEFAULT_ENABLED",
+    "FetchLimits",
+    "WorkspaceError",
+    "builtin_names",
+    "calculator",
+    "edit_file",
+    "fetch_url",
+    "grep",
+    "list_dir",
+    "make_fetch_url",
+    "make_shell",
+    "read_file",
+    "select_builtins",
+    "shell",
+    "write_file",
+]

@@ -1,0 +1,102 @@
+"""Workspace confinement: every path a file tool touches resolves inside the workspace.
+
+A path from the model is joined to the workspace (absolute paths are taken as they are),
+then resolved with every symlink followed. Only a result inside the resolved workspace is
+used, and the tools open that resolved path (never the model's spelling), with
+``O_NOFOLLOW`` on the last component, so a symlink cannot be slipped in afterwards at the
+end of the path.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from tether.errors import TetherError
+
+
+class WorkspaceError(TetherError):
+    """A path the file tools will not touch; the message says why, for the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class Confined:
+    """A path known to be inside the workspace: ``path`` is resolved, ``shown`` is how the
+    tools name it (relative to the workspace, ``.`` for the workspace itself)."""
+
+    path: Path
+    shown: str
+
+
+def confine(workspace: Path, requested: str) -> Confined:
+    """``requested`` resolved inside ``workspace``, or ``WorkspaceError`` saying why not.
+
+    Refused: ``..`` that climbs out, absolute paths outside the workspace, and paths whose
+    symlinks resolve to a place outside it. ``..`` that stays inside (``a/../b``) is fine.
+    """
+    if not isinstance(requested, str) or not requested.strip():
+        raise WorkspaceError("the path is empty; give a path relative to the workspace")
+    if "\x00" in requested:
+        raise WorkspaceError("the path contains a NUL character")
+    root = workspace.resolve()
+    given = Path(requested)  # "~" is not expanded: it is an ordinary name here
+    candidate = given if given.is_absolute() else root / given
+    try:
+        resolved = candidate.resolve()
+    except (OSError, RuntimeError) as e:  # a symlink loop, or a path the OS rejects
+        raise WorkspaceError(f"{requested!r} cannot be resolved: {e}") from None
+    if resolved.is_relative_to(root):
+        return Confined(resolved, _shown(root, resolved))
+    raise WorkspaceError(f"{requested!r} is outside the workspace: {_why(root, given)}. "
+                         f"File tools only reach paths inside the workspace ({root}).")
+
+
+def _why(root: Path, given: Path) -> str:
+    if given.is_absolute():
+        lexical = Path(os.path.normpath(given))
+        if not lexical.is_relative_to(root):
+            return "it is an absolute path to a place outside the workspace"
+        return "it goes through a symlink that points outside the workspace"
+    lexical = Path(os.path.normpath(root / given))
+    if ".." in given.parts and not lexical.is_relative_to(root):
+        return "'..' climbs out of the workspace"
+    return "it goes through a symlink that points outside the workspace"
+
+
+def _shown(root: Path, resolved: Path) -> str:
+    rel = resolved.relative_to(root)
+    return "." if rel == Path() else rel.as_posix()
+
+
+def is_inside(workspace: Path, path: Path) -> bool:
+    """Whether ``path`` (symlinks followed) is inside ``workspace``."""
+    root = workspace.resolve()
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return resolved.is_relative_to(root)
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def open_confined(confined: Confined, mode: str) -> IO[Any]:
+    """Open a confined path; ``mode`` is ``"rb"``, ``"r"`` (UTF-8 text) or ``"w"`` (UTF-8,
+    created or truncated). Refuses a symlink placed at the last component since it was
+    resolved (``O_NOFOLLOW``)."""
+    if mode in ("r", "rb"):
+        flags = os.O_RDONLY
+    elif mode == "w":
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    else:
+        raise ValueError(f"unsupported mode {mode!r}")
+    try:
+        fd = os.open(confined.path, flags | _NOFOLLOW, 0o666)
+    except OSError as e:
+        raise WorkspaceError(f"cannot open {confined.shown}: {e.strerror or e}") from None
+    if mode == "rb":
+        return os.fdopen(fd, "rb")
+    return os.fdopen(fd, mode, encoding="utf-8", newline="")
