@@ -287,6 +287,18 @@ async def test_a_stream_without_done_still_completes(server: LoopbackServer):
     assert response.message.text == "ok"
 
 
+async def test_a_stream_is_read_to_its_end_so_the_next_turn_reuses_the_connection(
+        server: LoopbackServer):
+    for _ in range(2):
+        server.queue(Canned.sse([chunk({"content": "ok"}), chunk(finish="stop")]))
+    model = chat(server)
+    await collect(model, ask(stream=True))
+    await collect(model, ask(stream=True))
+    assert server.requests[0].peer == server.requests[1].peer
+    assert not server.disconnected.is_set()
+    await model.aclose()
+
+
 async def test_a_stream_cut_before_the_model_finished_is_a_malformed_response(
         server: LoopbackServer):
     server.queue(Canned.sse([chunk({"content": "The sum"})], done=False))

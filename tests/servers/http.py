@@ -52,6 +52,8 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any
+    # The client's (host, port): two requests with the same peer shared one connection.
+    peer: tuple[str, int] | None = None
 
 
 class LoopbackServer:
@@ -94,7 +96,7 @@ class LoopbackServer:
                 with server._lock:
                     server.requests.append(Recorded(self.command, self.path,
                                                     {k.lower(): v for k, v in self.headers.items()},
-                                                    body))
+                                                    body, self.client_address[:2]))
                     canned = server._queue.pop(0) if server._queue else Canned.json(
                         {"error": {"message": "loopback server: nothing queued"}}, 500)
                 if callable(canned):

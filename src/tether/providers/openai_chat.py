@@ -83,6 +83,9 @@ _OVERFLOW_MARKERS = ("context_length_exceeded", "exceed_context_size", "context 
 # ``reasoning_content``; OpenRouter and Ollama ``reasoning``.
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
+# How long to wait for the end of a body after ``[DONE]`` (it normally comes in the same read).
+_DRAIN_SECS = 1.0
+
 
 class OpenAIChat:
     """A model behind a Chat Completions endpoint.
@@ -258,7 +261,8 @@ class OpenAIChat:
         model = ""
         done = False
         refusal: list[str] = []
-        async for _event, data in read_stream_errors(response, NAME):
+        events = read_stream_errors(response, NAME)
+        async for _event, data in events:
             if data == "[DONE]":
                 done = True
                 break
@@ -312,6 +316,8 @@ class OpenAIChat:
                     refusal.append(delta["refusal"])
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
+        if done:
+            await _drain(events)
         if finish is None and not done:
             raise MalformedResponseError(
                 f"{NAME}: the stream ended before the model finished (no finish_reason, no "
@@ -556,6 +562,17 @@ def _usage(raw: Any) -> Usage:
         if reasoning:
             details["reasoning_tokens"] = int(reasoning)
     return Usage(int(prompt), int(completion), int(cached), 0, 1, details)
+
+
+async def _drain(events: AsyncIterator[Any]) -> None:
+    """Read to the end of the body after ``[DONE]``: a connection closed with unread bytes is
+    reset, a fully read one goes back to the pool for the next turn."""
+    try:
+        async with asyncio.timeout(_DRAIN_SECS):
+            async for _ in events:
+                pass
+    except (TimeoutError, ProviderError):
+        pass  # the answer is complete; a server that keeps talking only costs its connection
 
 
 # --- errors ------------------------------------------------------------------------------
