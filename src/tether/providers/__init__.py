@@ -16,6 +16,8 @@ _EXPORTS: dict[str, str] = {
     "RetryPolicy": "tether.providers.http",
     "Timeouts": "tether.providers.http",
     "OpenAIChat": "tether.providers.openai_chat",
+    "OpenAICompatProfile": "tether.providers.profiles",
+    "profile_for": "tether.providers.profiles",
     "OpenAIResponses": "tether.providers.openai_responses",
     "Anthropic": "tether.providers.anthropic",
     "Gemini": "tether.providers.gemini",
@@ -44,4 +46,5 @@ if TYPE_CHECKING:
     from tether.providers.http import RetryPolicy, Timeouts
     from tether.providers.openai_chat import OpenAIChat
     from tether.providers.openai_responses import OpenAIResponses
+    from tether.providers.profiles import OpenAICompatProfile, profile_for
     from tether.providers.scripted import Reply, Scripted, call, calls
