@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     run.add_argument("--output-schema", metavar="FILE.json",
                      help="answer in this JSON Schema; prints the validated JSON answer")
+    run.add_argument("--session", metavar="ID",
+                     help="continue stored session ID (created with this id when new)")
     run.set_defaults(handler=cmd_run)
 
     tools = sub.add_parser("tools", help="list tools with capabilities and approval flags")
@@ -72,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     doctor = sub.add_parser("doctor", help="check config, providers, MCP servers, the store")
     doctor.set_defaults(handler=cmd_doctor)
+
+    from tether import batch, chat, sessions_cli
+
+    chat.add_cli(sub, _add_run_flags)
+    batch.add_cli(sub, _add_run_flags)
+    sessions_cli.add_cli(sub, _add_run_flags, DOCTOR_CHECKS)
     return parser
 
 
@@ -155,10 +163,15 @@ async def _run(args: argparse.Namespace) -> int:
     quiet = bool(args.json)
     renderer = EventRenderer(show_text=not quiet and not args.output_schema)
     async with agent:
+        session = None
+        if getattr(args, "session", None):
+            from tether.sessions_cli import session_for_run
+
+            session = session_for_run(args, cfg)
         if args.output_schema:
             return await _run_structured(agent, args, renderer, cfg)
         result = None
-        async for event in agent.stream(args.prompt):
+        async for event in agent.stream(args.prompt, session=session):
             if not quiet:
                 renderer(event)
             from tether.events import RunFinished

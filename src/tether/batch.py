@@ -1,0 +1,483 @@
+"""Many prompts side by side: a fresh conversation per item, bounded concurrency, results
+appended as JSONL as each item finishes.
+
+::
+
+    summary = await run_batch(agent, ["What is 2+3?", {"id": "q2", "prompt": "..."}],
+                              concurrency=4, out="out.jsonl")
+
+Each input is a bare string, or ``{"id", "prompt", "meta"}`` where ``prompt`` may be a list
+of turns run one after another on one conversation. A result line holds ``id, ok, text,
+error, stop_cause, usage, taint, blocked_sends, refused, tool_calls, turns, elapsed, meta``.
+An interrupted batch keeps every line written; ``resume=True`` skips the ids already in
+``out``. Batches are unattended: under ``permission_mode = "ask"`` with no approver, calls
+that need approval are refused (``tether batch --yes`` allows them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from tether.errors import TetherError
+from tether.messages import Usage, usage_to_dict
+from tether.trust import CLEAN, Taint
+
+if TYPE_CHECKING:
+    import argparse
+
+    from tether.agent import Agent
+
+
+class BatchError(TetherError):
+    """The batch cannot start: bad input lines, or an output file it would overwrite."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    """One input: ``turns`` run in order on one fresh conversation."""
+
+    id: str
+    turns: tuple[str, ...]
+    meta: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ItemResult:
+    """What became of one item (one JSONL line of the output)."""
+
+    id: str
+    ok: bool
+    text: str
+    error: str | None
+    stop_cause: str | None
+    usage: Usage
+    taint: Taint
+    blocked_sends: int
+    refused: int
+    tool_calls: int
+    turns: int
+    elapsed: float
+    meta: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "ok": self.ok, "text": self.text, "error": self.error,
+            "stop_cause": self.stop_cause, "usage": usage_to_dict(self.usage),
+            "taint": self.taint.to_dict(), "blocked_sends": self.blocked_sends,
+            "refused": self.refused, "tool_calls": self.tool_calls, "turns": self.turns,
+            "elapsed": round(self.elapsed, 3), "meta": self.meta,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BatchProgress:
+    """A snapshot, handed to ``on_progress`` whenever an item starts or finishes.
+
+    ``total`` counts the items to run now (after ``limit`` and the ids skipped by resume);
+    ``state`` is ``running``, ``finished`` or ``interrupted``; ``last`` is the item that just
+    finished, if that is what changed.
+    """
+
+    total: int
+    ok: int = 0
+    failed: int = 0
+    running: int = 0
+    skipped: int = 0
+    usage: Usage = field(default_factory=Usage)
+    elapsed: float = 0.0
+    state: str = "running"
+    last: ItemResult | None = None
+
+    @property
+    def finished(self) -> int:
+        return self.ok + self.failed
+
+    @property
+    def not_run(self) -> int:
+        return self.total - self.finished
+
+
+
+# --- input ----------------------------------------------------------------------------------
+
+
+def item_from_value(value: Any, index: int, where: str = "item") -> BatchItem:
+    """A ``BatchItem`` from a bare string or ``{"id", "prompt", "meta"}``; ``index`` (1-based)
+    is the id when none is given."""
+    if isinstance(value, BatchItem):
+        return value
+    if isinstance(value, str):
+        value = {"prompt": value}
+    if not isinstance(value, Mapping):
+        raise BatchError(f"{where}: expected a string or an object with \"prompt\", "
+                         f"not {type(value).__name__}")
+    unknown = sorted(set(value) - {"id", "prompt", "meta"})
+    if unknown:
+        raise BatchError(f"{where}: unknown key(s) {', '.join(unknown)} (allowed: id, prompt, "
+                         f"meta)")
+    prompt = value.get("prompt")
+    turns: tuple[str, ...]
+    if isinstance(prompt, str):
+        turns = (prompt,)
+    elif isinstance(prompt, list) and prompt and all(isinstance(t, str) for t in prompt):
+        turns = tuple(prompt)
+    else:
+        raise BatchError(f"{where}: \"prompt\" must be a string or a non-empty list of "
+                         f"strings (turns)")
+    if not all(t.strip() for t in turns):
+        raise BatchError(f"{where}: a prompt is empty")
+    raw_id = value.get("id", index)
+    if not isinstance(raw_id, str | int) or isinstance(raw_id, bool) or str(raw_id) == "":
+        raise BatchError(f"{where}: \"id\" must be a non-empty string or a number")
+    return BatchItem(str(raw_id), turns, value.get("meta"))
+
+
+def read_items(path: str | Path) -> list[BatchItem]:
+    """Every item of a JSONL file (blank lines skipped); a bad line is a ``BatchError``
+    naming it, before anything runs."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise BatchError(f"cannot read {path}: {e}") from None
+    items: list[BatchItem] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path} line {number}"
+        try:
+            value = json.loads(line)
+        except ValueError as e:
+            raise BatchError(f"{where}: not JSON ({e}); each line is a JSON string or "
+                             f"{{\"id\", \"prompt\", \"meta\"}}") from None
+        items.append(item_from_value(value, number, where))
+    return _check_unique(items)
+
+
+def _check_unique(items: list[BatchItem]) -> list[BatchItem]:
+    seen: set[str] = set()
+    for item in items:
+        if item.id in seen:
+            raise BatchError(f"id {item.id!r} appears twice; ids must be unique so that "
+                             f"results (and --resume) can name them")
+        seen.add(item.id)
+    return items
+
+
+def finished_ids(out: str | Path) -> set[str]:
+    """The ids with a result line in ``out`` (a cut-off last line does not count)."""
+    path = Path(out)
+    if not path.exists():
+        return set()
+    ids: set[str] = set()
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a line cut by a kill; its item runs again
+            if isinstance(record, dict) and "id" in record:
+                ids.add(str(record["id"]))
+    return ids
+
+
+# --- running --------------------------------------------------------------------------------
+
+
+async def run_batch(
+    agent: Agent | Callable[[], Agent | Awaitable[Agent]],
+    items: Iterable[BatchItem | str | Mapping[str, Any]],
+    *,
+    concurrency: int = 4,
+    limit: int | None = None,
+    out: str | Path | None = None,
+    resume: bool = False,
+    on_progress: Callable[[BatchProgress], None] | None = None,
+) -> list[ItemResult]:
+    """Run every item on a fresh conversation, at most ``concurrency`` at once; returns the
+    results in the order they finished.
+
+    ``agent`` is shared by all items, or a factory called once per item (each agent it makes
+    is closed after its item). ``limit`` takes the first N items of the input; with
+    ``resume`` the ids already in ``out`` are then skipped. Each result is appended to
+    ``out`` (JSONL) the moment its item finishes. Cancelling (Ctrl-C) stops the running
+    items, keeps what was written and re-raises; ``on_progress`` gets a last snapshot with
+    ``state == "interrupted"``.
+    """
+    if concurrency < 1:
+        raise BatchError(f"concurrency must be at least 1, not {concurrency}")
+    if limit is not None and limit < 0:
+        raise BatchError(f"limit must not be negative, not {limit}")
+    todo = _check_unique([item_from_value(v, n, f"item {n}") for n, v in enumerate(items, 1)])
+    if limit is not None:
+        todo = todo[:limit]
+    done_ids: set[str] = set()
+    if out is not None:
+        out = Path(out)
+        if resume:
+            done_ids = finished_ids(out)
+        elif out.exists() and out.stat().st_size > 0:
+            raise BatchError(f"{out} already holds results; pass resume=True (--resume) to "
+                             f"skip the ids it has, or remove it to start over")
+    skipped = sum(item.id in done_ids for item in todo)
+    todo = [item for item in todo if item.id not in done_ids]
+
+    progress = BatchProgress(total=len(todo), skipped=skipped)
+    started = time.perf_counter()
+    results: list[ItemResult] = []
+
+    def report(**changes: Any) -> None:
+        nonlocal progress
+        progress = replace(progress, elapsed=time.perf_counter() - started, **changes)
+        if on_progress is not None:
+            on_progress(progress)
+
+    sink = _open_sink(out) if out is not None else None
+    queue: asyncio.Queue[BatchItem] = asyncio.Queue()
+    for item in todo:
+        queue.put_nowait(item)
+
+    async def worker() -> None:
+        while True:
+            try:
+                item = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            report(running=progress.running + 1, last=None)
+            result = await _run_item(agent, item)
+            results.append(result)
+            if sink is not None:
+                sink.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
+                sink.flush()
+            report(running=progress.running - 1, ok=progress.ok + result.ok,
+                   failed=progress.failed + (not result.ok),
+                   usage=progress.usage + result.usage, last=result)
+
+    workers = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(todo)))]
+    try:
+        report()
+        await asyncio.gather(*workers)
+        report(state="finished", last=None)
+    except asyncio.CancelledError:
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        report(state="interrupted", running=0, last=None)
+        raise
+    finally:
+        if sink is not None:
+            sink.close()
+    return results
+
+
+def _open_sink(out: Path) -> TextIO:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sink = out.open("a", encoding="utf-8")
+    if out.stat().st_size > 0:
+        with out.open("rb") as f:
+            f.seek(-1, 2)
+            if f.read(1) != b"\n":
+                sink.write("\n")  # a line cut by a kill must not swallow the next result
+    return sink
+
+
+async def _run_item(source: Any, item: BatchItem) -> ItemResult:
+    from tether.agent import Agent, Conversation
+    from tether.events import RunFinished
+
+    started = time.perf_counter()
+    usage, taint = Usage(), CLEAN
+    blocked = refused = calls = model_turns = 0
+    text, error, stop = "", None, None
+    agent: Agent | None = None
+    own = not isinstance(source, Agent)
+    try:
+        if own:
+            made = source()
+            agent = await made if inspect.isawaitable(made) else made
+        else:
+            agent = source
+        assert agent is not None
+        conversation = Conversation()
+        for turn in item.turns:
+            result = None
+            async for event in agent.stream(turn, conversation=conversation,
+                                            _stream_requests=False):
+                if isinstance(event, RunFinished) and not event.path:
+                    result = event.result
+            assert result is not None
+            usage, taint = usage + result.usage, result.taint
+            blocked += result.blocked_sends
+            refused += sum(r.denied or r.blocked for r in result.tool_calls)
+            calls += len(result.tool_calls)
+            model_turns += result.turns
+            text, stop = result.text, str(result.stop_cause)
+            if result.error is not None:
+                error = f"{type(result.error).__name__}: {result.error}"
+            if stop != "completed":
+                break
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # one item's failure is its result line, not the batch's end
+        error = f"{type(e).__name__}: {e}"
+    finally:
+        if own and agent is not None:
+            await agent.aclose()
+    ok = error is None and stop == "completed"
+    return ItemResult(item.id, ok, text, error, stop, usage, taint, blocked, refused, calls,
+                      model_turns, time.perf_counter() - started, item.meta)
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def add_cli(sub: Any, add_run_flags: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Register ``tether batch``."""
+    p = sub.add_parser("batch", help="run many prompts (JSONL) side by side")
+    p.add_argument("input", metavar="IN.jsonl",
+                   help="one item a line: a JSON string, or {\"id\", \"prompt\", \"meta\"}")
+    p.add_argument("-o", "--out", required=True, metavar="OUT.jsonl",
+                   help="results, one JSON line per item, appended as each finishes")
+    p.add_argument("-c", "--concurrency", type=int, default=4, help="items at once (4)")
+    p.add_argument("--limit", type=int, metavar="N", help="only the first N items")
+    p.add_argument("--resume", action="store_true",
+                   help="skip the ids already in OUT (after an interrupted batch)")
+    add_run_flags(p)
+    p.set_defaults(handler=cmd_batch)
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    err = Console(stderr=True, highlight=False)
+    items = read_items(args.input)
+    view = _TerminalProgress(err, args.out) if err.is_terminal else _PlainProgress(err)
+    try:
+        results = asyncio.run(_batch(args, items, view))
+    except KeyboardInterrupt:
+        view.close()
+        _print_summary(view.progress, args.out, interrupted=True)
+        return 130
+    view.close()
+    _print_summary(view.progress, args.out, interrupted=False)
+    return 0 if all(r.ok for r in results) else 1
+
+
+async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) -> list[ItemResult]:
+    from tether.cli import make_agent
+
+    # Unattended: nobody to ask, so `ask` refuses gated calls (unless --yes).
+    agent, _ = make_agent(args, approver=None)
+    async with agent:
+        return await run_batch(agent, items, concurrency=args.concurrency, limit=args.limit,
+                               out=args.out, resume=args.resume, on_progress=view)
+
+
+def _tokens(usage: Usage) -> str:
+    return f"in {usage.input_tokens} · out {usage.output_tokens}"
+
+
+class _PlainProgress:
+    """One line per finished item, for logs and pipes (no TTY)."""
+
+    def __init__(self, err: Any) -> None:
+        self.err = err
+        self.progress: BatchProgress | None = None
+        self._announced = False
+
+    def __call__(self, p: BatchProgress) -> None:
+        self.progress = p
+        if not self._announced:
+            self._announced = True
+            skipped = f", {p.skipped} already done (skipped)" if p.skipped else ""
+            self.err.print(f"batch: {p.total} item(s) to run{skipped}")
+        r = p.last
+        if r is None:
+            return
+        width = len(str(p.total))
+        head = f"[{p.finished:>{width}}/{p.total}]"
+        if r.ok:
+            line = f"{head} ok     {r.id}  {r.elapsed:.1f}s  tokens {_tokens(r.usage)}"
+        else:
+            why = r.error or f"stopped: {r.stop_cause}"
+            line = f"{head} FAILED {r.id}  {r.elapsed:.1f}s  {why}"
+        self.err.print(line, markup=False)
+
+    def close(self) -> None:
+        return None
+
+
+class _TerminalProgress:
+    """A rich progress bar: finished/total, ok, failed, running, tokens."""
+
+    def __init__(self, err: Any, out: str) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress: BatchProgress | None = None
+        self._bar = Progress(
+            TextColumn("[bold]batch[/]"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+            TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), console=err,
+            transient=False)
+        self._task: Any = None
+        self._bar.start()
+
+    def __call__(self, p: BatchProgress) -> None:
+        self.progress = p
+        counts = (f"[green]ok {p.ok}[/] · [red]failed {p.failed}[/] · running {p.running} · "
+                  f"tokens {_tokens(p.usage)}")
+        if self._task is None:
+            self._task = self._bar.add_task("batch", total=p.total, counts=counts)
+        self._bar.update(self._task, completed=p.finished, counts=counts)
+        r = p.last
+        if r is not None and not r.ok:
+            from rich.markup import escape
+
+            self._bar.console.print(f"[red]failed[/] {escape(r.id)}: "
+                                    f"{escape(r.error or f'stopped: {r.stop_cause}')}")
+
+    def close(self) -> None:
+        self._bar.stop()
+
+
+def _print_summary(p: BatchProgress | None, out: str, *, interrupted: bool) -> None:
+    if p is None:
+        print(f"batch: nothing ran; results: {out}")
+        return
+    parts = [f"{p.ok} ok", f"{p.failed} failed"]
+    if p.skipped:
+        parts.append(f"{p.skipped} skipped (already in {out})")
+    if p.not_run:
+        parts.append(f"{p.not_run} not run")
+    print(f"batch {'interrupted' if interrupted else 'finished'}: {', '.join(parts)} · "
+          f"tokens {_tokens(p.usage)} · {p.elapsed:.1f}s · results: {out}")
+    if interrupted or p.not_run:
+        print("rerun with --resume to run the rest")
+
+
+def summarize(results: Sequence[ItemResult]) -> dict[str, Any]:
+    """Counts and token totals of a batch's results (for hosts using the Python API)."""
+    usage = Usage()
+    for r in results:
+        usage = usage + r.usage
+    return {"ok": sum(r.ok for r in results), "failed": sum(not r.ok for r in results),
+            "usage": usage_to_dict(usage)}
+
+
+__all__ = [
+    "BatchError",
+    "BatchItem",
+    "BatchProgress",
+    "ItemResult",
+    "finished_ids",
+    "item_from_value",
+    "read_items",
+    "run_batch",
+    "summarize",
+]

@@ -1,0 +1,356 @@
+"""`tether sessions list|show|resume|rm`, `tether run --session`, and the store's doctor check.
+
+A session is picked up where it stopped: a run paused for approval gets its decisions
+(``--allow``/``--deny`` CALL_ID, or the person at the terminal); a run killed mid-way
+continues from its last recorded message; the taint comes back with it, never cleaner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tether.errors import ConfigError, TetherError
+
+if TYPE_CHECKING:
+    from tether.agent import Agent, RunResult
+    from tether.config import Config
+    from tether.store import Session, SessionInfo, SQLiteStore
+
+
+class SessionPaused(TetherError):
+    """The session waits for approval decisions before it can take a new prompt."""
+
+
+def add_cli(sub: Any, add_run_flags: Callable[[argparse.ArgumentParser], None],
+            doctor_checks: list[Callable[[Any], Any]]) -> None:
+    """Register ``tether sessions``, and the store's check in ``doctor_checks`` (the
+    caller's list: ``python -m tether.cli`` runs cli.py as a second module)."""
+    if check_store not in doctor_checks:
+        doctor_checks.append(check_store)
+
+    p = sub.add_parser("sessions", help="stored conversations: list, show, resume, rm")
+    actions = p.add_subparsers(dest="sessions_command", metavar="ACTION")
+
+    ls = actions.add_parser("list", help="sessions, most recent first")
+    ls.add_argument("--limit", type=int, default=20)
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(handler=cmd_list)
+
+    show = actions.add_parser("show", help="a session's transcript, taint and runs")
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true", help="messages, taint, outcomes as JSON")
+    show.add_argument("--events", action="store_true", help="also list the stored events")
+    show.set_defaults(handler=cmd_show)
+
+    resume = actions.add_parser(
+        "resume", help="continue a session: decide paused approvals, finish a killed run, "
+                       "or run a new prompt on it")
+    resume.add_argument("id")
+    resume.add_argument("prompt", nargs="?", help="a new prompt to run on the session")
+    resume.add_argument("--allow", action="append", default=[], metavar="CALL_ID",
+                        help="allow this paused call (repeatable)")
+    resume.add_argument("--deny", action="append", default=[], metavar="CALL_ID",
+                        help="deny this paused call (repeatable)")
+    resume.add_argument("--json", action="store_true", help="print the RunResult as JSON")
+    add_run_flags(resume)
+    resume.set_defaults(handler=cmd_resume)
+
+    rm = actions.add_parser("rm", help="delete sessions")
+    rm.add_argument("ids", nargs="+", metavar="ID")
+    rm.set_defaults(handler=cmd_rm)
+
+    def usage(args: argparse.Namespace) -> int:
+        p.print_help()
+        return 1
+
+    p.set_defaults(handler=usage)
+
+
+# --- shared helpers -------------------------------------------------------------------------
+
+
+def store_for(workspace: str) -> SQLiteStore:
+    """The store ``tether`` uses here: TETHER_STORE, [store] path, or the user's data dir."""
+    from tether.config import load_config
+    from tether.store import open_store
+
+    return open_store(config=load_config(workspace))
+
+
+def prefer_session_provider(args: argparse.Namespace, store: SQLiteStore) -> None:
+    """Continue a session on the provider it was created with, unless a flag says otherwise."""
+    from tether.config import load_config
+    from tether.store import SessionNotFound
+
+    if getattr(args, "provider", None) or not getattr(args, "session_id", None):
+        return
+    try:
+        provider = store.load(args.session_id).info.provider
+    except SessionNotFound:
+        return
+    if provider and provider in load_config(args.workspace).providers:
+        args.provider = provider
+
+
+def open_session(args: argparse.Namespace, cfg: Config, session_id: str | None,
+                 store: SQLiteStore, title: str = "") -> Session:
+    """Session ``session_id`` (created with that id when new), or a new one."""
+    from tether.store import Session
+
+    name, pcfg = cfg.provider_config(getattr(args, "provider", None))
+    meta = {"provider": name, "model": pcfg.model,
+            "workspace": str(cfg.tools.workspace or args.workspace), "title": title}
+    if session_id:
+        return Session.open(session_id, store, **meta)
+    return Session.create(store, **meta)
+
+
+def refuse_if_paused(session: Session) -> None:
+    pending = session.pending
+    if pending is not None:
+        calls = ", ".join(f"{c.call_id} ({c.tool})" for c in pending.calls)
+        raise SessionPaused(f"session {session.id} is paused waiting for approval of {calls}; "
+                            f"decide first: tether sessions resume {session.id} "
+                            f"--allow CALL_ID | --deny CALL_ID")
+
+
+def session_for_run(args: argparse.Namespace, cfg: Config) -> Session:
+    """The session ``tether run --session ID`` continues (created when new)."""
+    if getattr(args, "output_schema", None):
+        raise ConfigError("--session and --output-schema cannot be combined yet")
+    session = open_session(args, cfg, args.session, store_for(args.workspace),
+                           title=args.prompt)
+    refuse_if_paused(session)
+    return session
+
+
+def _when(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+def _taint_words(taint: Any) -> str:
+    flags = [n for n, v in (("private", taint.private), ("untrusted", taint.untrusted)) if v]
+    return "+".join(flags) or "clean"
+
+
+def _info_dict(info: SessionInfo) -> dict[str, Any]:
+    return {"id": info.id, "created": info.created, "updated": info.updated,
+            "provider": info.provider, "model": info.model, "workspace": info.workspace,
+            "title": info.title, "messages": info.message_count,
+            "taint": info.taint.to_dict(), "last_stop": info.last_stop, "paused": info.paused}
+
+
+# --- list / show / rm -----------------------------------------------------------------------
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    store = store_for(args.workspace)
+    infos = store.list(args.limit)
+    if args.json:
+        print(json.dumps([_info_dict(i) for i in infos], indent=2, ensure_ascii=False))
+        return 0
+    if not infos:
+        print(f"no sessions in {store.path}")
+        return 0
+    table = Table(title=f"sessions ({store.path})", title_justify="left")
+    for col in ("id", "updated", "model", "msgs", "taint", "last run", "title"):
+        table.add_column(col, overflow="fold" if col == "title" else "ellipsis")
+    for i in infos:
+        last = "paused" if i.paused else (i.last_stop or "-")
+        table.add_row(i.id, _when(i.updated), i.model, str(i.message_count),
+                      _taint_words(i.taint), last, i.title)
+    Console(highlight=False).print(table)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from tether.messages import message_to_dict
+    from tether.pending import pending_call_to_dict
+    from tether.store import Session
+
+    store = store_for(args.workspace)
+    session = Session.load(args.id, store)
+    pending = session.pending
+    if args.json:
+        out = {**_info_dict(session.info), "taint": session.taint.to_dict(),
+               "messages": [message_to_dict(m) for m in session.messages],
+               "outcomes": session.outcomes,
+               "pending": [pending_call_to_dict(c) for c in pending.calls] if pending else [],
+               **({"events": session.events()} if args.events else {})}
+        print(json.dumps(out, indent=2, ensure_ascii=False, default=str))
+        return 0
+    con = Console(highlight=False)
+    info = session.info
+    con.print(f"[bold]session {info.id}[/] {escape(info.title)}")
+    con.print(f"[dim]created {_when(info.created)} · updated {_when(info.updated)} · "
+              f"{escape(info.provider)}/{escape(info.model)} · {escape(info.workspace)}[/]")
+    con.print(f"taint: [bold]{_taint_words(session.taint)}[/] · {info.message_count} messages · "
+              f"{len(session.outcomes)} run(s)")
+    con.print()
+    for message in session.messages:
+        _print_message(con, message)
+    if pending is not None:
+        con.print()
+        con.print("[yellow]paused, waiting for decisions:[/]")
+        for c in pending.calls:
+            con.print(f"  {c.call_id}  {escape(c.tool)} "
+                      f"{escape(json.dumps(c.arguments, ensure_ascii=False, default=str))}  "
+                      f"[dim]{escape(c.explanation)}[/]")
+        con.print(f"[dim]decide with: tether sessions resume {info.id} --allow ID | "
+                  f"--deny ID[/]")
+    if args.events:
+        con.print()
+        for e in session.events():
+            con.print(f"[dim]{e['run_id']}[/] {e['kind']}" + (
+                f" [dim]{'/'.join(e['path'])}[/]" if e.get("path") else ""))
+    return 0
+
+
+def _print_message(con: Any, message: Any) -> None:
+    from rich.markup import escape
+
+    from tether.messages import ToolCall, ToolResult
+
+    def short(text: str, limit: int = 300) -> str:
+        text = " ".join(text.split())
+        return escape(text if len(text) <= limit else text[: limit - 1] + "…")
+
+    style = {"user": "bold cyan", "assistant": "bold green", "tool": "bold magenta"}
+    for part in message.parts:
+        if isinstance(part, ToolCall):
+            con.print(f"[{style['assistant']}]assistant[/] → {escape(part.name)} "
+                      f"{short(part.arguments, 160)} [dim]({part.id})[/]")
+        elif isinstance(part, ToolResult):
+            flag = " [red](error)[/]" if part.is_error else ""
+            trust = " [yellow](untrusted)[/]" if part.trust == "untrusted" else ""
+            con.print(f"[{style['tool']}]{escape(part.name)}[/]{flag}{trust} "
+                      f"{short(part.content)}")
+        elif getattr(part, "kind", "") == "text" and part.text.strip():
+            con.print(f"[{style.get(message.role, 'bold')}]{message.role}[/] {short(part.text)}")
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    store = store_for(args.workspace)
+    missing = [i for i in args.ids if not store.delete(i)]
+    for i in args.ids:
+        if i not in missing:
+            print(f"deleted {i}")
+    if missing:
+        from tether.cli import _error
+
+        _error(f"no session {', '.join(missing)} in {store.path}")
+        return 1
+    return 0
+
+
+# --- resume ---------------------------------------------------------------------------------
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    return asyncio.run(_resume(args))
+
+
+async def _resume(args: argparse.Namespace) -> int:
+    from tether.approval import Decision
+    from tether.cli import exit_code, make_agent
+    from tether.pending import PendingStateError
+    from tether.render import EventRenderer
+    from tether.store import Session
+
+    store = store_for(args.workspace)
+    args.session_id = args.id
+    prefer_session_provider(args, store)
+    session = Session.load(args.id, store)
+    pending = session.pending
+    decisions: dict[str, Decision] = {}
+    for call_id in args.allow:
+        decisions[call_id] = Decision.allow()
+    for call_id in args.deny:
+        if call_id in decisions:
+            raise ConfigError(f"{call_id} is both allowed and denied; choose one")
+        decisions[call_id] = Decision.deny("denied with tether sessions resume --deny")
+    waiting = [c.call_id for c in pending.calls] if pending else []
+    unknown = sorted(set(decisions) - set(waiting))
+    if unknown:
+        raise PendingStateError(f"session {session.id} has no paused call "
+                                f"{', '.join(unknown)}; waiting: {', '.join(waiting) or 'none'}")
+    undecided = [c for c in (pending.calls if pending else ()) if c.call_id not in decisions]
+    if undecided and not sys.stdin.isatty() and not args.yes:
+        for c in undecided:
+            print(f"{c.call_id}  {c.tool} {json.dumps(c.arguments, default=str)}  "
+                  f"({c.explanation})", file=sys.stderr)
+        raise SessionPaused(f"session {session.id} waits for decisions on "
+                            f"{', '.join(c.call_id for c in undecided)}: pass --allow CALL_ID "
+                            f"or --deny CALL_ID (nobody is at a terminal to ask)")
+
+    agent, _ = make_agent(args)
+    renderer = EventRenderer(show_text=not args.json)
+    session.listeners.append(renderer)
+    result: RunResult | None = None
+    async with agent:
+        conv = session.conversation()  # closes calls a killed process left unanswered
+        in_flight = pending is not None or (
+            bool(conv.messages) and conv.messages[-1].role in ("user", "tool"))
+        if in_flight:
+            result = await _continue(agent, session, decisions)
+        if args.prompt and (result is None or result.stop_cause == "completed"):
+            async for event in agent.stream(args.prompt, session=session):
+                from tether.events import RunFinished
+
+                if isinstance(event, RunFinished) and not event.path:
+                    result = event.result
+    if result is None:
+        print(f"session {session.id}: nothing to resume (its last run "
+              f"{session.info.last_stop or 'did not start'}); give a prompt to continue it: "
+              f"tether sessions resume {session.id} \"...\", or tether chat --session "
+              f"{session.id}", file=sys.stderr)
+        return 0
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    return exit_code(result)
+
+
+async def _continue(agent: Agent, session: Session, decisions: dict[str, Any]) -> RunResult:
+    from tether.errors import ProviderError
+
+    try:
+        return await agent.resume(session, decisions)
+    except ProviderError as e:  # resume raises where stream reports; the CLI reports alike
+        result: RunResult = e.result  # type: ignore[attr-defined]
+        return result
+
+
+# --- doctor ---------------------------------------------------------------------------------
+
+
+async def check_store(cfg: Config) -> list[tuple[bool, str, str]]:
+    """`tether doctor`: can the session store be opened and written?"""
+    from tether.store import SessionInfo, SQLiteStore, default_store_path, new_session_id
+
+    path = default_store_path(cfg)
+    label = "session store"
+    try:
+        with SQLiteStore(path, busy_timeout_ms=2000, retries=1) as store:
+            probe = f"doctor-{new_session_id()}"
+            store.create_session(SessionInfo(probe, 0.0, 0.0, title="tether doctor probe"))
+            store.delete(probe)
+            count = len(store.list(limit=100_000))
+            version = store.schema_version
+    except TetherError as e:
+        return [(False, label, str(e))]
+    return [(True, label, f"{path} writable (schema v{version}, {count} session(s))")]
+
+
+__all__ = ["SessionPaused", "add_cli", "check_store", "open_session", "session_for_run"]

@@ -1,0 +1,228 @@
+"""`tether chat` driven through piped stdin, against a loopback Chat Completions server, and
+the sessions it stores (`tether sessions`, `tether run --session`, `tether doctor`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.servers.http import Canned, LoopbackServer
+from tether.store import Session, SQLiteStore
+
+WAIT = 60.0
+
+
+def answer(text: str) -> Canned:
+    return Canned.json({
+        "id": "x", "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 5}})
+
+
+def tool_call(call_id: str, name: str, **arguments: Any) -> Canned:
+    return Canned.json({
+        "id": "x", "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": None, "tool_calls": [{
+                "id": call_id, "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)}}]}}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 5}})
+
+
+def workspace(tmp_path: Path, url: str) -> dict[str, str]:
+    (tmp_path / "tether.toml").write_text(
+        f'default_provider = "loop"\n[providers.loop]\nkind = "openai-chat"\n'
+        f'base_url = "{url}/v1"\nmodel = "m"\nmax_retries = 0\n'
+        f'[tools]\nenabled = ["read_file", "write_file"]\n')
+    (tmp_path / "notes.txt").write_text("door code 0417\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    env.update(TETHER_CONFIG=str(tmp_path / "no-user-config.toml"),
+               TETHER_STORE=str(tmp_path / "sessions.db"), COLUMNS="200")
+    return env
+
+
+def tether(tmp_path: Path, env: dict[str, str], *args: str,
+           stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tether.cli", "-w", str(tmp_path), *args],
+                          input=stdin, capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=WAIT)
+
+
+def only_session(tmp_path: Path) -> Session:
+    store = SQLiteStore(tmp_path / "sessions.db")
+    [info] = store.list()
+    return Session.load(info.id, store)
+
+
+def test_chat_runs_turns_and_commands_from_piped_lines(tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        server.queue(answer("Hello! How can I help?"), answer("Still here."))
+        env = workspace(tmp_path, server.url)
+        done = tether(tmp_path, env, "chat",
+                      stdin="/help\nhello\n\n/tools\n/nope\nare you there?\n/session\n/exit\n"
+                            "never read\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Hello! How can I help?\nStill here.\n"
+    err = done.stderr
+    assert "/taint" in err and "/exit" in err  # /help
+    assert "read_file" in err and "write_file" in err and "needs approval" in err  # /tools
+    assert "unknown command /nope; /help lists them" in err
+    session = only_session(tmp_path)
+    assert f"session {session.id}" in err
+    assert f"continue with: tether chat --session {session.id}" in err
+    assert [m.text for m in session.messages] == \
+        ["hello", "Hello! How can I help?", "are you there?", "Still here."]
+    assert len(server.requests) == 2  # the line after /exit was never sent
+
+
+def test_chat_asks_for_approval_on_the_next_line_and_keeps_the_taint(tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        server.queue(tool_call("c1", "read_file", path="notes.txt"),
+                     tool_call("c2", "write_file", path="copy.txt", content="door code 0417"),
+                     answer("Copied."))
+        env = workspace(tmp_path, server.url)
+        done = tether(tmp_path, env, "chat", stdin="copy my notes\ny\n/taint\n")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "copy.txt").read_text() == "door code 0417"
+    assert "Approval needed" in done.stderr and "Write file" in done.stderr
+    assert "taint: private" in done.stderr and "private data seen: yes" in done.stderr
+    session = only_session(tmp_path)
+    assert session.taint.private and not session.taint.untrusted
+    assert session.info.last_stop == "completed"
+    # The stored events say who allowed the write.
+    decided = [e for e in session.events() if e["kind"] == "approval_decided"]
+    assert [(e["tool"], e["allowed"], e["by"]) for e in decided] == \
+        [("write_file", True, "approver")]
+
+
+def test_a_denied_approval_is_told_to_the_model(tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        server.queue(tool_call("c2", "write_file", path="x.txt", content="x"),
+                     answer("Understood, I did not write it."))
+        env = workspace(tmp_path, server.url)
+        done = tether(tmp_path, env, "chat", stdin="write x\nn\n/exit\n")
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "x.txt").exists()
+    sent = server.requests[1].body["messages"][-1]
+    assert sent["role"] == "tool" and "Denied by the user" in sent["content"]
+
+
+def test_chat_continues_a_stored_session_with_its_taint(tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        server.queue(tool_call("c1", "read_file", path="notes.txt"), answer("Read it."))
+        env = workspace(tmp_path, server.url)
+        first = tether(tmp_path, env, "chat", "--session", "notes", stdin="read my notes\n")
+        assert first.returncode == 0, first.stderr
+        server.queue(answer("You asked me to read your notes."))
+        again = tether(tmp_path, env, "chat", "--session", "notes",
+                       stdin="/taint\nwhat did I ask?\n")
+    assert again.returncode == 0, again.stderr
+    assert "continuing: 4 messages, taint private" in again.stderr
+    assert "taint: private" in again.stderr
+    sent = server.requests[-1].body["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "assistant", "user"]
+    assert [m.text for m in Session.load("notes", SQLiteStore(tmp_path / "sessions.db"))
+            .messages][-2:] == ["what did I ask?", "You asked me to read your notes."]
+
+
+def test_chat_without_a_store_keeps_nothing(tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        server.queue(answer("hi"))
+        env = workspace(tmp_path, server.url)
+        done = tether(tmp_path, env, "chat", "--no-store", stdin="hello\n/session\n")
+    assert done.returncode == 0, done.stderr
+    assert "not stored" in done.stderr
+    assert not (tmp_path / "sessions.db").exists()
+
+
+# --- tether run --session, tether sessions -----------------------------------------------------
+
+
+def test_run_with_a_session_continues_it_and_sessions_lists_and_shows_it(tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        server.queue(tool_call("c1", "read_file", path="notes.txt"), answer("The code is 0417."),
+                     answer("You asked for the code."))
+        env = workspace(tmp_path, server.url)
+        first = tether(tmp_path, env, "run", "--session", "work", "What is my door code?")
+        second = tether(tmp_path, env, "run", "--session", "work", "What did I ask?")
+        listed = tether(tmp_path, env, "sessions", "list", "--json")
+        shown = tether(tmp_path, env, "sessions", "show", "work")
+        shown_json = tether(tmp_path, env, "sessions", "show", "work", "--json", "--events")
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert second.stdout == "You asked for the code.\n"
+    assert len(server.requests[2].body["messages"]) == 5  # the whole session was sent
+    [info] = json.loads(listed.stdout)
+    assert (info["id"], info["title"], info["messages"], info["taint"], info["last_stop"]) == \
+        ("work", "What is my door code?", 6, {"private": True, "untrusted": False}, "completed")
+    assert "taint: private" in shown.stdout and "6 messages" in shown.stdout
+    assert "read_file" in shown.stdout and "The code is 0417." in shown.stdout
+    data = json.loads(shown_json.stdout)
+    assert [o["stop_cause"] for o in data["outcomes"]] == ["completed", "completed"]
+    assert {e["kind"] for e in data["events"]} >= {"run_started", "tool_finished",
+                                                   "taint_changed", "model_responded"}
+
+
+def test_a_paused_session_is_decided_and_resumed_from_the_command_line(tmp_path: Path) -> None:
+    # A host with a deferring approver paused it (another process); the CLI decides.
+    from tether import Agent, Capabilities, tool
+    from tether.pending import DeferringApprover
+    from tether.providers.scripted import Scripted, call
+
+    @tool(needs_approval=True, capabilities=Capabilities(destructive=True))
+    def write_file(path: str, content: str) -> str:
+        """Write a file."""
+        return "not run here"
+
+    store = SQLiteStore(tmp_path / "sessions.db")
+    session = Session.create(store, provider="loop", model="m", id="paused")
+    Agent(Scripted([call("write_file", path="out.txt", content="hi", id="w1")]),
+          tools=[write_file], approver=DeferringApprover()).run_sync("write hi", session=session)
+    store.close()
+
+    with LoopbackServer() as server:
+        server.queue(answer("Wrote it."))
+        env = workspace(tmp_path, server.url)
+        blocked = tether(tmp_path, env, "run", "--session", "paused", "anything else?")
+        shown = tether(tmp_path, env, "sessions", "show", "paused")
+        undecided = tether(tmp_path, env, "sessions", "resume", "paused")
+        wrong = tether(tmp_path, env, "sessions", "resume", "paused", "--allow", "nope")
+        resumed = tether(tmp_path, env, "sessions", "resume", "paused", "--allow", "w1")
+        again = tether(tmp_path, env, "sessions", "resume", "paused")
+    assert blocked.returncode == 1 and "paused waiting for approval of w1 (write_file)" in \
+        blocked.stderr
+    assert "paused, waiting for decisions:" in shown.stdout and "w1  write_file" in shown.stdout
+    assert undecided.returncode == 1 and "waits for decisions on w1" in undecided.stderr
+    assert wrong.returncode == 1 and "no paused call nope; waiting: w1" in wrong.stderr
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == "Wrote it.\n"
+    assert (tmp_path / "out.txt").read_text() == "hi"  # the config's real write_file ran
+    assert "nothing to resume" in again.stderr and again.returncode == 0
+    assert Session.load("paused", SQLiteStore(tmp_path / "sessions.db")).pending is None
+
+
+def test_sessions_rm_deletes_and_names_what_it_could_not(tmp_path: Path) -> None:
+    env = workspace(tmp_path, "http://127.0.0.1:9")
+    store = SQLiteStore(tmp_path / "sessions.db")
+    Session.create(store, id="a")
+    done = tether(tmp_path, env, "sessions", "rm", "a", "b")
+    assert done.returncode == 1
+    assert done.stdout == "deleted a\n" and "no session b" in done.stderr
+    assert tether(tmp_path, env, "sessions", "list").stdout.startswith("no sessions in ")
+
+
+def test_doctor_checks_that_the_store_is_writable(tmp_path: Path) -> None:
+    env = workspace(tmp_path, "http://127.0.0.1:9")
+    done = tether(tmp_path, env, "doctor")
+    line = next(x for x in done.stdout.splitlines() if "session store" in x)
+    assert line.startswith("✓ session store") and "writable (schema v2, 0 session(s))" in line
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    env["TETHER_STORE"] = str(blocker / "sessions.db")  # a folder that cannot exist
+    done = tether(tmp_path, env, "doctor")
+    line = next(x for x in done.stdout.splitlines() if "session store" in x)
+    assert line.startswith("✗ session store") and "cannot open the session store" in line
