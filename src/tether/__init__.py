@@ -60,6 +60,11 @@ _EXPORTS: dict[str, str] = {
     "ToolError": "tether.errors",
     "ProviderError": "tether.errors",
     "OutputFailure": "tether.errors",
+    "Session": "tether.store",
+    "SQLiteStore": "tether.store",
+    "PendingState": "tether.pending",
+    "DeferringApprover": "tether.pending",
+    "run_batch": "tether.batch",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -89,6 +94,7 @@ if TYPE_CHECKING:
         ToolCallRecord,
     )
     from tether.approval import AllowAll, ApprovalRequest, Approver, Decision, DenyAll
+    from tether.batch import run_batch
     from tether.errors import (
         ConfigError,
         OutputFailure,
@@ -98,6 +104,8 @@ if TYPE_CHECKING:
     )
     from tether.messages import Message, Usage
     from tether.output import OutputReport, OutputReservation, OutputSpec, PreparedRun
+    from tether.pending import DeferringApprover, PendingState
+    from tether.store import Session, SQLiteStore
     from tether.subagents import SubagentProfile
     from tether.tools import (
         Tool,
