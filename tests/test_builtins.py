@@ -416,6 +416,16 @@ async def test_the_connection_is_pinned_to_the_checked_address(ws: Path) -> None
     assert srv.requests[0].path == "/p?q=1"
 
 
+async def test_an_unreachable_address_falls_through_to_the_next_checked_one(ws: Path) -> None:
+    resolver = Resolver({"two.test": ["::1", "127.0.0.1"]})  # nothing listens on ::1 here
+    tool = make_fetch_url(resolve=resolver)
+    with LoopbackServer() as srv:
+        srv.queue(Canned(200, "second address", {"content-type": "text/plain"}))
+        port = srv.url.rsplit(":", 1)[1]
+        out = await call(tool, ws, OPEN_NETWORK, url=f"http://two.test:{port}/")
+    assert out.content.endswith("second address") and resolver.asked == ["two.test"]
+
+
 @pytest.mark.parametrize("host, security, refused", [
     ("evil.test", SecurityConfig(blocked_domains=["evil.test"]), "blocked_domains"),
     ("a.b.evil.test", SecurityConfig(blocked_domains=[".evil.test"]), "blocked_domains"),

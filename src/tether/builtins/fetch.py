@@ -217,8 +217,9 @@ def _parse(url: str, security: SecurityConfig) -> _Target:
     return _Target(url.strip(), parts, host, port, header, is_ip)
 
 
-async def _addresses(target: _Target, security: SecurityConfig, resolve: Resolver) -> str:
-    """The one address to connect to, every resolved address having been checked."""
+async def _addresses(target: _Target, security: SecurityConfig,
+                     resolve: Resolver) -> Sequence[str]:
+    """The addresses to connect to, in order, every one of them checked."""
     if target.is_ip_literal:
         addresses: Sequence[str] = [target.host]
     else:
@@ -236,7 +237,7 @@ async def _addresses(target: _Target, security: SecurityConfig, resolve: Resolve
                 raise _Refused(
                     f"{via}{address} is {why}; fetch_url does not reach private or "
                     f"internal networks (security.block_private_ips)")
-    return addresses[0]
+    return addresses
 
 
 def _pinned_url(target: _Target, address: str) -> str:
@@ -284,7 +285,7 @@ async def _fetch(url: str, security: SecurityConfig, resolve: Resolver, limits: 
     import httpx
 
     target = _parse(url, security)
-    address = await _addresses(target, security, resolve)
+    addresses = await _addresses(target, security, resolve)
     extensions: dict[str, Any] = {}
     if target.parts.scheme == "https" and not target.is_ip_literal:
         # Connect to the checked IP, but speak TLS to the hostname: SNI and the certificate
@@ -299,16 +300,24 @@ async def _fetch(url: str, security: SecurityConfig, resolve: Resolver, limits: 
                                follow_redirects=False, trust_env=False,
                                timeout=httpx.Timeout(limits.timeout_secs))
     try:
-        request = client.build_request("GET", _pinned_url(target, address), headers=headers,
-                                       extensions=extensions)
-        try:
-            response = await client.send(request, stream=True)
-        except (httpx.ConnectError, httpx.TimeoutException) as e:
-            return ToolOutput(f"Error: could not fetch {url}: {type(e).__name__}: {e}",
+        response: httpx.Response | None = None
+        for address in addresses:  # each was checked; try the next when one is unreachable
+            request = client.build_request("GET", _pinned_url(target, address),
+                                           headers=headers, extensions=extensions)
+            try:
+                response = await client.send(request, stream=True)
+                break
+            except httpx.ConnectError as e:
+                failure: Exception = e
+            except httpx.TimeoutException as e:
+                return ToolOutput(f"Error: could not fetch {url}: {type(e).__name__}: {e}",
+                                  is_error=True, from_outside=False)
+            except httpx.HTTPError as e:  # the server answered something that is not HTTP
+                return ToolOutput(f"Error: could not fetch {url}: {type(e).__name__}: {e}",
+                                  is_error=True, from_outside=True)
+        if response is None:
+            return ToolOutput(f"Error: could not connect to {url}: {failure}",
                               is_error=True, from_outside=False)
-        except httpx.HTTPError as e:  # the server answered something that is not HTTP
-            return ToolOutput(f"Error: could not fetch {url}: {type(e).__name__}: {e}",
-                              is_error=True, from_outside=True)
         try:
             return await _read(url, response, limits)
         finally:
