@@ -22,6 +22,7 @@ follows ``SecurityConfig``'s network rules (see ``fetch.py``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from tether.errors import ConfigError
 from tether.tools import Tool
@@ -64,7 +65,8 @@ def select_builtins(enabled: Sequence[str] | None, disabled: Sequence[str] = ())
     if unknown:
         raise ConfigError(f"tools: unknown built-in tool(s) {', '.join(map(repr, unknown))}; "
                           f"built-ins: {', '.join(sorted(registry))}")
-    return [registry[n]() for n in names if n not in set(disabled)]
+    # Marked as built-ins so `tether tools` tells them apart from the user's own tools.
+    return [replace(registry[n](), source="builtin") for n in names if n not in set(disabled)]
 
 
 __all__ = [
