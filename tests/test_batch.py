@@ -282,9 +282,12 @@ def workspace(tmp_path: Path, url: str) -> dict[str, str]:
 
 
 def tether(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    # SIGINT back to its default: a shell without job control starts background jobs with
+    # it ignored, and Ctrl-C must reach the command.
     return subprocess.Popen([sys.executable, "-m", "tether.cli", "-w", str(tmp_path), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True, cwd=tmp_path, env=env)
+                            stdin=subprocess.DEVNULL, text=True, cwd=tmp_path, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def test_the_command_prints_plain_progress_lines_and_a_summary_without_a_tty(

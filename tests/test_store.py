@@ -3,6 +3,7 @@ writer, and migrates old files. Real files in tmp_path, real processes, no sleep
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
@@ -146,18 +147,12 @@ def test_a_run_killed_mid_stream_loses_only_the_response_in_flight(db: Path) -> 
 
     # `sessions resume`: the run continues from its last message, asking the model again.
     model = Scripted(["The vault code is 0417."])
-    result = asyncio_run(Agent(model, tools=[read_secret]).resume(session, {}))
+    result = asyncio.run(Agent(model, tools=[read_secret]).resume(session, {}))
     assert result.stop_cause == "completed" and result.text == "The vault code is 0417."
     assert len(model.requests[0].messages) == 3
     reloaded = Session.load(session_id, SQLiteStore(db))
     assert [m.role for m in reloaded.messages] == ["user", "assistant", "tool", "assistant"]
     assert reloaded.taint.private and reloaded.info.last_stop == "completed"
-
-
-def asyncio_run(coro: object) -> object:
-    import asyncio
-
-    return asyncio.run(coro)  # type: ignore[arg-type]
 
 
 # --- pausing for approval across a restart -------------------------------------------------------
@@ -182,7 +177,7 @@ def test_a_paused_approval_resumes_in_a_new_process(db: Path, allow: bool) -> No
     decision = Decision.allow() if allow else Decision.deny("keep it")
     model = Scripted(["Done." if allow else "I left the note alone."])
     agent = Agent(model, tools=[read_secret, delete_note])  # no approver: decisions are given
-    result = asyncio_run(agent.resume(session, {"c2": decision}))
+    result = asyncio.run(agent.resume(session, {"c2": decision}))
     assert result.stop_cause == "completed"
     assert deleted == (["old"] if allow else [])
     assert [r.status for r in result.tool_calls] == (["ok"] if allow else ["denied"])

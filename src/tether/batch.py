@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -358,7 +359,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
     err = Console(stderr=True, highlight=False)
     items = read_items(args.input)
-    view = _TerminalProgress(err, args.out) if err.is_terminal else _PlainProgress(err)
+    view = _TerminalProgress(err, args.out) if err.is_terminal else _PlainProgress()
     try:
         results = asyncio.run(_batch(args, items, view))
     except KeyboardInterrupt:
@@ -387,8 +388,7 @@ def _tokens(usage: Usage) -> str:
 class _PlainProgress:
     """One line per finished item, for logs and pipes (no TTY)."""
 
-    def __init__(self, err: Any) -> None:
-        self.err = err
+    def __init__(self) -> None:
         self.progress: BatchProgress | None = None
         self._announced = False
 
@@ -397,7 +397,7 @@ class _PlainProgress:
         if not self._announced:
             self._announced = True
             skipped = f", {p.skipped} already done (skipped)" if p.skipped else ""
-            self.err.print(f"batch: {p.total} item(s) to run{skipped}")
+            self._line(f"batch: {p.total} item(s) to run{skipped}")
         r = p.last
         if r is None:
             return
@@ -408,7 +408,11 @@ class _PlainProgress:
         else:
             why = r.error or f"stopped: {r.stop_cause}"
             line = f"{head} FAILED {r.id}  {r.elapsed:.1f}s  {why}"
-        self.err.print(line, markup=False)
+        self._line(line)
+
+    def _line(self, text: str) -> None:
+        # Plain print: a log line is never wrapped or styled.
+        print(text, file=sys.stderr, flush=True)
 
     def close(self) -> None:
         return None

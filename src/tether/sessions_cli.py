@@ -13,6 +13,7 @@ import datetime
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigError, TetherError
@@ -105,7 +106,8 @@ def open_session(args: argparse.Namespace, cfg: Config, session_id: str | None,
 
     name, pcfg = cfg.provider_config(getattr(args, "provider", None))
     meta = {"provider": name, "model": pcfg.model,
-            "workspace": str(cfg.tools.workspace or args.workspace), "title": title}
+            "workspace": str(Path(cfg.tools.workspace or args.workspace).resolve()),
+            "title": title}
     if session_id:
         return Session.open(session_id, store, **meta)
     return Session.create(store, **meta)

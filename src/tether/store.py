@@ -568,7 +568,8 @@ class Session:
         """A new, empty session (``id`` defaults to 12 random hex digits)."""
         store = store if store is not None else open_store()
         now = time.time()
-        info = SessionInfo(id or new_session_id(), now, now, provider, model, str(workspace),
+        where = str(Path(workspace).resolve()) if str(workspace) else ""
+        info = SessionInfo(id or new_session_id(), now, now, provider, model, where,
                            " ".join(title.split())[:200])
         store.create_session(info)
         return cls(store, SessionRecord(info, [], CLEAN))
