@@ -53,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "OutputReport": "tether.output",
     "PreparedRun": "tether.output",
     "SubagentProfile": "tether.subagents",
+    "McpServer": "tether.mcp",
     "Message": "tether.messages",
     "Usage": "tether.messages",
     "TetherError": "tether.errors",
@@ -102,6 +103,7 @@ if TYPE_CHECKING:
         TetherError,
         ToolError,
     )
+    from tether.mcp import McpServer
     from tether.messages import Message, Usage
     from tether.output import OutputReport, OutputReservation, OutputSpec, PreparedRun
     from tether.pending import DeferringApprover, PendingState

@@ -283,6 +283,8 @@ class Agent:
         self.prices = prices
         self._sources = ensure_tools(tools)
         self._static: dict[str, Tool] | None = None
+        # What starting the sources (MCP servers) had to say; the next run emits it.
+        self.start_notices: list[ev.Notice] = []
         self.subagents = list(subagents)
         if self.subagents:
             from tether.subagents import delegation_tools
@@ -396,16 +398,23 @@ class Agent:
         await self.model.aclose()
         for provider in self.providers.values():
             await provider.aclose()
-        for source in self._sources:
-            close = getattr(source, "aclose", None)
-            if close is not None and not isinstance(source, Tool):
-                await close()
+        # Side by side: each may wait out a child process's grace period.
+        await asyncio.gather(*(close() for close in _source_methods(self._sources, "aclose")))
 
     async def __aenter__(self) -> Agent:
-        for source in self._sources:
-            start = getattr(source, "start", None)
-            if start is not None and not isinstance(source, Tool):
-                await start()
+        """Start every tool source that has ``start()`` (MCP servers), side by side. A
+        source's ``start()`` may return ``Notice`` events (a server that did not start):
+        they are kept in ``start_notices`` and emitted by the next run."""
+        outcomes = await asyncio.gather(
+            *(start() for start in _source_methods(self._sources, "start")),
+            return_exceptions=True)
+        failed = [o for o in outcomes if isinstance(o, BaseException)]
+        if failed:
+            await self.aclose()
+            raise failed[0]
+        for outcome in outcomes:
+            if not isinstance(outcome, BaseException) and outcome:
+                self.start_notices.extend(outcome)
         self._static = None
         return self
 
@@ -421,6 +430,24 @@ class Agent:
                 if source.name in seen:
                     raise ConfigError(f"two tools are named {source.name!r}; names must be unique")
                 seen.add(source.name)
+
+
+def _source_methods(sources: Iterable[Tool | Toolset], method: str) -> list[Any]:
+    return [getattr(s, method) for s in sources
+            if not isinstance(s, Tool) and getattr(s, method, None) is not None]
+
+
+def _start_notices(agent: Agent) -> list[ev.Notice]:
+    """The start notices not yet emitted, and a warning for sources that were never started
+    (their tools are missing: the agent was not entered with ``async with``)."""
+    notices, agent.start_notices = agent.start_notices, []
+    unstarted = [s for s in agent._sources if getattr(s, "started", True) is False]
+    if unstarted:
+        names = ", ".join(repr(getattr(s, "name", s)) for s in unstarted)
+        notices.append(ev.Notice("warning", f"tool sources not started, their tools are "
+                                            f"missing: {names}. Use `async with agent:` "
+                                            f"(it starts and closes them)."))
+    return notices
 
 
 async def _collect(events: AsyncIterator[ev.Event]) -> RunResult:
@@ -485,6 +512,8 @@ class _Run:
         tools = self._turn_tools()
         yield self._event(ev.RunStarted(prompt.text if prompt else "", agent.model.model,
                                         tuple(tools), conv.taint))
+        for notice in _start_notices(agent):
+            yield self._event(notice)
 
         # A paused run resumes with the calls it stopped on.
         if prompt is None and conv.pending_calls:

@@ -244,6 +244,8 @@ async def _tools(args: argparse.Namespace) -> int:
     agent, _ = make_agent(args, approver=None)
     async with agent:
         tools = list(agent.tools.values())
+    for notice in agent.start_notices:  # an MCP server that did not start, a skipped tool
+        _error(notice.message)
     rows: list[dict[str, Any]] = [{
         "name": t.name, "title": t.spec.display_name, "source": t.source,
         "capabilities": t.capabilities.flags(), "needs_approval": t.needs_approval,
@@ -318,7 +320,12 @@ async def _doctor(args: argparse.Namespace) -> int:
     report(True, "config", ", ".join(cfg.sources))
     for ok, label, detail in await check_providers(cfg):
         report(ok, label, detail)
-    for check in DOCTOR_CHECKS:
+    checks = list(DOCTOR_CHECKS)
+    if cfg.mcp:  # imported here so that `import tether.cli` never loads the MCP SDK
+        from tether.mcp import check_mcp_servers
+
+        checks.append(check_mcp_servers)
+    for check in checks:
         for ok, label, detail in await check(cfg):
             report(ok, label, detail)
     return EXIT_OK if not failures else EXIT_ERROR

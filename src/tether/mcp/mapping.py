@@ -1,0 +1,113 @@
+"""How an MCP tool meets the gate: its annotations as capabilities, approval and read-only;
+its results as what the model sees; which input schemas can be offered at all.
+
+Plain functions on plain values: no MCP SDK import here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tether.tools import ToolOutput
+from tether.trust import NO_CAPABILITIES, Capabilities
+
+if TYPE_CHECKING:
+    from mcp_types import CallToolResult
+
+
+# --- annotations -> the gate ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hints:
+    """The three MCP annotation hints that decide a tool's gate flags; ``None`` = absent."""
+
+    read_only: bool | None = None
+    destructive: bool | None = None
+    open_world: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GateFlags:
+    """What a tool declares to the gate: capabilities, approval, and read-only."""
+
+    capabilities: Capabilities
+    needs_approval: bool
+    read_only: bool
+
+
+def map_hints(hints: Hints, widen: Capabilities = NO_CAPABILITIES) -> GateFlags:
+    """The gate flags of an MCP tool.
+
+    - ``private_data`` always: the server sees the arguments and may hold anything.
+    - ``untrusted_input`` and ``external_send`` from ``openWorldHint`` (spec default: true).
+    - ``destructive`` (and so ``needs_approval``) from ``destructiveHint`` (spec default:
+      true). The spec makes destructiveHint "meaningful only when readOnlyHint == false": a
+      tool that says it does not modify its environment is not destructive unless it also
+      says ``destructiveHint: true`` explicitly (then destructive wins).
+    - read-only only from ``readOnlyHint: true`` (spec default: false), never when
+      destructive.
+    - ``widen`` (the configuration's capabilities) is ORed in: it can add, never remove.
+    """
+    read_only_claim = hints.read_only is True
+    destructive = hints.destructive if hints.destructive is not None else not read_only_claim
+    open_world = hints.open_world if hints.open_world is not None else True
+    caps = Capabilities(private_data=True, untrusted_input=open_world,
+                        external_send=open_world, destructive=destructive) | widen
+    return GateFlags(caps, caps.destructive, read_only_claim and not caps.destructive)
+
+
+# --- results --------------------------------------------------------------------------------
+
+
+def output_from_result(result: CallToolResult) -> ToolOutput:
+    """An MCP ``CallToolResult`` as the model will see it.
+
+    Text parts are joined in order; every other part (image, audio, embedded resource,
+    resource link) is named as omitted in its place, so nothing disappears silently.
+    ``structuredContent`` is kept; ``isError`` makes an error result. The content came from
+    the server, so it is marked as from outside.
+    """
+    pieces = [_render_part(part) for part in result.content]
+    content = "\n".join(pieces)
+    if not content and result.structured_content is not None:
+        content = json.dumps(result.structured_content, ensure_ascii=False)
+    if not content:
+        content = ("Error: the tool failed without saying why." if result.is_error
+                   else "(no output)")
+    return ToolOutput(content, is_error=bool(result.is_error),
+                      structured=result.structured_content, from_outside=True)
+
+
+def _render_part(part: Any) -> str:
+    kind = getattr(part, "type", "unknown")
+    if kind == "text":
+        return str(part.text)
+    if kind in ("image", "audio"):
+        return f"[{kind} omitted: {part.mime_type}]"
+    if kind == "resource":
+        resource = part.resource
+        mime = f", {resource.mime_type}" if resource.mime_type else ""
+        return f"[embedded resource omitted: {resource.uri}{mime}]"
+    if kind == "resource_link":
+        return f"[resource link omitted: {part.uri}]"
+    return f"[{kind} content omitted]"
+
+
+# --- input schemas -------------------------------------------------------------------------
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why an input schema cannot be offered to a model, or None."""
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return "its input schema is not a JSON Schema of type \"object\""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as e:
+        return f"its input schema is invalid: {e.message}"
+    return None

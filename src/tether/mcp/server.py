@@ -1,0 +1,495 @@
+"""One MCP server's session: start (connect, initialize, list every page), its tools as
+tether Tools, calls, ``tools/list_changed`` refreshes, and a clean close."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
+
+from tether.errors import ConfigError
+from tether.events import Notice
+from tether.mcp.environment import child_environment, exact_env_command
+from tether.mcp.mapping import Hints, map_hints, output_from_result, schema_problem
+from tether.tools import Tool, ToolContext, ToolOutput
+from tether.trust import NO_CAPABILITIES, Capabilities
+
+if TYPE_CHECKING:
+    import anyio
+    from mcp.client.session import ClientSession, IncomingMessage
+    from mcp_types import Tool as McpTool
+
+_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_NOT_NAME_CHAR = re.compile(r"[^A-Za-z0-9_-]")
+_MAX_TOOL_NAME = 64  # the tightest provider limit (OpenAI function names)
+_MAX_PAGES = 100  # a server whose cursors never end cannot hang the start
+_STDERR_TAIL = 600  # characters of a failed server's stderr quoted in its notice
+
+
+@dataclass(frozen=True, slots=True)
+class _Stdio:
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    env_passthrough: tuple[str, ...] = ()
+    cwd: str | None = None
+
+    def describe(self) -> str:
+        return "stdio: " + " ".join([self.command, *self.args])
+
+
+@dataclass(frozen=True, slots=True)
+class _Http:
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    headers_env: Mapping[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return f"http: {self.url}"
+
+    def resolved_headers(self) -> dict[str, str]:
+        out = dict(self.headers)
+        for header, variable in self.headers_env.items():
+            value = os.environ.get(variable)
+            if value is None:
+                raise _StartFailure(f"header {header} comes from the environment variable "
+                                    f"{variable}, which is not set")
+            out[header] = value
+        return out
+
+
+class _StartFailure(Exception):
+    """Why a server could not start, in words for the user."""
+
+
+class McpServer:
+    """One MCP server's tools, bridged into tether. Build with ``McpServer.stdio(...)`` or
+    ``McpServer.http(...)`` (or ``servers_from_config``) and pass it in ``Agent(tools=[...])``.
+
+    - ``name`` prefixes the tool names (``<name>__<tool>``) unless ``prefix_tools=False``.
+    - ``timeout_secs`` bounds each call: one that runs out gets an error result, and the
+      server is asked to cancel it. ``start_timeout_secs`` (default: ``timeout_secs``)
+      bounds each request of the start (initialize, each page of the tool list), for
+      servers that are slow to come up (``npx`` fetching a package).
+    - ``capabilities`` widen what every tool of the server declares (never narrow).
+    - ``error``: why the server is not running (failed start, crash), else ``None``.
+    - ``notices``: what the user should know (start failure, tools that were skipped).
+
+    Approval is never cached for the session (``cache_approval=False``): the server can
+    redefine a tool under the same name at any time (``tools/list_changed``), so "allow for
+    this session" would cover a tool nobody has seen.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        transport: _Stdio | _Http,
+        *,
+        prefix_tools: bool = True,
+        timeout_secs: float = 60.0,
+        start_timeout_secs: float | None = None,
+        capabilities: Capabilities = NO_CAPABILITIES,
+        errlog: TextIO | None = None,
+    ) -> None:
+        if not _SERVER_NAME.fullmatch(name):
+            raise ConfigError(f"mcp server name {name!r}: use letters, digits, _ and - only "
+                              f"(it prefixes the tool names the model sees)")
+        if timeout_secs <= 0 or (start_timeout_secs is not None and start_timeout_secs <= 0):
+            raise ConfigError(f"mcp server {name!r}: timeouts must be positive")
+        self.name = name
+        self.transport = transport
+        self.prefix_tools = prefix_tools
+        self.timeout_secs = timeout_secs
+        self.start_timeout_secs = start_timeout_secs or timeout_secs
+        self.capabilities = capabilities
+        self.error: str | None = None
+        self.notices: list[Notice] = []
+        self._errlog = errlog
+        self._started = False
+        self._down: str | None = None
+        self._stderr: TextIO | None = None
+        self._tools: tuple[Tool, ...] = ()
+        self._session: ClientSession | None = None
+        self._handshake: anyio.CancelScope | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._refresh_lock = asyncio.Lock()
+        self._refreshing = 0
+        self._refreshed = asyncio.Event()
+
+    @classmethod
+    def stdio(
+        cls,
+        name: str,
+        command: str,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        *,
+        env_passthrough: Sequence[str] = (),
+        cwd: str | None = None,
+        prefix_tools: bool = True,
+        timeout_secs: float = 60.0,
+        start_timeout_secs: float | None = None,
+        capabilities: Capabilities = NO_CAPABILITIES,
+        errlog: TextIO | None = None,
+    ) -> McpServer:
+        """A server run as a child process, speaking over its stdin/stdout.
+
+        The child gets only ``ALLOWED_ENV`` from tether's environment, plus the names in
+        ``env_passthrough``, plus ``env``. Its stderr goes to ``errlog`` if given, else to a
+        temporary file whose end is quoted when the server fails.
+        """
+        transport = _Stdio(command, tuple(args), dict(env or {}), tuple(env_passthrough), cwd)
+        return cls(name, transport, prefix_tools=prefix_tools, timeout_secs=timeout_secs,
+                   start_timeout_secs=start_timeout_secs, capabilities=capabilities,
+                   errlog=errlog)
+
+    @classmethod
+    def http(
+        cls,
+        name: str,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        headers_env: Mapping[str, str] | None = None,
+        prefix_tools: bool = True,
+        timeout_secs: float = 60.0,
+        start_timeout_secs: float | None = None,
+        capabilities: Capabilities = NO_CAPABILITIES,
+    ) -> McpServer:
+        """A server reached over streamable HTTP. ``headers_env`` maps a header to the
+        environment variable holding its value (read when the server starts)."""
+        transport = _Http(url, dict(headers or {}), dict(headers_env or {}))
+        return cls(name, transport, prefix_tools=prefix_tools, timeout_secs=timeout_secs,
+                   start_timeout_secs=start_timeout_secs, capabilities=capabilities)
+
+    def __repr__(self) -> str:
+        return f"McpServer({self.name!r}, {self.transport.describe()!r})"
+
+    # --- Toolset ------------------------------------------------------------------------------
+
+    def tools(self) -> Sequence[Tool]:
+        """The tools as the server last listed them (none before ``start()`` or after a
+        failed start)."""
+        return self._tools
+
+    @property
+    def started(self) -> bool:
+        """Whether ``start()`` was called (a failed start counts) and ``aclose()`` was not
+        called since."""
+        return self._started
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> list[Notice]:
+        """Connect, initialize and list the tools (every page).
+
+        Returns the notices of this start: a start failure (then ``error`` is set and the
+        server offers no tools) or tools that were skipped. A running server is left as it
+        is.
+        """
+        if self._task is not None:
+            return []
+        self._started = True
+        self.error = self._down = None
+        self.notices = []
+        # Fresh primitives per start: a server object may be started again under another
+        # event loop (asyncio.run per CLI command).
+        self._stop, self._refreshed, self._refresh_lock = \
+            asyncio.Event(), asyncio.Event(), asyncio.Lock()
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Mark its failure as seen even if start() itself was cancelled meanwhile.
+        ready.add_done_callback(lambda f: f.cancelled() or f.exception())
+        # The connection lives in a task of its own: the SDK's transports are anyio task
+        # groups that must be entered and left by one task, while start() and aclose() may
+        # be called from different ones (the agent starts servers side by side). An anyio
+        # scope (not task.cancel()) bounds the handshake, so that closing while a server
+        # starts stops it at once and still lets the transport stop the child.
+        import anyio
+
+        self._handshake = anyio.CancelScope()
+        self._task = asyncio.create_task(self._serve(ready, self._handshake),
+                                         name=f"mcp server {self.name}")
+        self._task.add_done_callback(
+            lambda _: _fail(ready, _StartFailure("the connection task ended")))
+        try:
+            # shield: a cancelled start() must not cancel `ready` under the task's feet.
+            await asyncio.shield(ready)
+        except _StartFailure as failure:
+            await self._close()
+            self.error, self._down = str(failure), "it did not start"
+            notice = Notice("error", f"MCP server {self.name!r} ({self.transport.describe()}) "
+                                     f"did not start: {self.error}. Its tools are not "
+                                     f"available; the run goes on without them.",
+                            source=f"mcp:{self.name}")
+            self.notices.append(notice)
+            return [notice]
+        except asyncio.CancelledError:
+            await self.aclose()
+            raise
+        return list(self.notices)
+
+    async def aclose(self) -> None:
+        """End the session; a stdio server's process (and its children) is stopped: stdin
+        closed, then SIGTERM, then SIGKILL, each after a short grace period."""
+        self._started = False
+        await self._close()
+
+    async def _close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            self._stop.set()
+            if self._handshake is not None:
+                self._handshake.cancel()
+            # shield: the cleanup (the child's shutdown) finishes even if aclose is cancelled.
+            await asyncio.shield(task)
+        self._tools = ()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    async def _serve(self, ready: asyncio.Future[None], handshake: anyio.CancelScope) -> None:
+        from mcp.client.session import ClientSession
+        from mcp_types import Implementation
+
+        from tether import __version__
+
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._connect())
+                session = ClientSession(
+                    read, write, read_timeout_seconds=self.start_timeout_secs,
+                    message_handler=self._on_message,
+                    client_info=Implementation(name="tether", version=__version__))
+                await stack.enter_async_context(session)
+                self._session = session
+                with handshake:
+                    await session.initialize()
+                    self._tools = await self._list_tools(session)
+                if handshake.cancel_called:
+                    raise _StartFailure("closed while starting")
+                if not ready.done():
+                    ready.set_result(None)
+                await self._stop.wait()
+        except Exception as e:  # a third-party server can fail in any way: report it, go on
+            failure = e if isinstance(e, _StartFailure) else \
+                _StartFailure(_describe(e, self.start_timeout_secs))
+            if ready.done():
+                self.error = f"the connection failed: {failure}"
+            else:
+                failure.args = (f"{failure}{self._stderr_tail()}",)
+                ready.set_exception(failure)
+        finally:
+            self._session = None
+
+    @contextlib.asynccontextmanager
+    async def _connect(self) -> AsyncIterator[Any]:
+        transport = self.transport
+        if isinstance(transport, _Stdio):
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            env = child_environment(transport.env, transport.env_passthrough)
+            if transport.cwd is None and \
+                    shutil.which(transport.command, path=env.get("PATH")) is None:
+                raise _StartFailure(f"the command {transport.command!r} was not found "
+                                    f"(on the PATH the server gets)")
+            command, args = exact_env_command(transport.command, transport.args, env)
+            errlog = self._errlog
+            if errlog is None:
+                if self._stderr is None:
+                    self._stderr = tempfile.TemporaryFile(  # noqa: SIM115 (closed in aclose)
+                        "w+", encoding="utf-8", errors="replace")
+                errlog = self._stderr
+            params = StdioServerParameters(command=command, args=args, env=env,
+                                           cwd=transport.cwd)
+            async with stdio_client(params, errlog=errlog) as streams:
+                yield streams
+        else:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            headers = transport.resolved_headers()
+            longest = max(self.timeout_secs, self.start_timeout_secs)
+            timeout = httpx2.Timeout(longest, read=max(300.0, longest))
+            async with httpx2.AsyncClient(headers=headers, timeout=timeout) as client, \
+                    streamable_http_client(transport.url, http_client=client) as streams:
+                yield streams
+
+    # --- tools --------------------------------------------------------------------------------
+
+    async def _list_tools(self, session: ClientSession) -> tuple[Tool, ...]:
+        from mcp_types import PaginatedRequestParams
+
+        listed: list[McpTool] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(_MAX_PAGES):
+            params = PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+            page = await session.list_tools(params=params)
+            listed.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+            if cursor in seen:
+                raise _StartFailure(f"tools/list repeated the cursor {cursor!r}")
+            seen.add(cursor)
+        else:
+            raise _StartFailure(f"tools/list did not end within {_MAX_PAGES} pages")
+        return self._build_tools(listed)
+
+    def _build_tools(self, listed: Sequence[McpTool]) -> tuple[Tool, ...]:
+        tools: dict[str, Tool] = {}
+        for mcp_tool in listed:
+            name = self._tool_name(mcp_tool.name)
+            problem = schema_problem(mcp_tool.input_schema)
+            if problem is None and len(name) > _MAX_TOOL_NAME:
+                problem = f"its name {name!r} is longer than {_MAX_TOOL_NAME} characters"
+            if problem is None and name in tools:
+                problem = f"its name {name!r} is taken by another tool of this server"
+            if problem is not None:
+                # An invalid schema sent to a provider can fail every request of the run,
+                # so the tool is left out, and the user is told.
+                self.notices.append(Notice(
+                    "warning", f"MCP server {self.name!r}: tool {mcp_tool.name!r} is not "
+                               f"available: {problem}.", source=f"mcp:{self.name}"))
+                continue
+            tools[name] = self._tool(name, mcp_tool)
+        return tuple(tools.values())
+
+    def _tool_name(self, tool_name: str) -> str:
+        # Providers accept [A-Za-z0-9_-] only; MCP also allows "." (and servers send more).
+        safe = _NOT_NAME_CHAR.sub("_", tool_name)
+        return f"{self.name}__{safe}" if self.prefix_tools else safe
+
+    def _tool(self, name: str, mcp_tool: McpTool) -> Tool:
+        annotations = mcp_tool.annotations
+        hints = Hints() if annotations is None else Hints(
+            annotations.read_only_hint, annotations.destructive_hint, annotations.open_world_hint)
+        flags = map_hints(hints, self.capabilities)
+        title = (annotations.title if annotations is not None else None) or mcp_tool.title
+        original = mcp_tool.name
+
+        async def handler(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+            return await self.call(original, arguments)
+
+        return Tool.from_schema(
+            name, mcp_tool.description or "", dict(mcp_tool.input_schema), handler,
+            title=title, needs_approval=flags.needs_approval, capabilities=flags.capabilities,
+            source="mcp", cache_approval=False, read_only_hint=flags.read_only,
+            source_name=self.name)
+
+    # --- calls and notifications ------------------------------------------------------------
+
+    async def call(self, tool_name: str, arguments: dict[str, Any]) -> ToolOutput:
+        """Call ``tool_name`` (the server's own name, unprefixed). Never raises for the
+        server's failures: a crash, a timeout or a refusal is an error result."""
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+        session = self._session
+        if session is None:
+            why = self._down or "it is not started"
+            return ToolOutput(f"Error: the MCP server {self.name!r} is not running ({why}); "
+                              f"{tool_name} was not run.", is_error=True, from_outside=False)
+        try:
+            result = await session.call_tool(tool_name, arguments,
+                                             read_timeout_seconds=self.timeout_secs)
+        except MCPError as e:
+            if e.code == CONNECTION_CLOSED:
+                self.error = f"the server stopped during a call to {tool_name}" \
+                             f"{self._stderr_tail()}"
+                self._down, self._session = "it stopped during an earlier call", None
+                return ToolOutput(f"Error: the MCP server {self.name!r} stopped during the "
+                                  f"call (it crashed or exited); {tool_name} may or may not "
+                                  f"have done its work. The server's tools are unavailable "
+                                  f"for the rest of this session.",
+                                  is_error=True, from_outside=False)
+            if e.code == REQUEST_TIMEOUT:
+                return ToolOutput(f"Error: {tool_name} (MCP server {self.name!r}) did not "
+                                  f"answer within {self.timeout_secs:g}s; the call was "
+                                  f"cancelled.", is_error=True, from_outside=False)
+            return ToolOutput(f"Error: the MCP server {self.name!r} refused the call to "
+                              f"{tool_name}: {e.error.message}", is_error=True,
+                              from_outside=True)
+        # A call that changed the tool list (the server said so before it answered) returns
+        # once the new list is in, so the next turn offers the new tools.
+        await self._refresh_settled()
+        return output_from_result(result)
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        from mcp_types import ToolListChangedNotification
+
+        if isinstance(message, ToolListChangedNotification):
+            self._refreshing += 1
+            self._refreshed.clear()
+            try:
+                await self._refresh()
+            finally:
+                self._refreshing -= 1
+                if not self._refreshing:
+                    self._refreshed.set()
+
+    async def _refresh(self) -> None:
+        from mcp.shared.exceptions import MCPError
+        from pydantic import ValidationError
+
+        session = self._session
+        if session is None:
+            return
+        async with self._refresh_lock:
+            try:
+                self._tools = await self._list_tools(session)
+            except (MCPError, ValidationError, _StartFailure) as e:
+                # The old list stays; a call to a tool that is gone gets the server's refusal.
+                self.notices.append(Notice(
+                    "warning", f"MCP server {self.name!r} changed its tools but listing them "
+                               f"again failed: {e}", source=f"mcp:{self.name}"))
+
+    async def _refresh_settled(self) -> None:
+        if not self._refreshing:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.timeout_secs):
+                await self._refreshed.wait()
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.flush()
+        self._stderr.seek(0, os.SEEK_END)
+        size = self._stderr.tell()
+        self._stderr.seek(max(0, size - _STDERR_TAIL))
+        tail = self._stderr.read().strip()
+        self._stderr.seek(0, os.SEEK_END)
+        return f" (its stderr ends with: {tail})" if tail else ""
+
+
+def _fail(ready: asyncio.Future[None], failure: _StartFailure) -> None:
+    if not ready.done():
+        ready.set_exception(failure)
+
+
+def _describe(error: BaseException, timeout: float) -> str:
+    """A start failure in words: MCP errors by their meaning, task groups by their leaves."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(_describe(e, timeout) for e in error.exceptions)
+    if isinstance(error, _StartFailure):
+        return str(error)
+    if isinstance(error, MCPError):
+        if error.code == CONNECTION_CLOSED:
+            return "the server closed the connection before it was ready (did it exit?)"
+        if error.code == REQUEST_TIMEOUT:
+            return f"the server did not answer within {timeout:g}s"
+        return f"the server answered with an error: {error.error.message}"
+    if isinstance(error, FileNotFoundError):
+        return f"cannot run the command: {error}"
+    return f"{type(error).__name__}: {error}"
