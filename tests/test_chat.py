@@ -226,3 +226,30 @@ def test_doctor_checks_that_the_store_is_writable(tmp_path: Path) -> None:
     done = tether(tmp_path, env, "doctor")
     line = next(x for x in done.stdout.splitlines() if "session store" in x)
     assert line.startswith("✗ session store") and "cannot open the session store" in line
+
+
+def test_chat_on_a_paused_session_asks_for_the_paused_call_first(tmp_path: Path) -> None:
+    from tether import Agent, Capabilities, tool
+    from tether.pending import DeferringApprover
+    from tether.providers.scripted import Scripted, call
+
+    @tool(needs_approval=True, capabilities=Capabilities(destructive=True))
+    def write_file(path: str, content: str) -> str:
+        """Write a file."""
+        return "not run here"
+
+    store = SQLiteStore(tmp_path / "sessions.db")
+    session = Session.create(store, provider="loop", model="m", id="waiting")
+    Agent(Scripted([call("write_file", path="late.txt", content="late", id="w1")]),
+          tools=[write_file], approver=DeferringApprover()).run_sync("write late", session=session)
+    store.close()
+
+    with LoopbackServer() as server:
+        server.queue(answer("Written at last."))
+        env = workspace(tmp_path, server.url)
+        done = tether(tmp_path, env, "chat", "--session", "waiting", stdin="y\n/exit\n")
+    assert done.returncode == 0, done.stderr
+    assert "paused waiting for approval; deciding now" in done.stderr
+    assert done.stdout == "Written at last.\n"
+    assert (tmp_path / "late.txt").read_text() == "late"
+    assert Session.load("waiting", SQLiteStore(tmp_path / "sessions.db")).pending is None

@@ -240,6 +240,12 @@ def test_two_processes_write_one_store_at_once(db: Path) -> None:
         assert len(store.events(info.id)) >= 8
     titles = sorted(i.title for i in infos)
     assert titles == sorted([f"a {n}" for n in range(runs)] + [f"b {n}" for n in range(runs)])
+    # The two really wrote at the same time: their sessions' lifetimes interleave.
+    spans = {w: [(i.created, i.updated) for i in infos if i.title.startswith(w)]
+             for w in ("a", "b")}
+    a_start, a_end = min(c for c, _ in spans["a"]), max(u for _, u in spans["a"])
+    b_start, b_end = min(c for c, _ in spans["b"]), max(u for _, u in spans["b"])
+    assert a_start < b_end and b_start < a_end
 
 
 def test_two_writers_continuing_one_session_conflict_instead_of_interleaving(db: Path) -> None:
