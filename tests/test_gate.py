@@ -365,3 +365,26 @@ async def test_a_deferred_decision_pauses_the_run_and_resume_continues_it() -> N
     result = await agent.resume(restored, {paused.pending[0].call_id: Decision.allow()})
     assert result.stop_cause == "completed" and result.text == "shipped"
     assert sorted(statuses(result)) == ["ok", "ok"]
+
+
+@tool(capabilities=Capabilities(private_data=True, untrusted_input=True, external_send=True))
+def browse(url: str) -> str:
+    """An open-world tool that holds private data and can send (an MCP server, say)."""
+    sent.append(url)
+    return "page text"
+
+
+async def test_a_tool_is_never_armed_by_its_own_capabilities_alone() -> None:
+    model = Scripted([call("browse", url="a"), call("browse", url="b"), "ok"])
+    result = await Agent(model, tools=[browse]).run("go")
+    # The first call came from a clean conversation: its arguments can carry nothing.
+    # Its result holds both legs, so the next send is armed.
+    assert statuses(result) == ["ok", "blocked"]
+    assert sent == ["a"]
+
+
+async def test_a_trifecta_tool_beside_a_read_in_one_turn_is_armed() -> None:
+    model = Scripted([calls(("read_secret", {}), ("browse", {"url": "x"})), "ok"])
+    result = await Agent(model, tools=[read_secret, browse]).run("go")
+    assert dict((r.name, r.status) for r in result.tool_calls)["browse"] == "blocked"
+    assert sent == []

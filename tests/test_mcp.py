@@ -16,9 +16,8 @@ from typing import Any
 
 import pytest
 
-from tether import Agent, ApprovalRequest, Capabilities, Decision, SecurityConfig, Taint, tool
+from tether import Agent, ApprovalRequest, Capabilities, Decision, Taint, tool
 from tether import events as ev
-from tether.agent import Conversation
 from tether.config import McpSection
 from tether.errors import ConfigError
 from tether.mcp import ALLOWED_ENV, McpServer, servers_from_config
@@ -168,13 +167,15 @@ async def test_a_destructive_tool_is_refused_without_approval_and_runs_when_allo
         [("k__wipe", "needs_approval", False)]
 
 
-async def test_an_open_world_tool_is_itself_an_armed_send_so_block_refuses_it() -> None:
-    # private_data (always) + untrusted_input + external_send (open world): all three legs.
-    model = Scripted([call("k__news"), "ok"])
+async def test_an_open_world_tool_runs_from_a_clean_conversation_and_arms_the_next_send(
+) -> None:
+    # private_data (always) + untrusted_input + external_send (open world): all three legs,
+    # but a call is never armed by its own capabilities alone.
+    model = Scripted([call("k__news"), call("k__news"), "ok"])
     async with Agent(model, tools=[kitchen()]) as agent:
         result = await agent.run("news?")
-    assert statuses(result) == ["blocked"]
-    assert result.taint == Taint()
+    assert statuses(result) == ["ok", "blocked"]
+    assert result.taint == Taint(private=True, untrusted=True)
 
 
 async def test_an_open_world_result_taints_the_conversation_so_a_later_send_is_blocked() -> None:
@@ -186,19 +187,14 @@ async def test_an_open_world_result_taints_the_conversation_so_a_later_send_is_b
         sent.append(body)
         return "sent"
 
-    conversation = Conversation()
-    server = kitchen()
-    model = Scripted([call("k__news"), "read it", call("send_email", body="the files"), "ok"])
-    async with Agent(model, tools=[server, send_email], approver=Recorder(Decision.allow()),
-                     security=SecurityConfig(trifecta="ask")) as asking:
-        first = await asking.run("news?", conversation=conversation)
-        strict = Agent(model, tools=[server, send_email])
-        second = await strict.run("send it", conversation=conversation)
-    assert statuses(first) == ["ok"]
-    news = next(e.result for e in first.events if isinstance(e, ev.ToolFinished))
+    model = Scripted([call("k__news"), call("send_email", body="the files"), "ok"])
+    async with Agent(model, tools=[kitchen(), send_email]) as agent:
+        result = await agent.run("news?")
+    assert statuses(result) == ["ok", "blocked"] and sent == []
+    news = next(e.result for e in result.events if isinstance(e, ev.ToolFinished))
     assert news.trust == "untrusted" and "<untrusted-data" in news.content
-    assert first.taint == Taint(private=True, untrusted=True)
-    assert statuses(second) == ["blocked"] and sent == []
+    assert result.taint == Taint(private=True, untrusted=True)
+    assert result.blocked_sends == 1
 
 
 async def test_a_closed_world_tool_still_brings_private_data_so_a_later_fetch_is_blocked() -> None:

@@ -170,3 +170,16 @@ def test_one_of_matches_only_an_allowed_word(choices: list[str], text: str) -> N
     fold = lambda s: "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in s)  # noqa: E731
     expected = fold(text.strip()) in {fold(c.strip()) for c in choices}
     assert shape.matches(text) == expected
+
+
+def test_armed_calls_needs_a_leg_from_outside_the_call_itself() -> None:
+    from tether.trust import armed_calls
+
+    everything = Capabilities(private_data=True, untrusted_input=True, external_send=True)
+    read = Capabilities(private_data=True)
+    fetch = Capabilities(untrusted_input=True, external_send=True)
+    assert armed_calls(Taint(), [everything]) == [False]
+    assert armed_calls(Taint(untrusted=True), [everything]) == [True]
+    assert armed_calls(Taint(), [read, fetch]) == [False, True]
+    assert armed_calls(Taint(), [fetch]) == [False]
+    assert armed_calls(Taint(private=True), [fetch]) == [True]

@@ -65,8 +65,8 @@ from tether.trust import (
     CLEAN,
     SecurityConfig,
     Taint,
+    armed_calls,
     forecast,
-    is_armed_send,
     truncate,
     untrusted_block,
 )
@@ -614,6 +614,8 @@ class _Run:
         tools = self._turn_tools()
         known = [tools[c.name] for c in calls if c.name in tools]
         turn_forecast = forecast(conv.taint, (t.capabilities for t in known))
+        armed = dict(zip((c.id for c in calls if c.name in tools),
+                         armed_calls(conv.taint, [t.capabilities for t in known]), strict=True))
 
         results: dict[str, ToolResult] = {}
         runnable: list[tuple[ToolCall, Tool, dict[str, Any]]] = []
@@ -651,7 +653,7 @@ class _Run:
             # 3. the trifecta interlock
             ask_reason: ApprovalReason | None = None
             explanation = ""
-            if is_armed_send(tool.capabilities, turn_forecast):
+            if armed[call.id]:
                 policy = agent.security.trifecta
                 why = ("this call can send data out, and the conversation holds private data "
                        "and untrusted text, so it could leak the private data")
@@ -738,7 +740,9 @@ class _Run:
             decision, by = await ask(agent.approver, request, agent.approval_timeout_secs)
             if decision.scope == "deny":
                 said = decision.reason or "no reason given"
-                decision = Decision.deny(f"Denied by the user: {said}. "
+                # An approver that failed or timed out did not refuse: the gate failed closed.
+                who = "Denied by the user" if by == "approver" else "Blocked by policy"
+                decision = Decision.deny(f"{who}: {said}. "
                                          f"{tool.spec.display_name} was not run.")
         if decision.scope == "session" and reason == "needs_approval" and tool.cache_approval:
             conv.session_approvals.add(call.name)

@@ -132,6 +132,29 @@ def is_armed_send(caps: Capabilities, turn_forecast: Taint) -> bool:
     return caps.external_send and turn_forecast.armed
 
 
+def armed_calls(taint: Taint, capabilities: Sequence[Capabilities]) -> list[bool]:
+    """For each call of a turn: is it an armed send?
+
+    A send is armed when the turn's forecast (the taint OR every call's capabilities, its own
+    included) holds private data and untrusted text, so a read and a send in one turn cannot
+    slip through. One exception: a call is never armed by its own capabilities alone. A tool
+    that declares all three legs itself (an open-world MCP tool: the server may hold private
+    data, returns outside text, and can send), called from a conversation that holds neither
+    leg beside a turn that adds none, was asked for by a model that had seen nothing private
+    and nothing untrusted: its arguments can carry neither. Its result taints the
+    conversation, and the next send is armed as usual.
+    """
+    total = forecast(taint, capabilities)
+    out = []
+    for i, caps in enumerate(capabilities):
+        if not is_armed_send(caps, total):
+            out.append(False)
+            continue
+        others = forecast(taint, (c for j, c in enumerate(capabilities) if j != i))
+        out.append(others.private or others.untrusted)
+    return out
+
+
 def untrusted_block(source: str, content: str) -> str:
     """Wrap outside text so the model can see where data starts and ends.
 
