@@ -257,6 +257,8 @@ async def test_trifecta_allow_waives_only_that_check() -> None:
     # Not blocked by the interlock, but still needs approval (nobody to ask: refused).
     assert sent == []
     assert result.blocked_sends == 0
+    waived = [e for e in result.events if isinstance(e, ev.TrifectaWaived)]
+    assert [e.tool for e in waived] == ["post"]
     assert dict((r.name, r.status) for r in result.tool_calls)["post"] == "denied"
 
 

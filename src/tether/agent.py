@@ -671,6 +671,8 @@ class _Run:
                     yield self._event(ev.TrifectaBlocked(call.id, call.name, turn_forecast,
                                                          policy, why + "; asking the approver"))
                     ask_reason, explanation = "trifecta", f"Trifecta check: {why}."
+                if policy == "allow":
+                    yield self._event(ev.TrifectaWaived(call.id, call.name, turn_forecast, why))
 
             # 4. permission mode and approval
             if agent.permission_mode == "read-only" and not tool.read_only:

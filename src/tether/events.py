@@ -94,6 +94,18 @@ class TrifectaBlocked:
 
 
 @dataclass(frozen=True, slots=True)
+class TrifectaWaived:
+    """An armed send went ahead because ``security.trifecta = "allow"`` waives the check."""
+
+    call_id: str
+    tool: str
+    forecast: Taint
+    reason: str
+    path: tuple[str, ...] = ()
+    kind: Literal["trifecta_waived"] = "trifecta_waived"
+
+
+@dataclass(frozen=True, slots=True)
 class ApprovalRequested:
     call_id: str
     tool: str
@@ -206,7 +218,7 @@ class RunFinished:
 
 Event: TypeAlias = (
     RunStarted | TurnStarted | TextDelta | ReasoningDelta | ModelResponded | ProviderRetry
-    | ToolCallRequested | TrifectaBlocked | ApprovalRequested | ApprovalDecided | ToolStarted
+    | ToolCallRequested | TrifectaBlocked | TrifectaWaived | ApprovalRequested | ApprovalDecided | ToolStarted
     | ToolFinished | TaintChanged | SubagentStarted | SubagentFinished | UsageUpdated | Notice
     | RunPaused | RunFinished
 )

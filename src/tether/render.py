@@ -85,6 +85,9 @@ class EventRenderer:
             mark = "✓" if event.status == "ok" else "✗"
             self.err.print(f"{pad}[{style}]{mark} {escape(event.tool)}[/] "
                            f"[dim]{escape(_short(event.result.content, 160))}[/]")
+        elif isinstance(event, ev.TrifectaWaived):
+            self.err.print(f"{pad}[yellow]trifecta waived[/] {escape(event.tool)} "
+                           f"[dim](security.trifecta = allow)[/]")
         elif isinstance(event, ev.TrifectaBlocked):
             self.err.print(f"{pad}[bold red]⛔ trifecta[/] {escape(event.tool)}: "
                            f"{escape(event.reason)}")
