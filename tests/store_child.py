@@ -4,7 +4,8 @@
 waits on (flushed at once), and some scenarios block for ever so the test can kill them.
 
 - ``kill-during-tools STORE``: one turn calls ``read_secret`` (private) and ``slow_fetch``
-  (untrusted, never finishes); prints ``tool-finished read_secret`` and blocks.
+  (untrusted, never finishes); prints ``tool-finished read_secret`` while ``slow_fetch``
+  still runs.
 - ``kill-during-model STORE``: ``read_secret`` runs, then the model streams part of an
   answer and stalls; prints ``model-streaming``.
 - ``pause STORE``: a gated ``delete_note`` is deferred; the process exits after the pause.
@@ -36,7 +37,9 @@ def read_secret() -> str:
     return "the vault code is 0417"
 
 
-@tool(capabilities=Capabilities(untrusted_input=True, external_send=True))
+# Not a sender: beside read_secret in one turn a sender would be armed and refused by the
+# trifecta check instead of running (and blocking) as this scenario needs.
+@tool(capabilities=Capabilities(untrusted_input=True))
 async def slow_fetch(url: str) -> str:
     """Fetch a page (never finishes here)."""
     await asyncio.Event().wait()

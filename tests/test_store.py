@@ -116,8 +116,11 @@ def test_a_run_killed_while_a_tool_runs_keeps_every_message_and_the_taint(db: Pa
     # The secret was read before the kill: the taint timeline says so, though no stored
     # message carries it. Never cleaner.
     assert session.taint == Taint(private=True, untrusted=False)
-    kinds = [e["kind"] for e in session.events()]
-    assert "taint_changed" in kinds and "tool_finished" in kinds
+    events = session.events()
+    assert [e["tool"] for e in events if e["kind"] == "tool_started"] == \
+        ["read_secret", "slow_fetch"]
+    assert [e["tool"] for e in events if e["kind"] == "tool_finished"] == ["read_secret"]
+    assert [e["cause"] for e in events if e["kind"] == "taint_changed"] == ["read_secret"]
     assert session.info.last_stop is None  # the run never finished
 
     # Continuing: the unanswered calls are closed as interrupted, the taint comes along.
