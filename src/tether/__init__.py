@@ -26,12 +26,12 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "Agent": "tether.agent",
-    "Conversation": "tether.agent",
-    "RunResult": "tether.agent",
-    "StopCause": "tether.agent",
-    "ToolCallRecord": "tether.agent",
-    "PendingCall": "tether.agent",
-    "Prices": "tether.agent",
+    "Conversation": "tether.conversation",
+    "RunResult": "tether.result",
+    "StopCause": "tether.result",
+    "ToolCallRecord": "tether.result",
+    "PendingCall": "tether.conversation",
+    "Prices": "tether.result",
     "tool": "tether.tools",
     "Tool": "tether.tools",
     "ToolSpec": "tether.tools",
@@ -85,17 +85,10 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from tether.agent import (
-        Agent,
-        Conversation,
-        PendingCall,
-        Prices,
-        RunResult,
-        StopCause,
-        ToolCallRecord,
-    )
+    from tether.agent import Agent
     from tether.approval import AllowAll, ApprovalRequest, Approver, Decision, DenyAll
     from tether.batch import run_batch
+    from tether.conversation import Conversation, PendingCall
     from tether.errors import (
         ConfigError,
         OutputFailure,
@@ -107,6 +100,7 @@ if TYPE_CHECKING:
     from tether.messages import Message, Usage
     from tether.output import OutputReport, OutputReservation, OutputSpec, PreparedRun
     from tether.pending import DeferringApprover, PendingState
+    from tether.result import Prices, RunResult, StopCause, ToolCallRecord
     from tether.store import Session, SQLiteStore
     from tether.subagents import SubagentProfile
     from tether.tools import (

@@ -12,8 +12,6 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +25,7 @@ from tether.approval import (
     PermissionMode,
     ask,
 )
+from tether.conversation import Conversation, PendingCall
 from tether.errors import ConfigError, TetherError
 from tether.messages import (
     Image,
@@ -37,9 +36,6 @@ from tether.messages import (
     ToolResult,
     Trust,
     Usage,
-    message_from_dict,
-    message_to_dict,
-    usage_to_dict,
 )
 from tether.providers.base import (
     Completed,
@@ -52,6 +48,7 @@ from tether.providers.base import (
     TextChunk,
     ToolChoice,
 )
+from tether.result import Prices, RunResult, StopCause, ToolCallRecord
 from tether.tools import (
     ArgumentError,
     Tool,
@@ -62,7 +59,6 @@ from tether.tools import (
     ensure_tools,
 )
 from tether.trust import (
-    CLEAN,
     SecurityConfig,
     Taint,
     armed_calls,
@@ -74,156 +70,6 @@ from tether.trust import (
 if TYPE_CHECKING:
     from tether.output import OutputPlan, OutputReservation, OutputSpec, PreparedRun
     from tether.subagents import SubagentProfile
-
-
-class StopCause(StrEnum):
-    COMPLETED = "completed"  # the model gave its answer
-    MAX_TURNS = "max_turns"  # the turn bound was reached while the model still worked
-    OUTPUT_TOKEN_BUDGET = "output_token_budget"  # max_output_tokens spent
-    COST_BUDGET = "cost_budget"
-    INTERRUPTED = "interrupted"
-    NO_OUTPUT = "no_output"  # the model finished without an answer
-    PAUSED = "paused"  # waiting for approval decisions (see Agent.resume)
-    ERROR = "error"  # the provider failed; RunResult.error says how
-
-
-@dataclass(frozen=True, slots=True)
-class Prices:
-    """USD per million tokens, for ``max_cost_usd`` and ``RunResult.cost_usd``."""
-
-    input_per_mtok: float = 0.0
-    output_per_mtok: float = 0.0
-
-    def cost(self, usage: Usage) -> float:
-        return (usage.input_tokens * self.input_per_mtok
-                + usage.output_tokens * self.output_per_mtok) / 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCallRecord:
-    """What became of one tool call: ``status`` is ok, error, denied, blocked, unknown_tool
-    or invalid_args."""
-
-    call_id: str
-    name: str
-    input: Any
-    status: str
-    output: str
-
-    @property
-    def error(self) -> bool:
-        return self.status != "ok"
-
-    @property
-    def denied(self) -> bool:
-        return self.status == "denied"
-
-    @property
-    def blocked(self) -> bool:
-        return self.status == "blocked"
-
-
-@dataclass(slots=True)
-class Conversation:
-    """Messages plus what they have exposed the agent to. Pass one to ``run`` to continue.
-
-    ``taint`` only grows. ``session_approvals`` holds the tools a person allowed "for this
-    session". ``on_append`` (set by the session store) sees each message as it is added.
-    """
-
-    messages: list[Message] = field(default_factory=list)
-    taint: Taint = CLEAN
-    session_approvals: set[str] = field(default_factory=set)
-    on_append: Callable[[Message, Taint], None] | None = None
-
-    def append(self, message: Message) -> None:
-        self.messages.append(message)
-        if self.on_append is not None:
-            self.on_append(message, self.taint)
-
-    def grow_taint(self, taint: Taint) -> None:
-        self.taint = self.taint | taint
-
-    @property
-    def pending_calls(self) -> list[ToolCall]:
-        """Calls of the last assistant message that have no result yet (a paused run)."""
-        if not self.messages or self.messages[-1].role != "assistant":
-            return []
-        return self.messages[-1].tool_calls
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "messages": [message_to_dict(m) for m in self.messages],
-            "taint": self.taint.to_dict(),
-            "session_approvals": sorted(self.session_approvals),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Conversation:
-        return cls(
-            [message_from_dict(m) for m in d.get("messages", [])],
-            Taint.from_dict(d.get("taint", {})),
-            set(d.get("session_approvals", [])),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PendingCall:
-    """A call waiting for a host's decision (a paused run)."""
-
-    call_id: str
-    tool: str
-    arguments: Any
-    reason: ApprovalReason
-    explanation: str
-
-
-@dataclass(slots=True)
-class RunResult:
-    text: str
-    stop_cause: StopCause
-    usage: Usage
-    turns: int
-    tool_calls: list[ToolCallRecord]
-    blocked_sends: int
-    taint: Taint
-    malformed_tool_args: int
-    conversation: Conversation
-    new_messages: list[Message]
-    events: list[ev.Event] = field(default_factory=list)
-    error: TetherError | None = None
-    pending: list[PendingCall] = field(default_factory=list)
-    output: Any = None
-    cost_usd: float | None = None
-
-    @property
-    def messages(self) -> list[Message]:
-        return self.conversation.messages
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (``tether run --json``); events and the full transcript are left out."""
-        return {
-            "text": self.text,
-            "stop_cause": str(self.stop_cause),
-            "usage": usage_to_dict(self.usage),
-            "turns": self.turns,
-            "tool_calls": [
-                {"call_id": r.call_id, "name": r.name, "input": r.input, "status": r.status,
-                 "error": r.error, "denied": r.denied, "blocked": r.blocked}
-                for r in self.tool_calls
-            ],
-            "blocked_sends": self.blocked_sends,
-            "taint": self.taint.to_dict(),
-            "malformed_tool_args": self.malformed_tool_args,
-            "cost_usd": self.cost_usd,
-            "error": str(self.error) if self.error else None,
-            "pending": [
-                {"call_id": p.call_id, "tool": p.tool, "arguments": p.arguments,
-                 "reason": p.reason, "explanation": p.explanation}
-                for p in self.pending
-            ],
-            **({"output": _jsonable_output(self.output)} if self.output is not None else {}),
-        }
 
 
 class Agent:
@@ -933,11 +779,6 @@ def _render(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return str(value)
-
-
-def _jsonable_output(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json") if dump is not None else value
 
 
 __all__ = [

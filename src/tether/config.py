@@ -325,7 +325,7 @@ def agent_from_config(
     subagents = [SubagentProfile(**s.model_dump()) for s in cfg.subagents]
     prices = None
     if pcfg.prices is not None:
-        from tether.agent import Prices
+        from tether.result import Prices
 
         prices = Prices(pcfg.prices.input_per_mtok, pcfg.prices.output_per_mtok)
     kwargs: dict[str, Any] = {

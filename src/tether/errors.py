@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tether.agent import RunResult
+    from tether.result import RunResult
 
 
 class TetherError(Exception):

@@ -16,7 +16,7 @@ from tether.messages import Message, ToolCall, ToolResult, Usage
 from tether.trust import Taint
 
 if TYPE_CHECKING:
-    from tether.agent import RunResult
+    from tether.result import RunResult
 
 ToolStatus: TypeAlias = Literal["ok", "error", "denied", "blocked", "unknown_tool", "invalid_args"]
 
@@ -218,9 +218,9 @@ class RunFinished:
 
 Event: TypeAlias = (
     RunStarted | TurnStarted | TextDelta | ReasoningDelta | ModelResponded | ProviderRetry
-    | ToolCallRequested | TrifectaBlocked | TrifectaWaived | ApprovalRequested | ApprovalDecided | ToolStarted
-    | ToolFinished | TaintChanged | SubagentStarted | SubagentFinished | UsageUpdated | Notice
-    | RunPaused | RunFinished
+    | ToolCallRequested | TrifectaBlocked | TrifectaWaived | ApprovalRequested
+    | ApprovalDecided | ToolStarted | ToolFinished | TaintChanged | SubagentStarted
+    | SubagentFinished | UsageUpdated | Notice | RunPaused | RunFinished
 )
 
 

@@ -24,8 +24,10 @@ from tether.providers.base import NamedToolChoice, ToolChoice
 from tether.tools import ArgumentError, Tool, ToolContext, ToolSpec, json_schema_validator
 
 if TYPE_CHECKING:
-    from tether.agent import Agent, Conversation, RunResult
+    from tether.agent import Agent
+    from tether.conversation import Conversation
     from tether.events import Event
+    from tether.result import RunResult
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
@@ -242,7 +244,7 @@ class PreparedRun:
 
 
 def _failure(plan: OutputPlan, result: RunResult, max_turns: int) -> OutputFailure:
-    from tether.agent import StopCause
+    from tether.result import StopCause
 
     if result.stop_cause is StopCause.ERROR:
         error = result.error

@@ -124,7 +124,9 @@ def _delegation_tool(profile: SubagentProfile, caps: Capabilities) -> Tool:
 async def run_subagent(
     profile: SubagentProfile, task: str, ctx: ToolContext, caps: Capabilities
 ) -> ToolOutput:
-    from tether.agent import Agent, Conversation, StopCause
+    from tether.agent import Agent
+    from tether.conversation import Conversation
+    from tether.result import StopCause
 
     parent: Agent = ctx.extras["agent"]
     model = _child_model(profile, parent)

@@ -1,0 +1,113 @@
+"""What a run comes back with: ``RunResult``, its ``StopCause``, and the records in it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from tether import events as ev
+from tether.conversation import Conversation, PendingCall
+from tether.errors import TetherError
+from tether.messages import Message, Usage, usage_to_dict
+from tether.trust import Taint
+
+
+class StopCause(StrEnum):
+    COMPLETED = "completed"  # the model gave its answer
+    MAX_TURNS = "max_turns"  # the turn bound was reached while the model still worked
+    OUTPUT_TOKEN_BUDGET = "output_token_budget"  # max_output_tokens spent
+    COST_BUDGET = "cost_budget"
+    INTERRUPTED = "interrupted"
+    NO_OUTPUT = "no_output"  # the model finished without an answer
+    PAUSED = "paused"  # waiting for approval decisions (see Agent.resume)
+    ERROR = "error"  # the provider failed; RunResult.error says how
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """USD per million tokens, for ``max_cost_usd`` and ``RunResult.cost_usd``."""
+
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+
+    def cost(self, usage: Usage) -> float:
+        return (usage.input_tokens * self.input_per_mtok
+                + usage.output_tokens * self.output_per_mtok) / 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    """What became of one tool call: ``status`` is ok, error, denied, blocked, unknown_tool
+    or invalid_args."""
+
+    call_id: str
+    name: str
+    input: Any
+    status: str
+    output: str
+
+    @property
+    def error(self) -> bool:
+        return self.status != "ok"
+
+    @property
+    def denied(self) -> bool:
+        return self.status == "denied"
+
+    @property
+    def blocked(self) -> bool:
+        return self.status == "blocked"
+
+
+@dataclass(slots=True)
+class RunResult:
+    text: str
+    stop_cause: StopCause
+    usage: Usage
+    turns: int
+    tool_calls: list[ToolCallRecord]
+    blocked_sends: int
+    taint: Taint
+    malformed_tool_args: int
+    conversation: Conversation
+    new_messages: list[Message]
+    events: list[ev.Event] = field(default_factory=list)
+    error: TetherError | None = None
+    pending: list[PendingCall] = field(default_factory=list)
+    output: Any = None
+    cost_usd: float | None = None
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.conversation.messages
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (``tether run --json``); events and the full transcript are left out."""
+        return {
+            "text": self.text,
+            "stop_cause": str(self.stop_cause),
+            "usage": usage_to_dict(self.usage),
+            "turns": self.turns,
+            "tool_calls": [
+                {"call_id": r.call_id, "name": r.name, "input": r.input, "status": r.status,
+                 "error": r.error, "denied": r.denied, "blocked": r.blocked}
+                for r in self.tool_calls
+            ],
+            "blocked_sends": self.blocked_sends,
+            "taint": self.taint.to_dict(),
+            "malformed_tool_args": self.malformed_tool_args,
+            "cost_usd": self.cost_usd,
+            "error": str(self.error) if self.error else None,
+            "pending": [
+                {"call_id": p.call_id, "tool": p.tool, "arguments": p.arguments,
+                 "reason": p.reason, "explanation": p.explanation}
+                for p in self.pending
+            ],
+            **({"output": _jsonable_output(self.output)} if self.output is not None else {}),
+        }
+
+
+def _jsonable_output(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if dump is not None else value
