@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -58,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="answer in this JSON Schema; prints the validated JSON answer")
     run.add_argument("--session", metavar="ID",
                      help="continue stored session ID (created with this id when new)")
+    run.add_argument("--local", action="store_true",
+                     help="use a local llama-server, setting it up and starting it if needed")
+    run.add_argument("--tools", dest="tool_files", action="append", metavar="FILE.py[:NAME]",
+                     help="offer the @tool functions of a Python file or module:attr "
+                          "(repeatable)")
     run.set_defaults(handler=cmd_run)
 
     tools = sub.add_parser("tools", help="list tools with capabilities and approval flags")
@@ -80,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_cli(sub, _add_run_flags)
     batch.add_cli(sub, _add_run_flags)
     sessions_cli.add_cli(sub, _add_run_flags, DOCTOR_CHECKS)
+
+    from tether import local
+
+    local.add_cli(sub)
     return parser
 
 
@@ -105,7 +115,8 @@ def _error(message: str) -> None:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    # `run --local` (tether.local.serving_for_run) points the local provider at its server.
+    out: dict[str, Any] = copy.deepcopy(getattr(args, "local_config", None) or {})
     if getattr(args, "provider", None):
         out["default_provider"] = args.provider
     if getattr(args, "model", None):
@@ -131,6 +142,10 @@ def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]
     from tether.config import agent_from_config, load_config
 
     cfg = load_config(args.workspace, _overrides(args))
+    if getattr(args, "tool_files", None):
+        from tether.tool_files import load_tool_references
+
+        agent_kwargs.setdefault("tools", load_tool_references(args.tool_files))
     if "approver" not in agent_kwargs and sys.stdin.isatty():
         from tether.approval import ConsoleApprover
 
@@ -157,6 +172,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    if getattr(args, "local", False):
+        from tether.local import serving_for_run
+
+        async with serving_for_run(args):
+            return await _run_agent(args)
+    return await _run_agent(args)
+
+
+async def _run_agent(args: argparse.Namespace) -> int:
     from tether.render import EventRenderer
 
     agent, cfg = make_agent(args)

