@@ -34,8 +34,12 @@ from typing import IO, Any
 
 from tether.errors import LocalSetupError
 
-# The llama.cpp source tether builds: the copy vendored in this llama-cpp-python sdist.
+# The llama.cpp source tether builds: the copy vendored in this llama-cpp-python sdist,
+# checked against its sha256 before anything in it is compiled.
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+SDIST_SHA256 = {
+    "0.3.36": "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e",
+}
 
 # Build only the server, as a static binary that reaches nothing outside: no web UI, no
 # downloading of models (CURL), no TLS. GGML_NATIVE=OFF compiles for llama.cpp's generic
@@ -247,8 +251,8 @@ def find_toolchain(which: Callable[[str], str | None] = shutil.which) -> Toolcha
         raise LocalSetupError(
             "cannot build llama-server: missing " + ", ".join(missing) + ". Install them "
             "(Debian/Ubuntu: `apt-get install cmake g++ ninja-build`; macOS: "
-            "`xcode-select --install` and `brew install cmake`), or pass --model with a "
-            "running server of your own via [providers.local] base_url.")
+            "`xcode-select --install` and `brew install cmake`), or run a model server of "
+            "your own and point [providers.local] base_url at it.")
     assert cmake is not None and cxx is not None and cc is not None
     return Toolchain(cmake=cmake, cxx=cxx, cc=cc,
                      generator="Ninja" if ninja else "Unix Makefiles")
@@ -326,7 +330,9 @@ def fetch_sdist(cache: Path, version: str, *, progress: Progress) -> Path:
     """The llama-cpp-python sdist, downloaded with pip unless already cached."""
     dest = cache / "src"
     sdist = dest / f"llama_cpp_python-{version}.tar.gz"
-    if sdist.is_file() and tarfile.is_tarfile(sdist):
+    expected = SDIST_SHA256.get(version)
+    if sdist.is_file() and (_sha256(sdist) == expected if expected
+                            else tarfile.is_tarfile(sdist)):
         return sdist
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest, prefix=".download-") as tmp:
@@ -336,8 +342,20 @@ def fetch_sdist(cache: Path, version: str, *, progress: Progress) -> Path:
         found = list(Path(tmp).glob("llama_cpp_python-*.tar.gz"))
         if not found:
             raise LocalSetupError(f"pip downloaded no llama_cpp_python-{version}.tar.gz")
+        got = _sha256(found[0])
+        if expected is not None and got != expected:
+            raise LocalSetupError(f"the downloaded llama-cpp-python {version} sdist has sha256 "
+                                  f"{got}, expected {expected}; it was not used")
         os.replace(found[0], sdist)
     return sdist
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _extract_llama_cpp(sdist: Path, dest: Path, version: str, progress: Progress) -> Path:
