@@ -433,3 +433,20 @@ def _free() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_progress_in_a_log_is_a_line_per_tenth_not_a_redrawn_bar() -> None:
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    progress = Progress(Console(file=out, width=200))
+    with progress.task("building llama-server", 200) as update:
+        for done in range(0, 201, 5):
+            update(done)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "tether local: building llama-server..."
+    assert [line.split(": ")[2].split(" ")[0] for line in lines[1:-1]] == [
+        f"{n}%" for n in range(10, 100, 10)]
+    assert lines[-1].startswith("tether local: building llama-server: done in ")

@@ -141,6 +141,12 @@ class Progress:
         if not self._enabled:
             yield lambda _completed: None
             return
+        console = self._get_console()
+        if not console.is_terminal:
+            # A CI log: no bar to redraw, so a line per tenth of the way.
+            with self._lines(description, total) as update:
+                yield update
+            return
         from rich.progress import (
             BarColumn,
             TaskProgressColumn,
@@ -155,6 +161,23 @@ class Progress:
             task_id = bar.add_task(description, total=total)
             yield lambda completed: bar.update(task_id, completed=completed)
             bar.update(task_id, completed=total if total is not None else 1, total=total or 1)
+
+    @contextlib.contextmanager
+    def _lines(self, description: str, total: float | None) -> Iterator[Callable[[float], None]]:
+        started = time.monotonic()
+        shown = [0]
+        self.note(f"{description}...")
+
+        def update(completed: float) -> None:
+            if total:
+                tenth = int(10 * completed / total)
+                if tenth > shown[0] and tenth < 10:
+                    shown[0] = tenth
+                    self.note(f"{description}: {10 * tenth}% "
+                              f"({time.monotonic() - started:.0f} s)")
+
+        yield update
+        self.note(f"{description}: done in {time.monotonic() - started:.0f} s")
 
     def _get_console(self) -> Any:
         if self._console is None:
