@@ -1,9 +1,10 @@
 """An example tool: a deterministic, made-up weather forecast (no network, no API key).
 
-    tether run --local --tools examples/weather.py \\
-        "What's the weather in Paris? Use the weather tool."
+    tether run --local "What's the weather in Paris? Use the weather tool."
 
-Any module-level ``@tool`` in a file you pass to ``--tools`` is offered to the model.
+from the repository's root, whose tether.toml offers it (``[tools] python``); from anywhere
+else, pass it: ``tether run --local --tools examples/weather.py "..."``. Any module-level
+``@tool`` in such a file is offered to the model.
 """
 
 from __future__ import annotations

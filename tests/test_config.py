@@ -140,3 +140,37 @@ def test_unknown_builtin_tools_are_a_config_error(tmp_path: Path,
     write(tmp_path / "tether.toml", "[tools]\nenabled = ['teleport']")
     with pytest.raises(ConfigError, match="'teleport'"):
         agent_from_config(tmp_path)
+
+
+def test_tools_python_loads_your_own_tools_relative_to_the_workspace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "tools.py").write_text(
+        "from tether import tool\n\n@tool\ndef shout(text: str) -> str:\n"
+        "    \"\"\"Shout.\"\"\"\n    return text.upper()\n")
+    write(tmp_path / "tether.toml", "[tools]\nenabled = []\npython = ['mine/tools.py']")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    agent = agent_from_config(tmp_path)
+    assert set(agent.tools) == {"shout"}
+
+
+def test_a_tool_passed_in_wins_over_a_configured_one_of_the_same_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether import tool
+
+    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    (tmp_path / "tools.py").write_text(
+        "from tether import tool\n\n@tool\ndef shout(text: str) -> str:\n"
+        "    \"\"\"Shout.\"\"\"\n    return text.upper()\n")
+    write(tmp_path / "tether.toml", "[tools]\nenabled = []\npython = ['tools.py']")
+
+    @tool(name="shout")
+    def quiet(text: str) -> str:
+        """Whisper."""
+        return text.lower()
+
+    agent = agent_from_config(tmp_path, tools=[quiet])
+    assert agent.tools["shout"].spec.description == "Whisper."

@@ -65,6 +65,8 @@ class ToolsConfig(_Strict):
     disabled: list[str] = Field(default_factory=list)
     workspace: str | None = None
     permission_mode: Literal["ask", "allow", "read-only"] = "ask"
+    # Your own @tool functions: files (relative to the workspace) or modules, as for --tools.
+    python: list[str] = Field(default_factory=list)
 
 
 class SecuritySection(_Strict):
@@ -308,6 +310,7 @@ def agent_from_config(
     from tether.agent import Agent
     from tether.builtins import select_builtins
     from tether.subagents import SubagentProfile
+    from tether.tools import Tool
 
     cfg = config or load_config(workspace)
     name, pcfg = cfg.provider_config(provider)
@@ -317,7 +320,16 @@ def agent_from_config(
     ws = Path(cfg.tools.workspace or workspace)
     security = security_from(cfg.security)
     selected: list[Any] = list(select_builtins(cfg.tools.enabled, cfg.tools.disabled))
-    selected.extend(tools or [])
+    explicit = list(tools or [])
+    if cfg.tools.python:
+        from tether.tool_files import load_tool_references
+
+        # Tools passed in (`--tools`) win over configured ones of the same name.
+        taken = {t.name for t in explicit if isinstance(t, Tool)}
+        references = [_workspace_path(ws, r) for r in cfg.tools.python]
+        selected.extend(t for t in load_tool_references(references)
+                        if not (isinstance(t, Tool) and t.name in taken))
+    selected.extend(explicit)
     if cfg.mcp:
         from tether.mcp import servers_from_config
 
@@ -346,6 +358,17 @@ def agent_from_config(
     }
     kwargs.update(overrides)
     return Agent(model, selected, **kwargs)
+
+
+def _workspace_path(workspace: Path, reference: str) -> str:
+    """A file reference made relative to the workspace; module references stay as they are."""
+    target, sep, attr = reference.rpartition(":")
+    if not sep or not attr.isidentifier():
+        target, sep, attr = reference, "", ""
+    if not (target.endswith(".py") or "/" in target):
+        return reference
+    path = Path(target)
+    return f"{path if path.is_absolute() else workspace / path}{sep}{attr}"
 
 
 INIT_TEMPLATE = '''\
@@ -377,7 +400,8 @@ max_turns = 40
 # max_output_tokens = 4000      # the run's output token budget
 
 [tools]
-# enabled = ["read_file", "list_dir", "grep", "write_file", "edit_file", "fetch_url"]
+# enabled = ["calculator", "read_file", "list_dir", "grep", "write_file", "edit_file", "fetch_url"]
+# python = ["my_tools.py"]       # your own @tool functions (a file, or module:name)
 # disabled = ["fetch_url"]
 permission_mode = "ask"         # ask | allow | read-only
 
