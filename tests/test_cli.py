@@ -153,3 +153,31 @@ def test_max_turns_without_an_answer_exits_3(tmp_path: Path, server: LoopbackSer
     out = tether(workspace(tmp_path, server.url + "/v1"), "run", "--max-turns", "2", "loop")
     assert out.returncode == 3, out.stderr
     assert "stopped: max_turns" in out.stderr
+
+
+def test_run_shows_a_delegation_its_nested_tool_activity_and_the_trust_verdict(
+        tmp_path: Path, server: LoopbackServer) -> None:
+    ws = workspace(tmp_path, server.url + "/v1", extra="""
+[[subagents]]
+name = "compute"
+description = "Work out arithmetic."
+tools = ["calculator", "fetch_url"]
+trusted_output = true
+answer_shape = "number"
+""")
+    (ws / "tether.toml").write_text((ws / "tether.toml").read_text().replace(
+        'enabled = ["calculator"]', 'enabled = ["calculator", "fetch_url"]'))
+    server.queue(tool_call("compute", {"task": "What is 17 * 23?"}),   # the parent delegates
+                 tool_call("calculator", {"expression": "17 * 23"}),   # the child works
+                 answer(" 391 "),                                      # the child answers
+                 answer("It is 391."))                                 # the parent answers
+    out = tether(ws, "run", "What is 17 * 23? Ask compute.")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "It is 391."
+    err = out.stderr
+    assert "⇢ sub-agent compute" in err
+    assert "  → Calculator" in err  # the child's tool activity, nested
+    assert "⇠ compute trusted (the answer matched the declared shape (a number))" in err
+    child_request = server.requests[1].body
+    assert [t["function"]["name"] for t in child_request["tools"]] == ["calculator", "fetch_url"]
+    assert server.requests[3].body["messages"][-1]["content"] == "391"
