@@ -280,3 +280,22 @@ def test_a_cost_budget_without_prices_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="prices"):
         Agent(Scripted([]), max_cost_usd=1.0)
+
+
+async def test_an_interrupt_stops_the_run_before_its_next_step() -> None:
+    interrupt = asyncio.Event()
+    ran = []
+
+    @tool
+    def step() -> str:
+        """Step; the user presses Ctrl-C while it runs."""
+        ran.append(1)
+        interrupt.set()
+        return "done one"
+
+    model = Scripted([call("step"), call("step"), "never"])
+    result = await Agent(model, tools=[step]).run("go", interrupt=interrupt)
+    assert result.stop_cause == "interrupted"
+    assert ran == [1]
+    assert len(model.requests) == 1  # no model turn after the interrupt
+    assert result.conversation.messages[-1].role == "tool"  # still valid to continue

@@ -181,3 +181,41 @@ answer_shape = "number"
     child_request = server.requests[1].body
     assert [t["function"]["name"] for t in child_request["tools"]] == ["calculator", "fetch_url"]
     assert server.requests[3].body["messages"][-1]["content"] == "391"
+
+
+def test_ctrl_c_stops_the_run_at_its_next_step_with_exit_130(tmp_path: Path,
+                                                             server: LoopbackServer) -> None:
+    import signal
+    import threading
+
+    gate = threading.Event()
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": {"tool_calls": [{
+                 "index": 0, "id": "call_1", "type": "function",
+                 "function": {"name": "calculator", "arguments": "{\"expression\": \"1+1\"}"}}]},
+                 "finish_reason": None}]}
+    done = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+    server.queue(Canned.sse([gate, chunk, done]))  # the answer waits until the gate opens
+    ws = workspace(tmp_path, server.url + "/v1")
+    env = {**os.environ, "TETHER_CONFIG": str(ws / "no-user-config.toml")}
+    proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "-w", str(ws), "run", "go"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            stdin=subprocess.DEVNULL)
+    try:
+        with server.received:
+            assert server.received.wait_for(lambda: len(server.requests) == 1, timeout=30)
+        proc.send_signal(signal.SIGINT)
+        seen = ""
+        while "interrupting" not in seen:
+            line = proc.stderr.readline()  # type: ignore[union-attr]
+            assert line, f"tether exited early: {seen}"
+            seen += line
+        gate.set()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        gate.set()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, seen + err
+    assert "stopped: interrupted" in err
+    assert len(server.requests) == 1  # the calculator call was not run, no further turn

@@ -177,10 +177,15 @@ class Agent:
         *,
         conversation: Conversation | None = None,
         session: Any = None,
+        interrupt: asyncio.Event | None = None,
     ) -> RunResult:
-        """Run to an answer or a bound. A provider failure raises (with ``.result`` set)."""
+        """Run to an answer or a bound. A provider failure raises (with ``.result`` set).
+
+        Setting ``interrupt`` stops the run at its next step (before the next model turn or
+        before a turn's tools run) with ``stop_cause == "interrupted"``; the conversation
+        stays valid to continue."""
         result = await _collect(self.stream(prompt, conversation=conversation, session=session,
-                                            _stream_requests=False))
+                                            interrupt=interrupt, _stream_requests=False))
         if result.error is not None:
             result.error.result = result  # type: ignore[attr-defined]
             raise result.error
@@ -196,6 +201,7 @@ class Agent:
         *,
         conversation: Conversation | None = None,
         session: Any = None,
+        interrupt: asyncio.Event | None = None,
         _stream_requests: bool = True,
         _output: OutputPlan | None = None,
         _path: tuple[str, ...] = (),
@@ -206,7 +212,7 @@ class Agent:
         if isinstance(prompt, str) and not prompt.strip() and not conversation.messages:
             raise TetherError("the prompt is empty: say what the agent should do")
         parts = (Text(prompt),) if isinstance(prompt, str) else tuple(prompt)
-        run = _Run(self, conversation, _stream_requests, _output, _path)
+        run = _Run(self, conversation, _stream_requests, _output, _path, interrupt=interrupt)
         async for event in _recorded(run.execute(Message("user", parts)), session):
             yield event
 
@@ -332,8 +338,10 @@ class _Run:
         output: OutputPlan | None,
         path: tuple[str, ...],
         decisions: dict[str, Decision] | None = None,
+        interrupt: asyncio.Event | None = None,
     ) -> None:
         self.agent = agent
+        self.interrupt = interrupt
         self.conversation = conversation
         self.stream_requests = stream_requests
         self.output = output
@@ -372,6 +380,9 @@ class _Run:
         stop: StopCause | None = None
         text = ""
         while stop is None:
+            if self._interrupted():
+                stop = StopCause.INTERRUPTED
+                break
             if self.turns >= agent.max_turns:
                 stop = StopCause.MAX_TURNS
                 break
@@ -425,6 +436,10 @@ class _Run:
                     stop = StopCause.COMPLETED if text.strip() else StopCause.NO_OUTPUT
                 break
 
+            if self._interrupted():
+                yield self._close_unrun(calls, "the run was interrupted")
+                stop = StopCause.INTERRUPTED
+                break
             if self._budget_spent():
                 yield self._close_unrun(calls, "the run's output token budget is spent")
                 stop = StopCause.OUTPUT_TOKEN_BUDGET
@@ -721,6 +736,9 @@ class _Run:
             temperature=agent.temperature,
             stream=self.stream_requests,
         )
+
+    def _interrupted(self) -> bool:
+        return self.interrupt is not None and self.interrupt.is_set()
 
     def _cost_spent(self) -> bool:
         agent = self.agent

@@ -1,23 +1,27 @@
 """The `tether` command.
 
 Exit codes: 0 answered, 1 error, 2 refused (the run ended without an answer after the gate
-refused a call, or paused waiting for approval), 3 no answer.
+refused a call, or paused waiting for approval), 3 no answer, 130 interrupted (Ctrl-C: the
+first press stops at the next step, a second aborts).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import json
+import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from tether.errors import ConfigError, OutputFailure, ProviderConnectionError, TetherError
 
 EXIT_OK, EXIT_ERROR, EXIT_REFUSED, EXIT_NO_ANSWER = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # as a shell reports a process ended by Ctrl-C
 
 # Extra `tether doctor` checks registered by optional parts (MCP, the session store):
 # each returns (ok, label, detail).
@@ -194,14 +198,15 @@ async def _run_agent(args: argparse.Namespace) -> int:
             session = session_for_run(args, cfg)
         if args.output_schema:
             return await _run_structured(agent, args, renderer, cfg)
-        result = None
-        async for event in agent.stream(args.prompt, session=session):
-            if not quiet:
-                renderer(event)
-            from tether.events import RunFinished
+        from tether.events import RunFinished
 
-            if isinstance(event, RunFinished) and not event.path:
-                result = event.result
+        result = None
+        with _graceful_interrupt() as interrupt:
+            async for event in agent.stream(args.prompt, session=session, interrupt=interrupt):
+                if not quiet:
+                    renderer(event)
+                if isinstance(event, RunFinished) and not event.path:
+                    result = event.result
     assert result is not None
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
@@ -209,6 +214,29 @@ async def _run_agent(args: argparse.Namespace) -> int:
         _error(_no_provider_help(cfg, result.error))
         return EXIT_ERROR
     return exit_code(result)
+
+
+@contextlib.contextmanager
+def _graceful_interrupt() -> Iterator[asyncio.Event]:
+    """The first Ctrl-C stops the run at its next step (stop cause "interrupted", the
+    conversation kept valid); a second one aborts at once."""
+    interrupt = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def first_press() -> None:
+        interrupt.set()
+        _error("interrupting at the next step (Ctrl-C again to abort now)")
+        loop.remove_signal_handler(signal.SIGINT)  # the next press raises KeyboardInterrupt
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, first_press)
+    except (NotImplementedError, RuntimeError):  # no signal handlers here (Windows, threads)
+        yield interrupt
+        return
+    try:
+        yield interrupt
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
 
 
 def exit_code(result: Any) -> int:
@@ -219,6 +247,8 @@ def exit_code(result: Any) -> int:
     refused = any(r.denied or r.blocked for r in result.tool_calls)
     if result.stop_cause == "paused" or refused:
         return EXIT_REFUSED
+    if result.stop_cause == "interrupted":
+        return EXIT_INTERRUPTED
     return EXIT_NO_ANSWER
 
 
