@@ -211,7 +211,7 @@ def test_ctrl_c_stops_the_run_at_its_next_step_with_exit_130(tmp_path: Path,
             assert line, f"tether exited early: {seen}"
             seen += line
         gate.set()
-        out, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
     finally:
         gate.set()
         if proc.poll() is None:
