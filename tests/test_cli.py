@@ -219,3 +219,50 @@ def test_ctrl_c_stops_the_run_at_its_next_step_with_exit_130(tmp_path: Path,
     assert proc.returncode == 130, seen + err
     assert "stopped: interrupted" in err
     assert len(server.requests) == 1  # the calculator call was not run, no further turn
+
+
+def test_the_console_approver_asks_at_a_terminal_and_a_no_is_a_refusal(
+        tmp_path: Path, server: LoopbackServer) -> None:
+    import pty
+    import select
+
+    server.queue(tool_call("write_file", {"path": "notes.txt", "content": "hi"}),
+                 answer("I could not write it."))
+    ws = workspace(tmp_path, server.url + "/v1")
+    (ws / "tether.toml").write_text((ws / "tether.toml").read_text().replace(
+        'enabled = ["calculator"]', 'enabled = ["write_file"]'))
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "TETHER_CONFIG": str(ws / "no-user-config.toml"), "COLUMNS": "120",
+           "TERM": "dumb"}
+    proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "-w", str(ws), "run",
+                             "Write hi to notes.txt"], stdin=secondary, stdout=secondary,
+                            stderr=secondary, env=env, close_fds=True)
+    os.close(secondary)
+    screen = b""
+    try:
+        while b"Allow?" not in screen:
+            ready, _, _ = select.select([primary], [], [], 30)
+            assert ready, f"no approval prompt: {screen.decode(errors='replace')}"
+            screen += os.read(primary, 4096)
+        os.write(primary, b"n\n")
+        while True:
+            ready, _, _ = select.select([primary], [], [], 30)
+            assert ready, "tether did not finish"
+            try:
+                data = os.read(primary, 4096)
+            except OSError:  # the terminal closed: the process is done
+                break
+            if not data:
+                break
+            screen += data
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(primary)
+    text = screen.decode(errors="replace")
+    assert "Approval needed" in text and "Write file" in text and "notes.txt" in text
+    assert "needs approval" in text
+    assert not (ws / "notes.txt").exists()
+    refusal = server.requests[1].body["messages"][-1]["content"]
+    assert refusal.startswith("Denied by the user: the user said no")
