@@ -31,6 +31,7 @@ from tether.errors import (
     RateLimitError,
     ServerError,
 )
+from tether.events import ProviderRetry, RunFinished
 from tether.messages import Image, Message, Reasoning, Text, ToolCall, ToolResult
 from tether.providers.anthropic import Anthropic
 from tether.providers.base import (
@@ -554,10 +555,64 @@ async def test_an_error_event_mid_stream_raises_the_matching_error(server):
                      delta(0, type="text_delta", text="Partial"),
                      ("error", error_json("overloaded_error", "Overloaded"))))
     seen: list[StreamChunk] = []
+    sleep = FakeSleep()
     with pytest.raises(OverloadedError, match=r"Overloaded.*in the stream"):
-        async for chunk in claude(server).stream(ask(stream=True)):
+        async for chunk in claude(server, sleep).stream(ask(stream=True)):
             seen.append(chunk)
     assert seen == [TextChunk("Partial")]
+    # Text went out already: a retry would repeat it, so the error is raised as it is.
+    assert len(server.requests) == 1 and sleep.waits == []
+
+
+async def test_an_overloaded_event_right_after_message_start_is_retried(server, sleep):
+    # message_start yields nothing to the caller, so no content went out yet.
+    server.queue(sse(start(), ("error", error_json("overloaded_error", "Overloaded"))),
+                 text_stream("Hello"))
+    chunks = await collect(claude(server, sleep), ask(stream=True))
+    assert isinstance(chunks[0], Retrying) and chunks[0].attempt == 1
+    assert "Overloaded" in chunks[0].error
+    assert chunks[1:-1] == [TextChunk("Hello")]
+    assert isinstance(chunks[-1], Completed) and chunks[-1].response.message.text == "Hello"
+    assert len(server.requests) == 2 and len(sleep.waits) == 1
+    assert server.requests[0].body == server.requests[1].body
+
+
+async def test_an_overloaded_event_after_an_empty_text_block_start_is_retried(server, sleep):
+    server.queue(sse(start(), block(0, {"type": "text", "text": ""}), PING,
+                     ("error", error_json("overloaded_error", "Overloaded"))),
+                 text_stream("Hello"))
+    response = await complete(claude(server, sleep), ask(stream=True))
+    assert response.message.text == "Hello" and len(sleep.waits) == 1
+
+
+async def test_an_invalid_request_event_before_content_is_not_retried(server, sleep):
+    server.queue(sse(start(), ("error", error_json("invalid_request_error", "bad"))))
+    with pytest.raises(BadRequestError, match="bad"):
+        await complete(claude(server, sleep), ask(stream=True))
+    assert len(server.requests) == 1 and sleep.waits == []
+
+
+async def test_overload_over_http_and_in_the_stream_share_one_retry_budget(server, sleep):
+    overloaded = Canned.json(error_json("overloaded_error", "Overloaded"), 529)
+    server.queue(overloaded,
+                 sse(start(), ("error", error_json("overloaded_error", "Overloaded"))),
+                 overloaded, text_stream("never"))
+    with pytest.raises(OverloadedError):
+        await complete(claude(server, sleep, retry=RetryPolicy(max_retries=2)),
+                       ask(stream=True))
+    assert len(server.requests) == 3 and len(sleep.waits) == 2
+
+
+async def test_an_agent_stream_reports_an_in_stream_overload_as_a_provider_retry(server,
+                                                                                 sleep):
+    server.queue(sse(start(), ("error", error_json("overloaded_error", "Overloaded"))),
+                 text_stream("Hi there."))
+    agent = Agent(claude(server, sleep))
+    events = [e async for e in agent.stream("Hi")]
+    await agent.aclose()
+    retries = [e for e in events if isinstance(e, ProviderRetry)]
+    assert len(retries) == 1 and "Overloaded" in retries[0].error
+    assert isinstance(events[-1], RunFinished) and events[-1].result.text == "Hi there."
 
 
 @pytest.mark.parametrize(("kind", "error"), [
@@ -566,14 +621,15 @@ async def test_an_error_event_mid_stream_raises_the_matching_error(server):
 ])
 async def test_error_events_are_typed_by_their_error_type(server, kind, error):
     server.queue(sse(start(), ("error", error_json(kind, "went wrong"))))
+    # No retries: the retryable kinds would otherwise be retried (no content came yet).
     with pytest.raises(error, match="went wrong"):
-        await complete(claude(server), ask(stream=True))
+        await complete(claude(server, retry=RetryPolicy(max_retries=0)), ask(stream=True))
 
 
 async def test_an_error_object_in_a_200_answer_is_a_typed_error(server):
     server.queue(Canned.json(error_json("overloaded_error", "Overloaded")))
     with pytest.raises(OverloadedError, match="Overloaded"):
-        await complete(claude(server), ask())
+        await complete(claude(server, retry=RetryPolicy(max_retries=0)), ask())
 
 
 async def test_a_body_that_is_not_json_is_a_malformed_response(server):

@@ -1,27 +1,47 @@
-"""The shared HTTP layer: retry waits, Retry-After parsing, SSE framing, error taxonomy."""
+"""The shared HTTP layer: retry waits, Retry-After parsing, SSE framing, error taxonomy,
+and retries of errors that arrive inside a streamed 200 (against a loopback server)."""
 
 from __future__ import annotations
 
 import email.utils
+import json
 import time
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from typing import Any
 
 import httpx
 import pytest
 
+from tests.servers.http import Canned, LoopbackServer
 from tether.errors import (
     AuthError,
+    BadRequestError,
     ContextOverflowError,
     ModelOutputParseError,
     OverloadedError,
+    ProviderError,
     RateLimitError,
     ServerError,
 )
+from tether.messages import Message, Usage
+from tether.providers.base import (
+    Completed,
+    ModelResponse,
+    Retrying,
+    StreamChunk,
+    TextChunk,
+)
 from tether.providers.http import (
+    HTTPTransport,
+    RetryBudget,
     RetryPolicy,
     classify_status,
     error_message,
     iter_sse,
     parse_retry_after,
+    read_stream_errors,
+    retry_before_first_chunk,
+    retry_wait,
 )
 
 
@@ -99,3 +119,192 @@ def test_statuses_map_to_the_shared_taxonomy(status: int, body: str, kind: type)
 def test_rate_limit_errors_carry_the_retry_after():
     error = classify_status(429, {"retry-after": "12"}, "{}", provider="p")
     assert isinstance(error, RateLimitError) and error.retry_after == 12.0
+
+
+# --- retry decisions ------------------------------------------------------------------------
+
+
+def test_retry_wait_gives_up_past_max_retries_and_on_errors_that_are_not_retryable():
+    policy = RetryPolicy(max_retries=2, base_delay=1.0)
+    busy = OverloadedError("busy")
+    assert retry_wait(policy, busy, 1, 0) is not None
+    assert retry_wait(policy, busy, 2, 0) is not None
+    assert retry_wait(policy, busy, 3, 0) is None
+    assert retry_wait(policy, ServerError("boom"), 1, 0) is None
+
+
+def test_retry_wait_retries_a_parse_error_once():
+    error = ModelOutputParseError("does not match the expected format")
+    assert retry_wait(RetryPolicy(), error, 1, 0) is not None
+    assert retry_wait(RetryPolicy(), error, 2, 1) is None
+
+
+def test_retry_wait_honours_retry_after_up_to_the_cap_and_names_a_longer_wait():
+    policy = RetryPolicy(retry_after_cap=60)
+    assert retry_wait(policy, RateLimitError("slow", retry_after=5), 1, 0) == 5.0
+    long = RateLimitError("slow", retry_after=3600)
+    assert retry_wait(policy, long, 1, 0) is None
+    assert "3600s" in str(long) and "retry_after_cap_secs=60s" in str(long)
+
+
+def test_a_budget_counts_parse_retries_and_revises_the_body_only_when_it_retries():
+    def revise(error: ProviderError, body: Any) -> Any:
+        return {**body, "n": body["n"] + 1}
+
+    budget = RetryBudget(RetryPolicy(max_retries=5), {"n": 0}, revise)
+    parse = ModelOutputParseError("does not match the expected format")
+    budget.attempts = 1
+    assert budget.wait_for(parse) is not None
+    budget.attempts = 2
+    assert budget.wait_for(ModelOutputParseError("again")) is None
+    assert budget.parse_retries == 1 and budget.body == {"n": 1}
+
+
+# --- errors inside a streamed 200 -----------------------------------------------------------
+
+
+class FakeSleep(list[float]):
+    """Records the waits it was asked for and returns at once."""
+
+    async def __call__(self, secs: float) -> None:
+        self.append(secs)
+
+
+@pytest.fixture
+def server() -> Iterator[LoopbackServer]:
+    with LoopbackServer() as srv:
+        yield srv
+
+
+def _classify(status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+    return classify_status(status, headers, body, provider="p")
+
+
+def transport(server: LoopbackServer, sleep: FakeSleep, **kw: Any) -> HTTPTransport:
+    return HTTPTransport(base_url=server.url, headers={}, provider="p", classify=_classify,
+                         sleep=sleep, **kw)
+
+
+async def attempt(http: HTTPTransport, budget: RetryBudget) -> AsyncGenerator[StreamChunk, None]:
+    """The smallest adapter: each event's ``text`` becomes a TextChunk, an ``error`` event
+    is raised as the error its code means, and the end of the stream completes."""
+    response: httpx.Response | None = None
+    async for item in http.send("/x", budget.body, stream=True, budget=budget):
+        if isinstance(item, Retrying):
+            yield item
+        else:
+            response = item
+    assert response is not None
+    try:
+        texts: list[str] = []
+        async for _event, data in read_stream_errors(response, "p"):
+            event = json.loads(data)
+            if "error" in event:
+                raise _classify(event["error"]["code"], {}, data)
+            texts.append(event["text"])
+            yield TextChunk(event["text"])
+        yield Completed(ModelResponse(Message.assistant("".join(texts)), "end_turn", Usage()))
+    finally:
+        await response.aclose()
+
+
+async def run(http: HTTPTransport, budget: RetryBudget | None = None) -> list[StreamChunk]:
+    """All chunks of one request with both layers retrying; closes the transport."""
+    spend = budget or http.budget({"q": 1})
+    try:
+        return [c async for c in retry_before_first_chunk(lambda: attempt(http, spend),
+                                                          spend, http.sleep)]
+    finally:
+        await http.aclose()
+
+
+def error_event(code: int, message: str = "busy") -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+OK = Canned.sse([{"text": "ok"}], done=False)
+
+
+async def test_an_error_event_before_any_content_reopens_the_stream(server: LoopbackServer):
+    sleep = FakeSleep()
+    server.queue(Canned.sse([error_event(503)], done=False), OK)
+    chunks = await run(transport(server, sleep))
+    assert isinstance(chunks[0], Retrying) and chunks[0].attempt == 1 and "busy" in chunks[0].error
+    assert chunks[1] == TextChunk("ok") and isinstance(chunks[2], Completed)
+    assert len(server.requests) == 2 and len(sleep) == 1 and sleep[0] == chunks[0].wait_secs
+
+
+async def test_an_error_event_after_content_is_raised_without_a_retry(server: LoopbackServer):
+    sleep = FakeSleep()
+    server.queue(Canned.sse([{"text": "Hel"}, error_event(503)], done=False), OK)
+    seen: list[StreamChunk] = []
+    http = transport(server, sleep)
+    budget = http.budget({})
+    with pytest.raises(OverloadedError, match="busy"):
+        async for chunk in retry_before_first_chunk(lambda: attempt(http, budget), budget,
+                                                    sleep):
+            seen.append(chunk)
+    assert seen == [TextChunk("Hel")]
+    assert len(server.requests) == 1 and sleep == []
+    await http.aclose()
+
+
+async def test_an_error_event_that_is_not_retryable_is_raised_at_once(server: LoopbackServer):
+    sleep = FakeSleep()
+    server.queue(Canned.sse([error_event(400, "bad field")], done=False), OK)
+    with pytest.raises(BadRequestError, match="bad field"):
+        await run(transport(server, sleep))
+    assert len(server.requests) == 1 and sleep == []
+
+
+async def test_http_and_in_stream_retries_spend_one_budget(server: LoopbackServer):
+    sleep = FakeSleep()
+    busy = Canned.json(error_event(503), 503)
+    server.queue(busy, Canned.sse([error_event(503)], done=False), busy, OK)
+    http = transport(server, sleep, retry=RetryPolicy(max_retries=2))
+    budget = http.budget({})
+    seen: list[StreamChunk] = []
+    with pytest.raises(OverloadedError):
+        async for chunk in retry_before_first_chunk(lambda: attempt(http, budget), budget,
+                                                    sleep):
+            seen.append(chunk)
+    # Retry 1 by the transport (HTTP 503), retry 2 by the stream (an error event); the
+    # third attempt's 503 is past max_retries=2 whichever layer sees it.
+    assert [c.attempt for c in seen if isinstance(c, Retrying)] == [1, 2]
+    assert budget.attempts == 3 and len(server.requests) == 3 and len(sleep) == 2
+    await http.aclose()
+
+
+async def test_a_revised_body_is_what_both_layers_resend(server: LoopbackServer):
+    def revise(error: ProviderError, body: Any) -> Any:
+        return {**body, "retry": body["retry"] + 1}
+
+    sleep = FakeSleep()
+    server.queue(Canned.json(error_event(503), 503),
+                 Canned.sse([error_event(503)], done=False), OK)
+    http = transport(server, sleep)
+    chunks = await run(http, http.budget({"retry": 0}, revise))
+    assert isinstance(chunks[-1], Completed)
+    assert [b["retry"] for b in server.bodies()] == [0, 1, 2]
+
+
+async def test_a_retry_after_past_the_cap_is_named_once_through_both_layers(
+        server: LoopbackServer):
+    sleep = FakeSleep()
+    server.queue(Canned.json(error_event(429, "slow down"), 429, **{"retry-after": "3600"}))
+    with pytest.raises(RateLimitError) as caught:
+        await run(transport(server, sleep, retry=RetryPolicy(retry_after_cap=60)))
+    assert str(caught.value).count("retry_after_cap_secs=60s") == 1
+    assert len(server.requests) == 1 and sleep == []
+
+
+async def test_without_a_budget_the_transport_retries_on_its_own(server: LoopbackServer):
+    sleep = FakeSleep()
+    busy = Canned.json(error_event(503), 503)
+    server.queue(busy, busy, Canned.json({"ok": True}))
+    http = transport(server, sleep, retry=RetryPolicy(max_retries=2))
+    items = [item async for item in http.send("/x", {"q": 1}, stream=False)]
+    assert [i.attempt for i in items if isinstance(i, Retrying)] == [1, 2]
+    assert isinstance(items[-1], httpx.Response) and items[-1].json() == {"ok": True}
+    assert len(sleep) == 2
+    await http.aclose()

@@ -25,7 +25,7 @@ from tether.errors import (
     RateLimitError,
     ServerError,
 )
-from tether.events import RunFinished, TextDelta, ToolFinished
+from tether.events import ProviderRetry, RunFinished, TextDelta, ToolFinished
 from tether.messages import Image, Message, Reasoning, Text, ToolCall, ToolResult
 from tether.providers.base import (
     Completed,
@@ -40,7 +40,12 @@ from tether.providers.base import (
     complete,
 )
 from tether.providers.http import RetryPolicy, Timeouts
-from tether.providers.openai_chat import OpenAIChat
+from tether.providers.openai_chat import (
+    PARSE_RETRY_TEMPERATURE,
+    OpenAIChat,
+    is_fence_debris,
+    warmer_after_parse_error,
+)
 from tether.tools import ToolSpec
 
 ADD = ToolSpec("add", "Add two integers.", {
@@ -218,6 +223,47 @@ async def test_empty_content_beside_tool_calls_adds_no_text_part(server: Loopbac
     for response in (whole, streamed):
         assert [p.kind for p in response.message.parts] == ["tool_call"]
         assert response.message.text == ""
+
+
+@pytest.mark.parametrize(("text", "debris"), [
+    ("```json\n", True), ("```", True), ("\n```\n", True), ("```json\n```", True),
+    ("  \n", True), ("", True), ("``", True),
+    ("`ls`", False), ("json", False), ("Let me add them.", False),
+    ("Here:\n```json\n", False), ("`" * 40 + "!", False),
+])
+def test_fence_debris_is_only_whitespace_backticks_and_a_language_word(text: str,
+                                                                        debris: bool):
+    assert is_fence_debris(text) is debris
+
+
+async def test_code_fence_debris_beside_forced_tool_calls_is_dropped(server: LoopbackServer):
+    # llama-server with tool_choice "required" answers content "```json\n" beside the call.
+    server.queue(Canned.json(completion("```json\n", [wire_call("add", '{"a":2,"b":3}')],
+                                        finish="tool_calls")))
+    server.queue(Canned.sse([chunk({"content": "```json\n"}),
+                             chunk(tc_delta(0, '{"a":2,"b":3}', id="c", name="add")),
+                             chunk(finish="tool_calls")]))
+    model = chat(server, profile="llama-server")
+    _, whole = await collect(model, ask(tools=[ADD], tool_choice="required"))
+    _, streamed = await collect(model, ask(stream=True, tools=[ADD], tool_choice="required"))
+    for response in (whole, streamed):
+        assert [p.kind for p in response.message.parts] == ["tool_call"]
+        assert response.message.text == ""
+
+
+async def test_real_text_beside_tool_calls_is_kept(server: LoopbackServer):
+    server.queue(Canned.json(completion("Adding:\n```json\n",
+                                        [wire_call("add", '{"a":2,"b":3}')],
+                                        finish="tool_calls")))
+    _, response = await collect(chat(server), ask(tools=[ADD]))
+    assert [p.kind for p in response.message.parts] == ["text", "tool_call"]
+    assert response.message.text == "Adding:\n```json\n"
+
+
+async def test_fence_debris_without_tool_calls_stays_the_answer(server: LoopbackServer):
+    server.queue(Canned.json(completion("```")))
+    _, response = await collect(chat(server), ask())
+    assert response.message.text == "```"
 
 
 async def test_stop_beside_tool_calls_still_means_tool_calls(server: LoopbackServer):
@@ -521,6 +567,116 @@ async def test_llama_server_parse_error_is_retried_only_once(server: LoopbackSer
     assert len(server.requests) == 2
 
 
+LLAMA_PARSE_ERROR = error_body(
+    "The model produced output that does not match the expected tool call format",
+    code=500, type="server_error")
+
+
+async def test_a_parse_error_retry_carries_a_raised_temperature(server: LoopbackServer,
+                                                                waits: Waits):
+    server.queue(Canned.json(LLAMA_PARSE_ERROR, 500), Canned.json(completion("ok")))
+    response = await complete(chat(server, waits), ask(temperature=0.0))
+    assert response.message.text == "ok"
+    assert [b["temperature"] for b in server.bodies()] == [0.0, PARSE_RETRY_TEMPERATURE]
+
+
+@pytest.mark.parametrize(("asked", "retried"), [
+    (None, PARSE_RETRY_TEMPERATURE), (0.2, PARSE_RETRY_TEMPERATURE), (1.2, 1.2)])
+def test_the_parse_error_retry_temperature_is_at_least_the_floor(asked: float | None,
+                                                                 retried: float):
+    body: dict[str, Any] = {"model": "qwen"}
+    if asked is not None:
+        body["temperature"] = asked
+    error = ModelOutputParseError("does not match the expected format")
+    assert warmer_after_parse_error(error, body)["temperature"] == retried
+    assert warmer_after_parse_error(ServerError("boom"), body) is body
+
+
+async def test_a_streamed_parse_error_before_any_content_is_retried_warmer(
+        server: LoopbackServer, waits: Waits):
+    # llama-server, streaming, answers 200 and then sends the parse error as an event.
+    server.queue(Canned.sse([LLAMA_PARSE_ERROR], done=False),
+                 Canned.sse([chunk({"role": "assistant", "content": ""}),
+                             chunk({"content": "ok"}), chunk(finish="stop")]))
+    chunks = [c async for c in chat(server, waits).stream(ask(stream=True, temperature=0.0))]
+    assert isinstance(chunks[0], Retrying) and chunks[0].attempt == 1
+    assert "does not match the expected" in chunks[0].error
+    assert chunks[1] == TextChunk("ok")
+    assert isinstance(chunks[-1], Completed) and chunks[-1].response.message.text == "ok"
+    assert [b["temperature"] for b in server.bodies()] == [0.0, PARSE_RETRY_TEMPERATURE]
+    assert len(waits) == 1
+
+
+async def test_a_second_streamed_parse_error_is_raised(server: LoopbackServer, waits: Waits):
+    server.queue(Canned.sse([LLAMA_PARSE_ERROR], done=False),
+                 Canned.sse([LLAMA_PARSE_ERROR], done=False),
+                 Canned.sse([chunk({"content": "never"}), chunk(finish="stop")]))
+    with pytest.raises(ModelOutputParseError, match="does not match the expected"):
+        await collect(chat(server, waits), ask(stream=True))
+    assert len(server.requests) == 2 and len(waits) == 1
+
+
+async def test_a_parse_error_is_retried_once_across_http_and_stream(server: LoopbackServer,
+                                                                    waits: Waits):
+    # One parse-error retry per request, whether it came as HTTP 500 or inside a 200.
+    server.queue(Canned.json(LLAMA_PARSE_ERROR, 500),
+                 Canned.sse([LLAMA_PARSE_ERROR], done=False))
+    with pytest.raises(ModelOutputParseError):
+        await collect(chat(server, waits), ask(stream=True))
+    assert len(server.requests) == 2 and len(waits) == 1
+
+
+async def test_an_error_after_text_went_out_is_not_retried(server: LoopbackServer,
+                                                           waits: Waits):
+    server.queue(Canned.sse([chunk({"content": "The"}), LLAMA_PARSE_ERROR], done=False),
+                 Canned.sse([chunk({"content": "never"}), chunk(finish="stop")]))
+    seen: list[StreamChunk] = []
+    with pytest.raises(ModelOutputParseError):
+        async for c in chat(server, waits).stream(ask(stream=True)):
+            seen.append(c)
+    assert seen == [TextChunk("The")]
+    assert len(server.requests) == 1 and waits == []
+
+
+async def test_an_error_after_a_tool_call_delta_is_not_retried(server: LoopbackServer,
+                                                               waits: Waits):
+    server.queue(Canned.sse([chunk(tc_delta(0, '{"a":', id="c", name="add")),
+                             error_body("busy", code=503)], done=False))
+    with pytest.raises(OverloadedError, match="busy"):
+        await collect(chat(server, waits), ask(stream=True, tools=[ADD]))
+    assert len(server.requests) == 1 and waits == []
+
+
+async def test_retries_in_a_stream_and_over_http_share_one_budget(server: LoopbackServer,
+                                                                  waits: Waits):
+    # max_retries=2 is two retries for the request, not two per layer.
+    server.queue(Canned.json(error_body("busy"), 503),
+                 Canned.sse([error_body("busy", code=503)], done=False),
+                 Canned.json(error_body("busy"), 503),
+                 Canned.sse([chunk({"content": "never"}), chunk(finish="stop")]))
+    chunks: list[StreamChunk] = []
+    with pytest.raises(OverloadedError):
+        async for c in chat(server, waits, retry=RetryPolicy(max_retries=2)).stream(
+                ask(stream=True)):
+            chunks.append(c)
+    assert [c.attempt for c in chunks if isinstance(c, Retrying)] == [1, 2]
+    assert len(server.requests) == 3 and len(waits) == 2
+
+
+async def test_an_agent_stream_reports_the_streamed_parse_error_retry(server: LoopbackServer,
+                                                                      waits: Waits):
+    server.queue(Canned.sse([LLAMA_PARSE_ERROR], done=False),
+                 Canned.sse([chunk({"content": "The sum is 5."}), chunk(finish="stop")]))
+    agent = Agent(model=chat(server, waits), temperature=0.0)
+    events = [e async for e in agent.stream("What is 2+3?")]
+    retries = [e for e in events if isinstance(e, ProviderRetry)]
+    assert len(retries) == 1 and retries[0].attempt == 1
+    assert "does not match the expected" in retries[0].error
+    assert isinstance(events[-1], RunFinished) and events[-1].result.text == "The sum is 5."
+    assert [b["temperature"] for b in server.bodies()] == [0.0, PARSE_RETRY_TEMPERATURE]
+    await agent.aclose()
+
+
 async def test_429_with_retry_after_waits_that_long_then_succeeds(server: LoopbackServer,
                                                                   waits: Waits):
     server.queue(Canned.json(error_body("Rate limit reached"), 429, **{"retry-after": "2"}),
@@ -574,7 +730,17 @@ async def test_an_error_inside_a_200_answer_is_raised_as_its_kind(server: Loopba
     # OpenRouter reports upstream failures this way.
     server.queue(Canned.json(error_body("Provider returned error", code=429)))
     with pytest.raises(RateLimitError, match="Provider returned error"):
-        await complete(chat(server), ask())
+        await complete(chat(server, retry=RetryPolicy(max_retries=0)), ask())
+
+
+async def test_a_retryable_error_inside_a_200_answer_is_retried(server: LoopbackServer,
+                                                                waits: Waits):
+    server.queue(Canned.json(error_body("Provider returned error", code=429)),
+                 Canned.json(completion("ok")))
+    chunks = [c async for c in chat(server, waits).stream(ask())]
+    assert isinstance(chunks[0], Retrying) and "Provider returned error" in chunks[0].error
+    assert isinstance(chunks[-1], Completed) and chunks[-1].response.message.text == "ok"
+    assert len(server.requests) == 2 and len(waits) == 1
 
 
 async def test_an_error_event_mid_stream_is_raised_as_its_kind(server: LoopbackServer):

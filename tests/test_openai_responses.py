@@ -584,8 +584,9 @@ async def test_response_failed_mid_stream_raises_the_typed_error(
 async def test_an_error_event_in_the_stream_raises_the_typed_error(server: LoopbackServer):
     server.queue(sse(created(), ev("error", code="rate_limit_exceeded",
                                    message="Too many tokens per minute.", param=None)))
+    # No retries: an error before any content would otherwise be retried (it is retryable).
     with pytest.raises(RateLimitError, match="Too many tokens per minute"):
-        await chunks_of(provider(server), ask(stream=True))
+        await chunks_of(provider(server, retry=RetryPolicy(max_retries=0)), ask(stream=True))
 
 
 async def test_a_failed_non_streamed_response_raises_the_typed_error(server: LoopbackServer):

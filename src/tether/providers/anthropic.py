@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -67,6 +67,7 @@ from tether.providers.base import (
 )
 from tether.providers.http import (
     HTTPTransport,
+    RetryBudget,
     RetryPolicy,
     Sleep,
     Timeouts,
@@ -76,6 +77,7 @@ from tether.providers.http import (
     parse_retry_after,
     read_stream_errors,
     resolve_api_key,
+    retry_before_first_chunk,
 )
 from tether.tools import ToolSpec
 
@@ -166,10 +168,24 @@ class Anthropic:
         await self._transport.aclose()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        """Send ``request``; yield text, reasoning and tool-call deltas, then ``Completed``."""
-        body = request_body(request, self.model, self.max_tokens_default)
+        """Send ``request``; yield text, reasoning and tool-call deltas, then ``Completed``.
+
+        A retryable error before any content is retried, as an HTTP status or inside the
+        200 (an ``overloaded_error`` event right after ``message_start``, which yields
+        nothing): see ``retry_before_first_chunk``.
+        """
+        budget = self._transport.budget(request_body(request, self.model,
+                                                     self.max_tokens_default))
+        async for chunk in retry_before_first_chunk(
+                lambda: self._attempt(request, budget), budget, self._transport.sleep):
+            yield chunk
+
+    async def _attempt(
+        self, request: ModelRequest, budget: RetryBudget
+    ) -> AsyncGenerator[StreamChunk, None]:
         response: httpx.Response | None = None
-        async for item in self._transport.send("/v1/messages", body, stream=request.stream):
+        async for item in self._transport.send("/v1/messages", budget.body,
+                                               stream=request.stream, budget=budget):
             if isinstance(item, httpx.Response):
                 response = item
             else:

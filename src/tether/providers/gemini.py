@@ -35,7 +35,7 @@ import base64
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -75,6 +75,7 @@ from tether.providers.base import (
 )
 from tether.providers.http import (
     HTTPTransport,
+    RetryBudget,
     RetryPolicy,
     Sleep,
     Timeouts,
@@ -83,6 +84,7 @@ from tether.providers.http import (
     parse_retry_after,
     read_stream_errors,
     resolve_api_key,
+    retry_before_first_chunk,
 )
 from tether.tools import ToolSpec
 
@@ -166,14 +168,26 @@ class Gemini:
         await self._transport.aclose()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        """Send ``request``; yield text, reasoning and tool-call deltas, then ``Completed``."""
-        body = request_body(request)
+        """Send ``request``; yield text, reasoning and tool-call deltas, then ``Completed``.
+
+        A retryable error before any content is retried, as an HTTP status or inside the
+        200 (an error object before the first candidate): see ``retry_before_first_chunk``.
+        """
+        budget = self._transport.budget(request_body(request))
+        async for chunk in retry_before_first_chunk(
+                lambda: self._attempt(request, budget), budget, self._transport.sleep):
+            yield chunk
+
+    async def _attempt(
+        self, request: ModelRequest, budget: RetryBudget
+    ) -> AsyncGenerator[StreamChunk, None]:
         if request.stream:
             path, params = f"/models/{self.model}:streamGenerateContent", {"alt": "sse"}
         else:
             path, params = f"/models/{self.model}:generateContent", None
         response: httpx.Response | None = None
-        async for item in self._transport.send(path, body, stream=request.stream, params=params):
+        async for item in self._transport.send(path, budget.body, stream=request.stream,
+                                               params=params, budget=budget):
             if isinstance(item, httpx.Response):
                 response = item
             else:

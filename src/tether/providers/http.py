@@ -2,7 +2,14 @@
 
 One retry policy for all adapters: 429, 503, 529 and transport errors are retried with
 exponential backoff, honouring Retry-After up to a cap; a Retry-After beyond the cap fails
-at once, naming the wait. Everything else fails on the first error.
+at once, naming the wait; a model-output parse error (llama-server's 500) is retried once.
+Everything else fails on the first error.
+
+A request is retried at two layers: ``HTTPTransport.send`` retries errors that come before
+a response starts, and ``retry_before_first_chunk`` re-opens a stream when the error comes
+inside a 200 before any content (a streamed llama-server parse error, an Anthropic
+``overloaded_error`` event). Both spend one ``RetryBudget`` per request, so a request makes
+at most ``1 + max_retries`` attempts whichever layer saw its failures.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import json
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +42,7 @@ from tether.errors import (
     RateLimitError,
     ServerError,
 )
-from tether.providers.base import Retrying
+from tether.providers.base import Retrying, StreamChunk
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +62,110 @@ class RetryPolicy:
 
 
 Sleep = Callable[[float], Awaitable[None]]
+
+Revise = Callable[[ProviderError, Any], Any]
+"""How a request body changes for the attempt after ``error`` (return it unchanged to resend
+it as it was)."""
+
+
+def retry_wait(
+    policy: RetryPolicy, error: ProviderError, attempt: int, parse_retries: int
+) -> float | None:
+    """Seconds to wait after attempt number ``attempt`` failed with ``error``, or None to
+    give up now. ``parse_retries`` is how many model-output parse errors were retried already.
+
+    A Retry-After beyond the cap gives up and names the wait in the error's message.
+    """
+    if not error.retryable or attempt > policy.max_retries:
+        return None
+    if isinstance(error, ModelOutputParseError) and parse_retries >= 1:
+        return None
+    retry_after = getattr(error, "retry_after", None)
+    if retry_after is not None:
+        if retry_after > policy.retry_after_cap:
+            # Waiting longer than the cap would look like a hang: fail now, name the wait.
+            error.args = (
+                f"{error.message} (the provider asked to retry after {retry_after:g}s, "
+                f"more than retry_after_cap_secs={policy.retry_after_cap:g}s)",
+            )
+            return None
+        return float(retry_after)
+    return policy.backoff(attempt)
+
+
+class RetryBudget:
+    """One request's attempts against its ``RetryPolicy``, and the body the next one sends.
+
+    Shared by every layer that retries the request (``HTTPTransport.send`` before a
+    response, ``retry_before_first_chunk`` inside a 200), so the request makes at most
+    ``1 + policy.max_retries`` attempts in all and retries a ``ModelOutputParseError`` at
+    most once, whichever layer saw the failures. ``attempts`` counts the requests sent.
+    ``revise`` gives the body for the attempt after an error (``OpenAIChat`` raises the
+    temperature after a parse error); without it every attempt sends the same body.
+    """
+
+    __slots__ = ("_refused", "_revise", "attempts", "body", "parse_retries", "policy")
+
+    def __init__(self, policy: RetryPolicy, body: Any, revise: Revise | None = None) -> None:
+        self.policy = policy
+        self.body = body
+        self.attempts = 0
+        self.parse_retries = 0
+        self._revise = revise
+        self._refused: ProviderError | None = None
+
+    def wait_for(self, error: ProviderError) -> float | None:
+        """The current attempt failed with ``error``: seconds to wait before the next one,
+        or None to give up. Deciding to retry spends the budget and revises the body."""
+        if error is self._refused:
+            # The transport gave up on it and it surfaced through the stream: one verdict
+            # per error (a second would also name a Retry-After wait twice).
+            return None
+        wait = retry_wait(self.policy, error, self.attempts, self.parse_retries)
+        if wait is None:
+            self._refused = error
+            return None
+        if isinstance(error, ModelOutputParseError):
+            self.parse_retries += 1
+        if self._revise is not None:
+            self.body = self._revise(error, self.body)
+        return wait
+
+
+async def retry_before_first_chunk(
+    open_stream: Callable[[], AsyncGenerator[StreamChunk, None]],
+    budget: RetryBudget,
+    sleep: Sleep,
+) -> AsyncIterator[StreamChunk]:
+    """The chunks of ``open_stream()``, opened again when it raises a retryable
+    ``ProviderError`` before any content came out.
+
+    Content is any chunk but a ``Retrying`` notice (text, reasoning, a tool call,
+    ``Completed``): once some has gone to the caller a retry would repeat it, so a later
+    error is raised as it is. Before that, the error (an error event inside a streamed 200,
+    an error object in a 200 body, a stream that broke or stalled before its first token)
+    is retried by ``budget``'s rules, announced with a ``Retrying`` notice.
+    ``open_stream`` must send ``budget.body`` through ``HTTPTransport.send(...,
+    budget=budget)`` so both layers spend the same budget.
+    """
+    while True:
+        chunks = open_stream()
+        content = False
+        try:
+            async for chunk in chunks:
+                content = content or not isinstance(chunk, Retrying)
+                yield chunk
+            return
+        except ProviderError as error:
+            wait = None if content else budget.wait_for(error)
+            if wait is None:
+                raise
+            notice = Retrying(budget.attempts, wait, str(error))
+        finally:
+            await chunks.aclose()
+        # Only a retried error gets here: a finished stream returned, any other error raised.
+        yield notice
+        await sleep(wait)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +212,7 @@ class HTTPTransport:
         self.classify = classify
         self.retry = retry
         self.timeouts = timeouts
-        self._sleep = sleep
+        self.sleep = sleep
         self._client = client
 
     @property
@@ -121,6 +232,10 @@ class HTTPTransport:
             await self._client.aclose()
             self._client = None
 
+    def budget(self, body: Any, revise: Revise | None = None) -> RetryBudget:
+        """A fresh ``RetryBudget`` for one request with this transport's policy."""
+        return RetryBudget(self.retry, body, revise)
+
     async def send(
         self,
         path: str,
@@ -129,30 +244,35 @@ class HTTPTransport:
         stream: bool,
         params: Mapping[str, str] | None = None,
         extra_headers: Mapping[str, str] | None = None,
+        budget: RetryBudget | None = None,
     ) -> AsyncIterator[Retrying | httpx.Response]:
         """POST ``body`` as JSON; yields ``Retrying`` notices, then the successful response.
 
-        With ``stream=True`` the response is open and the caller must close it.
+        With ``stream=True`` the response is open and the caller must close it. ``budget``
+        is the request's budget when another layer retries it too (pass ``budget.body`` as
+        ``body``); each retry then sends the budget's body as revised for it. Without one
+        the request has a budget of its own.
         """
         url = f"{self.base_url}{path}"
-        content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        if budget is None:
+            budget = self.budget(body)
         headers = {"content-type": "application/json"}
         if extra_headers:
             headers.update(extra_headers)
-        attempt = 0
-        parse_retries = 0
+        content = _encode(body)
         while True:
-            attempt += 1
+            budget.attempts += 1
             try:
                 response = await self._post(url, content, headers, params, stream)
             except ProviderError as error:
-                wait = self._wait_for(error, attempt, parse_retries)
+                wait = budget.wait_for(error)
                 if wait is None:
                     raise
-                if isinstance(error, ModelOutputParseError):
-                    parse_retries += 1
-                yield Retrying(attempt, wait, str(error))
-                await self._sleep(wait)
+                yield Retrying(budget.attempts, wait, str(error))
+                await self.sleep(wait)
+                if budget.body is not body:
+                    body = budget.body
+                    content = _encode(body)
                 continue
             yield response
             return
@@ -185,23 +305,9 @@ class HTTPTransport:
             raise self.classify(response.status_code, response.headers, response.text)
         return response
 
-    def _wait_for(self, error: ProviderError, attempt: int, parse_retries: int) -> float | None:
-        """Seconds to wait before the next attempt, or None to give up now."""
-        if not error.retryable or attempt > self.retry.max_retries:
-            return None
-        if isinstance(error, ModelOutputParseError) and parse_retries >= 1:
-            return None
-        retry_after = getattr(error, "retry_after", None)
-        if retry_after is not None:
-            if retry_after > self.retry.retry_after_cap:
-                # Waiting longer than the cap would look like a hang: fail now, name the wait.
-                error.args = (
-                    f"{error.message} (the provider asked to retry after {retry_after:g}s, "
-                    f"more than retry_after_cap_secs={self.retry.retry_after_cap:g}s)",
-                )
-                return None
-            return float(retry_after)
-        return self.retry.backoff(attempt)
+
+def _encode(body: Any) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:

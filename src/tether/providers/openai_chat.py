@@ -16,7 +16,8 @@ import asyncio
 import copy
 import hashlib
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+import re
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -25,6 +26,7 @@ from tether.errors import (
     ConfigError,
     ContextOverflowError,
     MalformedResponseError,
+    ModelOutputParseError,
     ProviderError,
 )
 from tether.messages import (
@@ -52,12 +54,14 @@ from tether.providers.base import (
 )
 from tether.providers.http import (
     HTTPTransport,
+    RetryBudget,
     RetryPolicy,
     Sleep,
     Timeouts,
     classify_status,
     read_stream_errors,
     resolve_api_key,
+    retry_before_first_chunk,
 )
 from tether.providers.profiles import OpenAICompatProfile, profile_for
 from tether.tools import ToolSpec
@@ -85,6 +89,13 @@ _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 # How long to wait for the end of a body after ``[DONE]`` (it normally comes in the same read).
 _DRAIN_SECS = 1.0
+
+# The lowest temperature the retry after a model-output parse error samples at.
+PARSE_RETRY_TEMPERATURE = 0.7
+
+# Code-fence debris: whitespace, runs of backticks, a fence's language word (```json). The
+# group is atomic so a long run of backticks cannot make the match backtrack exponentially.
+_FENCE_DEBRIS = re.compile(r"(?>\s+|`{3,}[\w.+-]*|`+)*")
 
 
 class OpenAIChat:
@@ -152,10 +163,25 @@ class OpenAIChat:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Send ``request``; yield text, reasoning and tool-call deltas as they arrive (when
-        ``request.stream``), retry notices, and finally ``Completed``."""
-        body = self.request_body(request)
+        ``request.stream``), retry notices, and finally ``Completed``.
+
+        A retryable error before any content is retried, whether it came as an HTTP status
+        or inside a 200 (llama-server streams its parse error as an ``error`` event). The
+        retry after a ``ModelOutputParseError`` samples warmer: it carries
+        ``temperature = max(PARSE_RETRY_TEMPERATURE, the request's)``, because a server at
+        temperature 0 would produce the same unparseable output again.
+        """
+        budget = self._transport.budget(self.request_body(request), warmer_after_parse_error)
+        async for chunk in retry_before_first_chunk(
+                lambda: self._attempt(request, budget), budget, self._transport.sleep):
+            yield chunk
+
+    async def _attempt(
+        self, request: ModelRequest, budget: RetryBudget
+    ) -> AsyncGenerator[StreamChunk, None]:
         response: httpx.Response | None = None
-        async for item in self._transport.send("/chat/completions", body, stream=request.stream):
+        async for item in self._transport.send("/chat/completions", budget.body,
+                                               stream=request.stream, budget=budget):
             if isinstance(item, Retrying):
                 yield item
             else:
@@ -231,7 +257,7 @@ class OpenAIChat:
                                   _arguments_text(function.get("arguments"))))
         text = _content_text(message.get("content"))
         refusal = message.get("refusal")
-        if text and not (calls and not text.strip()):
+        if text and not (calls and is_fence_debris(text)):
             parts.append(Text(text))
         elif isinstance(refusal, str) and refusal:
             parts.append(Text(refusal))
@@ -328,7 +354,7 @@ class OpenAIChat:
                                    provider_data={"field": thought_field}))
         tool_calls = calls.finish()
         text = "".join(texts)
-        if text and not (tool_calls and not text.strip()):
+        if text and not (tool_calls and is_fence_debris(text)):
             parts.append(Text(text))
         elif refusal:
             parts.append(Text("".join(refusal)))
@@ -509,6 +535,18 @@ def _content_text(content: Any) -> str:
     return ""
 
 
+def is_fence_debris(text: str) -> bool:
+    """Whether ``text`` is only whitespace and code-fence debris (backticks, a fence's
+    language word such as ``json``).
+
+    llama-server asked for ``tool_choice: "required"`` answers ``content: "```json\\n"``
+    beside the call: the fence the model opened around it. Beside tool calls such text is
+    left out of the message (a stream has already yielded it as a delta); any real text
+    is kept.
+    """
+    return _FENCE_DEBRIS.fullmatch(text) is not None
+
+
 def _arguments_text(arguments: Any) -> str:
     if isinstance(arguments, str):
         return arguments
@@ -578,6 +616,21 @@ async def _drain(events: AsyncIterator[Any]) -> None:
 # --- errors ------------------------------------------------------------------------------
 
 
+def warmer_after_parse_error(error: ProviderError, body: dict[str, Any]) -> dict[str, Any]:
+    """The body for the retry after ``error``: after a ``ModelOutputParseError``, with the
+    temperature raised to at least ``PARSE_RETRY_TEMPERATURE``; otherwise unchanged.
+
+    llama-server at temperature 0 (tether's local default) is deterministic: the same
+    request would get the same unparseable output. A body without a temperature gets one
+    too, since the server's own default may be 0 (``--temp 0``).
+    """
+    if not isinstance(error, ModelOutputParseError):
+        return body
+    current = body.get("temperature")
+    floor = current if isinstance(current, int | float) else 0.0
+    return {**body, "temperature": max(PARSE_RETRY_TEMPERATURE, floor)}
+
+
 def _classify(status: int, headers: Mapping[str, str], body: str) -> ProviderError:
     error = classify_status(status, headers, body, provider=NAME)
     if (not isinstance(error, ContextOverflowError) and status in (400, 413, 422, 500)
@@ -596,4 +649,5 @@ def _stream_error(data: Mapping[str, Any]) -> ProviderError:
     return _classify(status, {}, json.dumps(data))
 
 
-__all__ = ["NAME", "OpenAIChat", "wire_messages"]
+__all__ = ["NAME", "PARSE_RETRY_TEMPERATURE", "OpenAIChat", "is_fence_debris",
+           "warmer_after_parse_error", "wire_messages"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +57,7 @@ from tether.providers.base import (
 )
 from tether.providers.http import (
     HTTPTransport,
+    RetryBudget,
     RetryPolicy,
     Sleep,
     Timeouts,
@@ -64,6 +65,7 @@ from tether.providers.http import (
     load_json,
     read_stream_errors,
     resolve_api_key,
+    retry_before_first_chunk,
 )
 from tether.tools import ToolSpec
 
@@ -137,11 +139,24 @@ class OpenAIResponses:
         await self._transport.aclose()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        """Send ``request``; yield text, reasoning and tool-call deltas, then ``Completed``."""
-        body = build_body(request, model=self.model, store=self.store,
-                          include_encrypted=self._include_encrypted(), reasoning=self.reasoning)
+        """Send ``request``; yield text, reasoning and tool-call deltas, then ``Completed``.
+
+        A retryable error before any content is retried, as an HTTP status or inside the
+        200 (an ``error`` event before the first delta): see ``retry_before_first_chunk``.
+        """
+        budget = self._transport.budget(build_body(
+            request, model=self.model, store=self.store,
+            include_encrypted=self._include_encrypted(), reasoning=self.reasoning))
+        async for chunk in retry_before_first_chunk(
+                lambda: self._attempt(request, budget), budget, self._transport.sleep):
+            yield chunk
+
+    async def _attempt(
+        self, request: ModelRequest, budget: RetryBudget
+    ) -> AsyncGenerator[StreamChunk, None]:
         response: httpx.Response | None = None
-        async for item in self._transport.send("/responses", body, stream=request.stream):
+        async for item in self._transport.send("/responses", budget.body,
+                                               stream=request.stream, budget=budget):
             if isinstance(item, httpx.Response):
                 response = item
             else:
