@@ -211,20 +211,22 @@ def _eight_tools() -> list[Tool]:
 # inside a 200 stream. At temperature 0 a retry produces the same output.
 
 
-async def test_output_the_server_cannot_parse_is_a_parse_error_retried_once(
-        server: LocalServer) -> None:
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "streamed"])
+async def test_output_the_server_cannot_parse_is_a_typed_error_retried_warmer_once(
+        server: LocalServer, streamed: bool) -> None:
     async with _agent(server, _eight_tools()) as agent:
-        with pytest.raises(ModelOutputParseError, match="does not match the expected") as info:
-            await agent.run(PROMPT)
-    result = info.value.result  # type: ignore[attr-defined]
-    assert result.stop_cause == "error"
-    assert len([e for e in result.events if isinstance(e, ProviderRetry)]) == 1
-
-
-async def test_a_streamed_parse_failure_is_the_same_typed_error(server: LocalServer) -> None:
-    async with _agent(server, _eight_tools()) as agent:
-        events = [e async for e in agent.stream(PROMPT)]
-    finished = events[-1]
-    assert isinstance(finished, RunFinished)
-    assert finished.result.stop_cause == "error"
-    assert isinstance(finished.result.error, ModelOutputParseError)
+        if streamed:
+            finished = [e async for e in agent.stream(PROMPT)][-1]
+            assert isinstance(finished, RunFinished)
+            result = finished.result
+        else:
+            try:
+                result = await agent.run(PROMPT)
+            except ModelOutputParseError as e:
+                result = e.result  # type: ignore[attr-defined]
+    # The retry samples at temperature 0.7, so it may parse this time or fail again; either
+    # way it happened exactly once, and a second failure is the typed error.
+    retries = [e for e in result.events if isinstance(e, ProviderRetry)]
+    assert len(retries) == 1 and "does not match the expected" in retries[0].error
+    if result.stop_cause == "error":
+        assert isinstance(result.error, ModelOutputParseError)
