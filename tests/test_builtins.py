@@ -278,6 +278,21 @@ async def test_write_file_refuses_every_escape_and_writes_nothing(ws: Path) -> N
     assert snapshot(ws.parent) == before
 
 
+async def test_tools_may_not_change_the_agents_own_config_or_git_internals(ws: Path) -> None:
+    (ws / "tether.toml").write_text('[security]\ntrifecta = "block"\n')
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    before = snapshot(ws)
+    for path in ("tether.toml", "./tether.toml", "src/../tether.toml", ".git/hooks/pre-commit",
+                 ".git/config", "sub/.git/hooks/post-checkout"):
+        out = await call(write_file, ws, path=path, content="pwned")
+        assert out.is_error and ("own configuration" in out.content or ".git" in out.content), path
+    edit = await call(edit_file, ws, path="tether.toml", old_text='"block"', new_text='"allow"')
+    assert edit.is_error and "security policy" in edit.content
+    assert snapshot(ws) == before
+    # A tether.toml deeper in the workspace is an ordinary file (only the workspace's own is).
+    assert not (await call(write_file, ws, path="docs/tether.toml", content="x")).is_error
+
+
 async def test_edit_file_replaces_exactly_one_occurrence(ws: Path) -> None:
     out = await call(edit_file, ws, path="src/app.py", old_text="return 42",
                      new_text="return 43")

@@ -17,7 +17,14 @@ from typing import IO
 from tether.tools import Tool, ToolContext, ToolOutput, tool
 from tether.trust import Capabilities
 
-from .workspace import Confined, WorkspaceError, confine, is_inside, open_confined
+from .workspace import (
+    Confined,
+    WorkspaceError,
+    confine,
+    is_inside,
+    open_confined,
+    refuse_protected,
+)
 
 PRIVATE = Capabilities(private_data=True)
 DESTRUCTIVE = Capabilities(destructive=True)
@@ -245,6 +252,7 @@ def _write_file(ctx: ToolContext, path: str, content: str) -> ToolOutput:
     """
     try:
         target = confine(ctx.workspace, path)
+        refuse_protected(target)
         if target.path.is_dir():
             return _error(f"{target.shown} is a directory")
         existed = target.path.exists()
@@ -279,6 +287,7 @@ def _edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str) -> Too
                       "(use write_file to create a file)")
     try:
         target = confine(ctx.workspace, path)
+        refuse_protected(target)
         if not target.path.is_file():
             return _error(f"{target.shown} is not a file; use write_file to create it")
         with open_confined(target, "r") as f:

@@ -53,6 +53,25 @@ def confine(workspace: Path, requested: str) -> Confined:
                          f"File tools only reach paths inside the workspace ({root}).")
 
 
+# Paths inside the workspace that no tool may change: the agent's own configuration (its
+# security policy: a write there would let the model widen its own tether), and git's
+# internals (hooks are code that runs later, outside the gate).
+PROTECTED_FILES = frozenset({"tether.toml"})
+PROTECTED_DIRS = frozenset({".git"})
+
+
+def refuse_protected(confined: Confined) -> None:
+    """``WorkspaceError`` when a write would change a protected path (see above)."""
+    parts = Path(confined.shown).parts
+    if confined.shown in PROTECTED_FILES:
+        raise WorkspaceError(f"{confined.shown} holds the agent's own configuration, including "
+                             f"its security policy; tools may not change it. Ask the user to "
+                             f"edit it.")
+    if any(part in PROTECTED_DIRS for part in parts):
+        raise WorkspaceError(f"{confined.shown} is inside .git; tools may not change git's "
+                             f"internals (hooks there run as code).")
+
+
 def _why(root: Path, given: Path) -> str:
     if given.is_absolute():
         lexical = Path(os.path.normpath(given))
