@@ -131,6 +131,7 @@ class Agent:
         self._static: dict[str, Tool] | None = None
         # What starting the sources (MCP servers) had to say; the next run emits it.
         self.start_notices: list[ev.Notice] = []
+        self._shadowed: set[str] = set()
         self.subagents = list(subagents)
         if self.subagents:
             from tether.subagents import delegation_tools
@@ -158,10 +159,21 @@ class Agent:
         for source in self._sources:
             if isinstance(source, Tool):
                 current[source.name] = source
-            else:
-                dynamic = True
-                for t in source.tools():
-                    current.setdefault(t.name, t)
+        for source in self._sources:
+            if isinstance(source, Tool):
+                continue
+            dynamic = True
+            for t in source.tools():
+                if t.name not in current:
+                    current[t.name] = t
+                elif current[t.name] is not t and t.name not in self._shadowed:
+                    # Never silently: the first tool of a name keeps it (your own tools
+                    # before any server's), and the user hears about the other one.
+                    self._shadowed.add(t.name)
+                    self.start_notices.append(ev.Notice(
+                        "warning", f"two tools are named {t.name!r}; the one from "
+                                   f"{getattr(source, 'name', source)!r} is not offered",
+                        source="tools"))
         if not dynamic:
             self._static = current
         return current
