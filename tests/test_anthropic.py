@@ -10,11 +10,12 @@ import asyncio
 import json
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from tests.conftest import FakeSleep
 from tests.servers.http import Canned, LoopbackServer
 from tether.agent import Agent
 from tether.errors import (
@@ -54,25 +55,10 @@ WEATHER = ToolSpec("get_weather", "Get the weather for a city.",
                     "required": ["city"]})
 
 
-class FakeSleep:
-    """Records the waits the retry policy asked for; never waits."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
-@pytest.fixture
-def server() -> Iterator[LoopbackServer]:
-    with LoopbackServer() as srv:
-        yield srv
 
 
-@pytest.fixture
-def sleep() -> FakeSleep:
-    return FakeSleep()
 
 
 _OPENED: list[Anthropic] = []
@@ -679,7 +665,7 @@ async def test_abandoning_a_stream_closes_its_connection(server):
     stall = threading.Event()
     server.queue(sse(start(), block(0, {"type": "text", "text": ""}),
                      delta(0, type="text_delta", text="Hel"), stall,
-                     *[delta(0, type="text_delta", text="lo")] * 50, stop_block(0),
+                     *[delta(0, type="text_delta", text="lo")] * 2000, stop_block(0),
                      *finish("end_turn", 2)))
     chunks = claude(server).stream(ask(stream=True))
     assert await anext(chunks) == TextChunk("Hel")

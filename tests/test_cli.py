@@ -6,10 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.servers.http import Canned, LoopbackServer, Recorded
 
@@ -33,10 +30,6 @@ def answer(text: str) -> Canned:
     return completion({"content": text}, "stop")
 
 
-@pytest.fixture
-def server() -> Iterator[LoopbackServer]:
-    with LoopbackServer() as srv:
-        yield srv
 
 
 def workspace(tmp_path: Path, base_url: str, extra: str = "") -> Path:

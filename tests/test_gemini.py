@@ -8,11 +8,11 @@ wait through a fake ``sleep`` that only records.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.conftest import FakeSleep
 from tests.servers.http import Canned, LoopbackServer
 from tether.agent import Agent, StopCause
 from tether.errors import (
@@ -55,25 +55,10 @@ SIG_A = "CusBAXLI2nxjqlNFmkZhFvBKYO2Qbvj3E+G7N6Bml=="
 SIG_B = "Cu4BAXLI2nycYMBX9tXHnlLYlEcsaa/06Vuho7Z=="
 
 
-class FakeSleep:
-    """Records the waits the retry policy asked for; never waits."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
-@pytest.fixture
-def server() -> Iterator[LoopbackServer]:
-    with LoopbackServer() as srv:
-        yield srv
 
 
-@pytest.fixture
-def sleep() -> FakeSleep:
-    return FakeSleep()
 
 
 def gemini(srv: LoopbackServer, sleep: FakeSleep | None = None, **kw: Any) -> Gemini:

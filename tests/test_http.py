@@ -6,7 +6,7 @@ from __future__ import annotations
 import email.utils
 import json
 import time
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import httpx
@@ -170,10 +170,6 @@ class FakeSleep(list[float]):
         self.append(secs)
 
 
-@pytest.fixture
-def server() -> Iterator[LoopbackServer]:
-    with LoopbackServer() as srv:
-        yield srv
 
 
 def _classify(status: int, headers: Mapping[str, str], body: str) -> ProviderError:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.conftest import FakeSleep
 from tests.servers.http import Canned, LoopbackServer
 from tether import Agent, tool
 from tether.errors import (
@@ -44,20 +44,8 @@ WEATHER = ToolSpec("get_weather", "Weather for a city.",
                     "required": ["city"]})
 
 
-class FakeSleep:
-    """Records the waits the retry policy asked for, without waiting."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
-@pytest.fixture
-def server() -> Iterator[LoopbackServer]:
-    with LoopbackServer() as srv:
-        yield srv
 
 
 def provider(srv: LoopbackServer, model: str = "gpt-5-mini", **kw: Any) -> OpenAIResponses:

@@ -7,7 +7,7 @@ protocol; the server answers by calling whichever answering tool it was offered.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -83,10 +83,6 @@ ADAPTERS: dict[str, tuple[Callable[[str], Provider], Callable[[Recorded], tuple[
 }
 
 
-@pytest.fixture
-def server() -> Iterator[LoopbackServer]:
-    with LoopbackServer() as srv:
-        yield srv
 
 
 @pytest.mark.parametrize("wire", sorted(ADAPTERS))
