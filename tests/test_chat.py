@@ -253,3 +253,47 @@ def test_chat_on_a_paused_session_asks_for_the_paused_call_first(tmp_path: Path)
     assert done.stdout == "Written at last.\n"
     assert (tmp_path / "late.txt").read_text() == "late"
     assert Session.load("waiting", SQLiteStore(tmp_path / "sessions.db")).pending is None
+
+
+def test_ctrl_c_during_a_turn_stops_that_turn_and_the_chat_goes_on(tmp_path: Path) -> None:
+    import signal
+    import threading
+
+    gate = threading.Event()
+    call = {"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [{
+        "index": 0, "finish_reason": None, "delta": {"tool_calls": [{
+            "index": 0, "id": "call_1", "type": "function",
+            "function": {"name": "read_file", "arguments": "{\"path\": \"notes.txt\"}"}}]}}]}
+    done = {**call, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+    with LoopbackServer() as server:
+        server.queue(Canned.sse([gate, call, done]), answer("Back again."))
+        env = workspace(tmp_path, server.url)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tether.cli", "-w", str(tmp_path), "chat"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=tmp_path, env=env)
+        try:
+            assert proc.stdin is not None and proc.stderr is not None
+            proc.stdin.write("read my notes\n")
+            proc.stdin.flush()
+            with server.received:
+                assert server.received.wait_for(lambda: len(server.requests) == 1, timeout=WAIT)
+            proc.send_signal(signal.SIGINT)
+            seen = ""
+            while "interrupting" not in seen:
+                line = proc.stderr.readline()
+                assert line, f"chat exited early: {seen}"
+                seen += line
+            gate.set()
+            out, err = proc.communicate("hello again\n/exit\n", timeout=WAIT)
+        finally:
+            gate.set()
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, seen + err
+    assert "stopped: interrupted" in err
+    assert out == "Back again.\n"
+    # The interrupted turn's read_file never ran; the next turn's request carries the
+    # "not run" result, so the conversation stayed valid.
+    last = server.requests[1].body["messages"]
+    assert last[-2]["role"] == "tool" and "interrupted" in last[-2]["content"]

@@ -154,11 +154,15 @@ def _command(line: str, agent: Agent, conversation: Conversation, session: Sessi
 
 async def _turn(agent: Agent, prompt: str, conversation: Conversation, session: Session | None,
                 err: Console) -> None:
+    from tether.cli import graceful_interrupt
     from tether.render import EventRenderer
 
     renderer = EventRenderer(err=err)
-    async for event in agent.stream(prompt, conversation=conversation, session=session):
-        renderer(event)
+    # Ctrl-C during a turn stops that turn at its next step; at the prompt, it leaves.
+    with graceful_interrupt() as interrupt:
+        async for event in agent.stream(prompt, conversation=conversation, session=session,
+                                        interrupt=interrupt):
+            renderer(event)
 
 
 async def _resume_paused(agent: Agent, session: Session, err: Console) -> None:

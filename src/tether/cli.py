@@ -201,7 +201,7 @@ async def _run_agent(args: argparse.Namespace) -> int:
         from tether.events import RunFinished
 
         result = None
-        with _graceful_interrupt() as interrupt:
+        with graceful_interrupt() as interrupt:
             async for event in agent.stream(args.prompt, session=session, interrupt=interrupt):
                 if not quiet:
                     renderer(event)
@@ -217,7 +217,7 @@ async def _run_agent(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _graceful_interrupt() -> Iterator[asyncio.Event]:
+def graceful_interrupt() -> Iterator[asyncio.Event]:
     """The first Ctrl-C stops the run at its next step (stop cause "interrupted", the
     conversation kept valid); a second one aborts at once."""
     interrupt = asyncio.Event()
