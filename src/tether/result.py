@@ -14,11 +14,13 @@ from tether.trust import Taint
 
 
 class StopCause(StrEnum):
+    """Why a run ended. A ``StrEnum``: ``result.stop_cause == "completed"`` works."""
+
     COMPLETED = "completed"  # the model gave its answer
     MAX_TURNS = "max_turns"  # the turn bound was reached while the model still worked
     OUTPUT_TOKEN_BUDGET = "output_token_budget"  # max_output_tokens spent
-    COST_BUDGET = "cost_budget"
-    INTERRUPTED = "interrupted"
+    COST_BUDGET = "cost_budget"  # max_cost_usd spent (at the agent's prices)
+    INTERRUPTED = "interrupted"  # the interrupt event was set (Ctrl-C in the CLI)
     NO_OUTPUT = "no_output"  # the model finished without an answer
     PAUSED = "paused"  # waiting for approval decisions (see Agent.resume)
     ERROR = "error"  # the provider failed; RunResult.error says how
@@ -62,6 +64,20 @@ class ToolCallRecord:
 
 @dataclass(slots=True)
 class RunResult:
+    """The outcome of one run.
+
+    - ``text``: the final answer; ``stop_cause``: why the run ended.
+    - ``usage``: tokens over every model turn, sub-agents' included; ``turns``: model turns.
+    - ``tool_calls``: what became of each call (ran, failed, denied, blocked...).
+    - ``blocked_sends``: sends the trifecta interlock refused; ``taint``: what the
+      conversation has seen, at the end; ``malformed_tool_args``: calls whose arguments did
+      not parse or fit the schema.
+    - ``conversation`` (pass it to the next run to continue), ``new_messages`` (this run's),
+      ``events`` (every event of the run), ``error`` (when the provider failed),
+      ``pending`` (calls awaiting a decision when paused), ``output`` (a structured-output
+      run's value), ``cost_usd`` (when prices are known).
+    """
+
     text: str
     stop_cause: StopCause
     usage: Usage
