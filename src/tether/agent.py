@@ -26,7 +26,7 @@ from tether.approval import (
     ask,
 )
 from tether.conversation import Conversation, PendingCall
-from tether.errors import ConfigError, TetherError
+from tether.errors import ConfigError, MalformedResponseError, TetherError
 from tether.messages import (
     Image,
     Message,
@@ -418,8 +418,6 @@ class _Run:
                 stop = StopCause.ERROR
                 break
             if response is None:
-                from tether.errors import MalformedResponseError
-
                 self.error = MalformedResponseError(
                     f"{agent.model.name}: the response ended without completing",
                     provider=agent.model.name,
