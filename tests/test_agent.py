@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -321,3 +322,40 @@ async def test_a_dynamic_tool_cannot_shadow_one_of_yours_and_the_clash_is_report
     assert result.tool_calls[0].output == "5"  # your add, though the server came first
     notices = [e for e in result.events if isinstance(e, ev.Notice)]
     assert any("two tools are named 'add'" in n.message for n in notices)
+
+
+async def test_an_interrupt_abandons_a_model_answer_in_progress() -> None:
+    from tether.providers.base import ModelRequest, StreamChunk, TextChunk
+
+    interrupt = asyncio.Event()
+    closed = asyncio.Event()
+
+    class Slow:
+        name, model = "slow", "slow"
+
+        async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+            try:
+                yield TextChunk("Once upon")
+                await asyncio.Event().wait()  # a long answer that never finishes by itself
+                yield TextChunk(" a time")
+            finally:
+                closed.set()  # what closing the HTTP response looks like to a provider
+
+        async def aclose(self) -> None:
+            return None
+
+    events = []
+    async for event in Agent(Slow()).stream("Tell me a story", interrupt=interrupt):
+        events.append(event)
+        if isinstance(event, ev.TextDelta):
+            interrupt.set()
+    result = events[-1].result  # type: ignore[union-attr]
+    assert result.stop_cause == "interrupted"
+    assert closed.is_set()
+    assert [m.role for m in result.conversation.messages] == ["user"]  # partial answer dropped
+
+
+async def test_a_provider_error_still_ends_the_run_when_an_interrupt_is_given() -> None:
+    result = [e async for e in Agent(Scripted([ProviderError("boom")])).stream(
+        "Hi", interrupt=asyncio.Event())][-1]
+    assert result.result.stop_cause == "error"  # type: ignore[union-attr]

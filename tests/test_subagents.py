@@ -237,3 +237,25 @@ def test_an_unknown_provider_is_a_config_error_at_delegation() -> None:
     agent = Agent(Scripted([call("rate", task="x"), "ok"]), subagents=[profile])
     result = agent.run_sync("go")
     assert "provider 'nowhere' is not configured" in result.tool_calls[0].output
+
+
+async def test_interrupting_the_parent_interrupts_the_child() -> None:
+    import asyncio
+
+    interrupt = asyncio.Event()
+
+    @tool
+    def look() -> str:
+        """Look around; the user presses Ctrl-C meanwhile."""
+        interrupt.set()
+        return "seen"
+
+    profile = SubagentProfile("scout", "Scout.", tools=["look"], provider="child")
+    child = Scripted([call("look"), call("look"), "never"])
+    parent = Scripted([call("scout", task="scout"), "never"])
+    result = await Agent(parent, tools=[look], subagents=[profile],
+                         providers={"child": child}).run("go", interrupt=interrupt)
+    assert result.stop_cause == "interrupted"
+    assert len(child.requests) == 1 and len(parent.requests) == 1
+    finished = next(e for e in result.events if isinstance(e, ev.SubagentFinished))
+    assert finished.stop_cause == "interrupted"

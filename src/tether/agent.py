@@ -9,6 +9,7 @@ tool rounds, or a stop with a cause.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -45,6 +46,7 @@ from tether.providers.base import (
     Provider,
     ReasoningChunk,
     Retrying,
+    StreamChunk,
     TextChunk,
     ToolChoice,
 )
@@ -193,9 +195,10 @@ class Agent:
     ) -> RunResult:
         """Run to an answer or a bound. A provider failure raises (with ``.result`` set).
 
-        Setting ``interrupt`` stops the run at its next step (before the next model turn or
-        before a turn's tools run) with ``stop_cause == "interrupted"``; the conversation
-        stays valid to continue."""
+        Setting ``interrupt`` stops the run with ``stop_cause == "interrupted"``: an answer
+        the model is still writing is abandoned (and not kept), calls not yet run are
+        answered "not run", a tool already running finishes first. The conversation stays
+        valid to continue."""
         result = await _collect(self.stream(prompt, conversation=conversation, session=session,
                                             interrupt=interrupt, _stream_requests=False))
         if result.error is not None:
@@ -314,6 +317,49 @@ def _start_notices(agent: Agent) -> list[ev.Notice]:
     return notices
 
 
+async def _until(
+    interrupt: asyncio.Event | None, chunks: AsyncIterator[StreamChunk]
+) -> AsyncIterator[StreamChunk]:
+    """A model's chunks until ``interrupt`` is set; then the response is abandoned at once
+    (the provider closes its connection) instead of running to its end.
+
+    The provider's stream is read in a task of its own, so its HTTP client's cancel scopes
+    stay in one task, and cancelling that task is how the response is abandoned.
+    """
+    if interrupt is None:
+        async for chunk in chunks:
+            yield chunk
+        return
+    queue: asyncio.Queue[StreamChunk | BaseException | None] = asyncio.Queue()
+
+    async def read() -> None:
+        try:
+            async for chunk in chunks:
+                queue.put_nowait(chunk)
+            queue.put_nowait(None)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # handed over whole: the loop decides what it means
+            queue.put_nowait(e)
+
+    async def watch() -> None:
+        await interrupt.wait()
+        queue.put_nowait(None)  # ends the iteration; the loop sees the interrupt is set
+
+    tasks = (asyncio.create_task(read()), asyncio.create_task(watch()))
+    try:
+        while (item := await queue.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
 async def _collect(events: AsyncIterator[ev.Event]) -> RunResult:
     result: RunResult | None = None
     async for event in events:
@@ -403,7 +449,7 @@ class _Run:
 
             response: ModelResponse | None = None
             try:
-                async for chunk in agent.model.stream(self._request()):
+                async for chunk in _until(self.interrupt, agent.model.stream(self._request())):
                     if isinstance(chunk, TextChunk):
                         yield self._event(ev.TextDelta(chunk.text))
                     elif isinstance(chunk, ReasoningChunk):
@@ -416,6 +462,9 @@ class _Run:
             except TetherError as error:  # ProviderError and a scripted model's exhaustion
                 self.error = error
                 stop = StopCause.ERROR
+                break
+            if response is None and self._interrupted():
+                stop = StopCause.INTERRUPTED  # mid-answer: the partial answer is dropped
                 break
             if response is None:
                 self.error = MalformedResponseError(
@@ -662,7 +711,8 @@ class _Run:
         agent, conv = self.agent, self.conversation
         await emit(ev.ToolStarted(call.id, call.name, tool.spec.display_name, arguments))
         ctx = ToolContext(call.id, call.name, conv.taint, agent.workspace, agent.security,
-                          emit, {"agent": agent, "path": (*self.path, call.id)})
+                          emit, {"agent": agent, "path": (*self.path, call.id),
+                                 "interrupt": self.interrupt})
         started = time.perf_counter()
         try:
             async with asyncio.timeout(agent.tool_timeout_secs):

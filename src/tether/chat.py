@@ -158,7 +158,7 @@ async def _turn(agent: Agent, prompt: str, conversation: Conversation, session: 
     from tether.render import EventRenderer
 
     renderer = EventRenderer(err=err)
-    # Ctrl-C during a turn stops that turn at its next step; at the prompt, it leaves.
+    # Ctrl-C during a turn stops that turn; at the prompt, it leaves.
     with graceful_interrupt() as interrupt:
         async for event in agent.stream(prompt, conversation=conversation, session=session,
                                         interrupt=interrupt):

@@ -2,7 +2,7 @@
 
 Exit codes: 0 answered, 1 error, 2 refused (the run ended without an answer after the gate
 refused a call, or paused waiting for approval), 3 no answer, 130 interrupted (Ctrl-C: the
-first press stops at the next step, a second aborts).
+first press stops the run cleanly, a second aborts).
 """
 
 from __future__ import annotations
@@ -218,14 +218,14 @@ async def _run_agent(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def graceful_interrupt() -> Iterator[asyncio.Event]:
-    """The first Ctrl-C stops the run at its next step (stop cause "interrupted", the
+    """The first Ctrl-C stops the run cleanly (stop cause "interrupted", the
     conversation kept valid); a second one aborts at once."""
     interrupt = asyncio.Event()
     loop = asyncio.get_running_loop()
 
     def first_press() -> None:
         interrupt.set()
-        _error("interrupting at the next step (Ctrl-C again to abort now)")
+        _error("interrupting (Ctrl-C again to abort now)")
         loop.remove_signal_handler(signal.SIGINT)  # the next press raises KeyboardInterrupt
 
     try:

@@ -145,7 +145,9 @@ async def run_subagent(
     # A fresh conversation, seeded with the parent's taint: delegating cannot launder it.
     conversation = Conversation(taint=ctx.taint)
     result = None
-    async for event in child.stream(task, conversation=conversation, _path=path):
+    # An interrupt of the parent's run stops the child too.
+    async for event in child.stream(task, conversation=conversation, _path=path,
+                                    interrupt=ctx.extras.get("interrupt")):
         if isinstance(event, ev.RunFinished) and event.path == path:
             result = event.result
         if emit is not None:
