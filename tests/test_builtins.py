@@ -628,3 +628,17 @@ async def test_shell_kills_its_whole_process_group_on_timeout(ws: Path) -> None:
         assert readable, f"the background process {pid} survived the timeout"
     finally:
         os.close(fd)
+
+
+async def test_tools_may_not_change_tethers_own_config_sessions_or_cache(
+        ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The workspace is "home": tether's folders are inside it.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(ws / ".config"))
+    monkeypatch.setenv("TETHER_STORE", str(ws / "state" / "sessions.db"))
+    monkeypatch.setenv("TETHER_CACHE_DIR", str(ws / "cache" / "tether"))
+    for path in (".config/tether/config.toml", "state/sessions.db",
+                 "cache/tether/bin/llama-server"):
+        out = await call(write_file, ws, path=path, content="pwned")
+        assert out.is_error and "tether's own files" in out.content, path
+        assert not (ws / path).exists()
+    assert not (await call(write_file, ws, path=".config/other/app.toml", content="x")).is_error

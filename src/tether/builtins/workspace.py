@@ -60,8 +60,30 @@ PROTECTED_FILES = frozenset({"tether.toml"})
 PROTECTED_DIRS = frozenset({".git"})
 
 
+def tether_state_paths() -> list[Path]:
+    """tether's own files outside any workspace: the user config folder, the session store
+    (taint timelines a write could make cleaner) and the cache (the llama-server binary a
+    write could replace). A workspace that contains them (your home folder) must not let a
+    tool change them."""
+    from tether.config import user_config_path
+    from tether.local_setup import default_cache_dir
+    from tether.store import default_store_path
+
+    store = default_store_path()
+    return [user_config_path().parent, default_cache_dir(), store,
+            store.with_name(store.name + "-wal"), store.with_name(store.name + "-shm")]
+
+
 def refuse_protected(confined: Confined) -> None:
     """``WorkspaceError`` when a write would change a protected path (see above)."""
+    for state in tether_state_paths():
+        try:
+            inside = confined.path.is_relative_to(state.resolve())
+        except OSError:
+            continue
+        if inside:
+            raise WorkspaceError(f"{confined.shown} is one of tether's own files (its "
+                                 f"configuration, sessions or cache); tools may not change it.")
     parts = Path(confined.shown).parts
     if confined.shown in PROTECTED_FILES:
         raise WorkspaceError(f"{confined.shown} holds the agent's own configuration, including "
