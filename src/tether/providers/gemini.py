@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import json
 import re
 import uuid
@@ -146,23 +147,24 @@ class Gemini:
         self.base_url = base_url
         self.model = model
         key = resolve_api_key(api_key, api_key_env, NAME)
-        self._key = key
-        self._headers = dict(headers or {})
-        self._sleep = sleep
         wire_headers: dict[str, str] = {}
         if key is not None:
             wire_headers["x-goog-api-key"] = key
-        wire_headers.update(self._headers)
+        wire_headers.update(headers or {})
         self._transport = HTTPTransport(
             base_url=base_url, headers=wire_headers, provider=NAME, classify=classify_error,
             retry=retry, timeouts=timeouts, sleep=sleep,
         )
 
     def with_model(self, model: str) -> Gemini:
-        """The same endpoint and settings with another model (its own connection pool)."""
-        t = self._transport
-        return Gemini(self.base_url, model, self._key, None, retry=t.retry, timeouts=t.timeouts,
-                      headers=self._headers, sleep=self._sleep)
+        """The same endpoint and settings with another model. The copy shares the HTTP
+        client, so a sub-agent on another model opens no connection pool of its own."""
+        model = model.removeprefix("models/")
+        if not model:
+            raise ConfigError("provider gemini: model is required (e.g. gemini-2.5-flash)")
+        clone = copy.copy(self)
+        clone.model = model
+        return clone
 
     async def aclose(self) -> None:
         await self._transport.aclose()

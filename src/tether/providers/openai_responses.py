@@ -17,6 +17,7 @@ API rejects a reasoning item "without its required following item" and a functio
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -114,26 +115,22 @@ class OpenAIResponses:
         self.store = store
         self.encrypted_reasoning = encrypted_reasoning
         self.reasoning = dict(reasoning) if reasoning else None
-        self._api_key = resolve_api_key(api_key, api_key_env, NAME)
-        self._headers = dict(headers or {})
-        self._retry = retry
-        self._timeouts = timeouts
-        self._sleep = sleep
-        all_headers = {"accept": "application/json, text/event-stream", **self._headers}
-        if self._api_key:
-            all_headers["authorization"] = f"Bearer {self._api_key}"
+        key = resolve_api_key(api_key, api_key_env, NAME)
+        all_headers = {"accept": "application/json, text/event-stream", **(headers or {})}
+        if key:
+            all_headers["authorization"] = f"Bearer {key}"
         self._transport = HTTPTransport(
             base_url=base_url, headers=all_headers, provider=NAME, classify=_classify,
             retry=retry, timeouts=timeouts, sleep=sleep,
         )
 
     def with_model(self, model: str) -> OpenAIResponses:
-        """A copy speaking to ``model`` with the same endpoint, key and settings."""
-        return OpenAIResponses(
-            self.base_url, model, self._api_key, None, retry=self._retry,
-            timeouts=self._timeouts, headers=self._headers, sleep=self._sleep, store=self.store,
-            encrypted_reasoning=self.encrypted_reasoning, reasoning=self.reasoning,
-        )
+        """A copy speaking to ``model`` with the same endpoint, key and settings. The copy
+        shares the HTTP client, so a sub-agent on another model opens no connection pool of
+        its own."""
+        clone = copy.copy(self)
+        clone.model = model
+        return clone
 
     async def aclose(self) -> None:
         await self._transport.aclose()
