@@ -224,11 +224,6 @@ Event: TypeAlias = (
 )
 
 
-def nested(event: Event, call_id: str) -> Event:
-    """The event as the parent's stream shows it: under the delegating call."""
-    return dataclasses.replace(event, path=(call_id, *event.path))
-
-
 def event_to_dict(event: Event) -> dict[str, Any]:
     """A JSON-ready rendering of an event (for the session store and ``--json`` logs)."""
     out: dict[str, Any] = _jsonable(event)
