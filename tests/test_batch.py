@@ -332,7 +332,9 @@ def test_ctrl_c_keeps_the_results_written_and_resume_runs_the_rest(tmp_path: Pat
         assert "rerun with --resume" in stdout
 
         server.queue(chat_completion("second answer"), chat_completion("third answer"))
-        proc = tether(tmp_path, env, "batch", "in.jsonl", "-o", "out.jsonl", "--resume")
+        # One at a time, so each item meets the answer queued for it.
+        proc = tether(tmp_path, env, "batch", "in.jsonl", "-o", "out.jsonl", "--resume",
+                      "-c", "1")
         stdout, stderr = proc.communicate(timeout=WAIT)
     assert proc.returncode == 0, stderr
     assert stderr.splitlines()[0] == "batch: 2 item(s) to run, 1 already done (skipped)"
