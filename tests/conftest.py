@@ -1,12 +1,32 @@
-"""Fixtures shared by the test modules: a loopback HTTP server and a sleep that never waits."""
+"""What the test modules share: a loopback HTTP server, a sleep that never waits, and an
+approver that records what it was asked."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from tests.servers.http import LoopbackServer
+from tether.approval import ApprovalRequest, Decision
+
+
+class Recorder:
+    """An approver that gives one decision and keeps every request it was asked."""
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+        self.requests: list[ApprovalRequest] = []
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        self.requests.append(request)
+        return self.decision
+
+
+def statuses(result: Any) -> list[str]:
+    """What became of each tool call of a RunResult."""
+    return [r.status for r in result.tool_calls]
 
 
 class FakeSleep:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import Recorder, statuses
 from tether import (
     Agent,
     ApprovalRequest,
@@ -55,18 +56,6 @@ def _clear_sent() -> None:
     sent.clear()
 
 
-class Recorder:
-    def __init__(self, decision: Decision) -> None:
-        self.decision = decision
-        self.requests: list[ApprovalRequest] = []
-
-    async def approve(self, request: ApprovalRequest) -> Decision:
-        self.requests.append(request)
-        return self.decision
-
-
-def statuses(result: Any) -> list[str]:
-    return [r.status for r in result.tool_calls]
 
 
 # --- approval -----------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tether import Agent, ApprovalRequest, Capabilities, Decision, Taint, tool
+from tests.conftest import Recorder, statuses
+from tether import Agent, Capabilities, Decision, Taint, tool
 from tether import events as ev
 from tether.config import McpSection
 from tether.errors import ConfigError
@@ -57,18 +58,6 @@ async def started(server: McpServer) -> AsyncIterator[McpServer]:
         await server.aclose()
 
 
-class Recorder:
-    def __init__(self, decision: Decision) -> None:
-        self.decision = decision
-        self.requests: list[ApprovalRequest] = []
-
-    async def approve(self, request: ApprovalRequest) -> Decision:
-        self.requests.append(request)
-        return self.decision
-
-
-def statuses(result: Any) -> list[str]:
-    return [r.status for r in result.tool_calls]
 
 
 def alive(pid: int) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from tests.conftest import Recorder
 from tests.security.conftest import (
     Compromised,
     Guard,
@@ -22,15 +23,6 @@ from tether import events as ev
 
 WRITE = ("write_file", {"path": "pwned.txt", "content": "owned by the page"})
 EDIT = ("edit_file", {"path": "notes.txt", "old_text": "noon", "new_text": "midnight"})
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.requests: list[ApprovalRequest] = []
-
-    async def approve(self, request: ApprovalRequest) -> Decision:
-        self.requests.append(request)
-        return Decision.allow()
 
 
 async def test_a_page_that_orders_a_file_write_is_refused_without_an_approver(
@@ -111,7 +103,7 @@ async def test_an_approver_that_hangs_is_timed_out_and_denies(
 
 async def test_read_only_mode_refuses_changes_even_with_an_approver_that_allows(
         ws: Path, tools: list[Tool], attacker: LoopbackServer, guard: Guard) -> None:
-    approver = Recorder()
+    approver = Recorder(Decision.allow())
     before = snapshot(ws.parent)
     result = await agent(Compromised().model(), ws, tools, approver=approver,
                          permission_mode="read-only").run(

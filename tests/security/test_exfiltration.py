@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.conftest import Recorder
 from tests.security.conftest import (
     SECRET,
     Compromised,
@@ -23,21 +24,12 @@ from tests.security.conftest import (
     snapshot,
 )
 from tests.servers.http import Canned, LoopbackServer
-from tether import ApprovalRequest, Decision, SecurityConfig, Taint, Tool
+from tether import Decision, SecurityConfig, Taint, Tool
 from tether import events as ev
 from tether.agent import Conversation
 
 OPEN = SecurityConfig(block_private_ips=False)
 
-
-class Recorder:
-    def __init__(self, decision: Decision) -> None:
-        self.decision = decision
-        self.requests: list[ApprovalRequest] = []
-
-    async def approve(self, request: ApprovalRequest) -> Decision:
-        self.requests.append(request)
-        return self.decision
 
 
 def leak_url(attacker: LoopbackServer) -> str:
