@@ -12,7 +12,7 @@ import asyncio
 import datetime
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,9 @@ from tether.errors import ConfigError, TetherError
 
 if TYPE_CHECKING:
     from tether.agent import Agent, RunResult
+    from tether.approval import Decision
     from tether.config import Config
+    from tether.conversation import PendingCall
     from tether.store import Session, SessionInfo, SQLiteStore
 
 
@@ -207,11 +209,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         con.print()
         con.print("[yellow]paused, waiting for decisions:[/]")
         for c in pending.calls:
-            con.print(f"  {c.call_id}  {escape(c.tool)} "
+            con.print(f"  #{c.position} {escape(c.call_id)}  {escape(c.tool)} "
                       f"{escape(json.dumps(c.arguments, ensure_ascii=False, default=str))}  "
                       f"[dim]{escape(c.explanation)}[/]")
         con.print(f"[dim]decide with: tether sessions resume {info.id} --allow ID | "
-                  f"--deny ID[/]")
+                  f"--deny ID (or '#N' for the call at position N)[/]")
     if args.events:
         con.print()
         for e in session.events():
@@ -267,7 +269,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 async def _resume(args: argparse.Namespace) -> int:
     from tether.approval import Decision
     from tether.cli import exit_code, make_agent
-    from tether.pending import PendingStateError
+    from tether.display import literal
     from tether.render import EventRenderer
     from tether.store import Session
 
@@ -276,23 +278,22 @@ async def _resume(args: argparse.Namespace) -> int:
     prefer_session_provider(args, store)
     session = Session.load(args.id, store)
     pending = session.pending
-    decisions: dict[str, Decision] = {}
-    for call_id in args.allow:
-        decisions[call_id] = Decision.allow()
-    for call_id in args.deny:
-        if call_id in decisions:
-            raise ConfigError(f"{call_id} is both allowed and denied; choose one")
-        decisions[call_id] = Decision.deny("denied with tether sessions resume --deny")
-    waiting = [c.call_id for c in pending.calls] if pending else []
-    unknown = sorted(set(decisions) - set(waiting))
-    if unknown:
-        raise PendingStateError(f"session {session.id} has no paused call "
-                                f"{', '.join(unknown)}; waiting: {', '.join(waiting) or 'none'}")
-    undecided = [c for c in (pending.calls if pending else ()) if c.call_id not in decisions]
+    calls = list(pending.calls) if pending else []
+    decisions: dict[PendingCall, Decision] = {}
+    for word, given in (("allow", args.allow), ("deny", args.deny)):
+        for key in given:
+            call = _paused_call(session.id, calls, key)
+            if call in decisions:
+                raise ConfigError(f"{key} is both allowed and denied (or named twice); "
+                                  f"choose one")
+            decisions[call] = Decision.allow() if word == "allow" else \
+                Decision.deny("denied with tether sessions resume --deny")
+    undecided = [c for c in calls if c not in decisions]
     if undecided and not sys.stdin.isatty() and not args.yes:
         for c in undecided:
-            print(f"{c.call_id}  {c.tool} {json.dumps(c.arguments, default=str)}  "
-                  f"({c.explanation})", file=sys.stderr)
+            print(literal(f"#{c.position} {c.call_id}  {c.tool} "
+                          f"{json.dumps(c.arguments, ensure_ascii=False, default=str)}  "
+                          f"({c.explanation})"), file=sys.stderr)
         raise SessionPaused(f"session {session.id} waits for decisions on "
                             f"{', '.join(c.call_id for c in undecided)}: pass --allow CALL_ID "
                             f"or --deny CALL_ID (nobody is at a terminal to ask)")
@@ -324,7 +325,29 @@ async def _resume(args: argparse.Namespace) -> int:
     return exit_code(result)
 
 
-async def _continue(agent: Agent, session: Session, decisions: dict[str, Any]) -> RunResult:
+def _paused_call(session_id: str, calls: list[PendingCall], key: str) -> PendingCall:
+    """The paused call ``--allow``/``--deny`` names: ``#N`` (its position in the paused
+    turn, as ``sessions show`` lists it) or its call id, which must name one call."""
+    from tether.pending import PendingStateError
+
+    waiting = ", ".join(f"{c.call_id} (#{c.position})" for c in calls) or "none"
+    if key.startswith("#") and key[1:].isdigit():
+        match = [c for c in calls if c.position == int(key[1:])]
+    else:
+        match = [c for c in calls if c.call_id == key]
+        if len(match) > 1:
+            raise PendingStateError(
+                f"session {session_id}: paused calls {', '.join(f'#{c.position}' for c in match)}"
+                f" share the id {key!r}; name each by its position instead (--allow "
+                f"'#{match[0].position}')")
+    if not match:
+        raise PendingStateError(f"session {session_id} has no paused call {key}; waiting: "
+                                f"{waiting}")
+    return match[0]
+
+
+async def _continue(agent: Agent, session: Session,
+                    decisions: Mapping[PendingCall, Decision]) -> RunResult:
     from tether.errors import ProviderError
 
     try:

@@ -624,9 +624,10 @@ class Session:
         """The approvals the last run paused on, or None."""
         if self._record.pending is None:
             return None
-        from tether.pending import PendingState, calls_from_dict
+        from tether.pending import PendingState
 
-        return PendingState(calls_from_dict(self._record.pending), self.conversation())
+        conversation = self.conversation()
+        return PendingState(tuple(conversation.pending), conversation)
 
     def events(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Stored events (``event_to_dict`` values with their ``run_id``), oldest first."""
@@ -645,6 +646,10 @@ class Session:
 
         conv = Conversation([message_from_dict(m) for m in self._record.messages],
                             self._record.taint, set(self._record.approvals))
+        if self._record.pending is not None:
+            from tether.pending import calls_from_dict
+
+            conv.pending = list(calls_from_dict(self._record.pending, conv.pending_calls))
         conv.on_append = self._on_append
         self._conversation = conv
         if conv.pending_calls and self._record.pending is None:
