@@ -139,7 +139,8 @@ class Agent:
         if self.subagents:
             from tether.subagents import delegation_tools
 
-            self._sources.extend(delegation_tools(self.subagents, self))
+            # First among the tool sources: a delegation keeps its name before any server's.
+            self._sources[0:0] = delegation_tools(self.subagents, self)
             self._static = None
         self._check_tool_names()
 
@@ -795,6 +796,8 @@ class _Run:
             else tool.capabilities.untrusted_input
         before = conv.taint
         conv.grow_taint(before.after_call(tool.capabilities, content_from_outside=from_outside))
+        if output.taint is not None:  # a sub-agent's own exposure
+            conv.grow_taint(output.taint)
         if conv.taint != before:
             await emit(ev.TaintChanged(before, conv.taint, call.name))
         content = truncate(output.content, agent.security.max_result_chars)

@@ -112,6 +112,8 @@ class ToolOutput:
     ``from_outside`` says whether the content carries text from outside (it decides the
     untrusted taint for tools that declare ``untrusted_input``); ``None`` means "assume yes".
     ``usage`` is model usage spent inside the tool (a sub-agent), added to the run's.
+    ``taint`` is exposure the call brought back beyond what the tool declares (a
+    sub-agent's own taint); it joins the conversation's, which it can only grow.
     """
 
     content: str
@@ -119,6 +121,7 @@ class ToolOutput:
     structured: Any = None
     from_outside: bool | None = None
     usage: Usage | None = None
+    taint: Taint | None = None
 
 
 @dataclass(slots=True)
