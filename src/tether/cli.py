@@ -150,6 +150,7 @@ def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]
         from tether.tool_files import load_tool_references
 
         agent_kwargs.setdefault("tools", load_tool_references(args.tool_files))
+        agent_kwargs.setdefault("tool_files", list(args.tool_files))
     if "approver" not in agent_kwargs and sys.stdin.isatty():
         from tether.approval import ConsoleApprover
 

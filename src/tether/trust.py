@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, TypeAlias
 
 TrifectaPolicy: TypeAlias = Literal["block", "ask", "allow"]
@@ -84,6 +85,12 @@ class Taint:
 CLEAN = Taint()
 
 
+def _default_protected() -> tuple[Path, ...]:
+    from tether.own_files import default_locations
+
+    return default_locations()
+
+
 @dataclass(frozen=True, slots=True)
 class SecurityConfig:
     """Security settings of an agent: values passed in, never process-wide switches.
@@ -96,6 +103,10 @@ class SecurityConfig:
     - ``mark_untrusted_output``: wrap untrusted tool results in a delimited data block.
     - ``max_result_chars``: tool results longer than this are truncated before the model
       sees them (the untrusted wrapper is applied after truncation).
+    - ``protected_paths``: files and folders the built-in file tools never write, even when
+      a write is approved: tether's own files. The default names where the environment and
+      the defaults put them; ``Agent.from_config`` adds every place the configuration names
+      (see ``tether.own_files``).
     """
 
     trifecta: TrifectaPolicy = "block"
@@ -104,6 +115,7 @@ class SecurityConfig:
     blocked_domains: Sequence[str] = field(default_factory=tuple)
     mark_untrusted_output: bool = True
     max_result_chars: int = 50_000
+    protected_paths: Sequence[Path] = field(default_factory=_default_protected)
 
     def __post_init__(self) -> None:
         if self.trifecta not in ("block", "ask", "allow"):
@@ -112,6 +124,10 @@ class SecurityConfig:
             raise ConfigError(
                 f"security.trifecta must be 'block', 'ask' or 'allow', not {self.trifecta!r}"
             )
+        if isinstance(self.protected_paths, str | Path):
+            object.__setattr__(self, "protected_paths", (self.protected_paths,))
+        object.__setattr__(self, "protected_paths",
+                           tuple(Path(p).expanduser() for p in self.protected_paths))
 
 
 def forecast(taint: Taint, capabilities: Iterable[Capabilities]) -> Taint:
