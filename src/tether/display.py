@@ -79,6 +79,29 @@ def json_text(value: Any, *, indent: int | None = None) -> str:
     return literal(text)
 
 
+def json_dumps(value: Any, *, indent: int | None = None) -> str:
+    """JSON for output a person may read (``--json``): letters as they are, and every
+    character ``literal`` would make visible written as a JSON ``\\u`` escape, so the
+    output is still the same JSON value and prints without surprises (or a crash, for a
+    lone surrogate)."""
+    text = json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+    if text.isascii():
+        return text
+    out = []
+    for char in text:
+        if char not in _KEPT and (ord(char) in _HIDDEN
+                                  or unicodedata.category(char) in _CATEGORIES):
+            code = ord(char)
+            if code > 0xFFFF:  # JSON spells it as a surrogate pair
+                code -= 0x10000
+                out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+            else:
+                out.append(f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
 def plain(text: object, style: str = "") -> Text:
     """A rich ``Text`` holding ``literal(text)``: printed as it is, never as markup."""
     from rich.text import Text
@@ -86,4 +109,21 @@ def plain(text: object, style: str = "") -> Text:
     return Text(literal(text), style=style)
 
 
-__all__ = ["json_text", "literal", "one_line", "plain"]
+def shown(*pieces: object | tuple[object, str]) -> Text:
+    """One line for the terminal from pieces, each shown literally; a ``(text, style)``
+    piece is styled. Use it for every line that holds text from outside::
+
+        console.print(shown(("→ ", "cyan"), (event.display_name, "cyan"), " ", args))
+    """
+    from rich.text import Text
+
+    line = Text()
+    for piece in pieces:
+        if isinstance(piece, tuple) and len(piece) == 2 and isinstance(piece[1], str):
+            line.append(literal(piece[0]), style=piece[1])
+        else:
+            line.append(literal(piece))
+    return line
+
+
+__all__ = ["json_dumps", "json_text", "literal", "one_line", "plain", "shown"]

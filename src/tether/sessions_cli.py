@@ -157,29 +157,32 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from tether.display import json_dumps, literal, plain
+
     store = store_for(args.workspace)
     infos = store.list(args.limit)
     if args.json:
-        print(json.dumps([_info_dict(i) for i in infos], indent=2, ensure_ascii=False))
+        print(json_dumps([_info_dict(i) for i in infos], indent=2))
         return 0
     if not infos:
-        print(f"no sessions in {store.path}")
+        print(literal(f"no sessions in {store.path}"))
         return 0
-    table = Table(title=f"sessions ({store.path})", title_justify="left")
+    table = Table(title=plain(f"sessions ({store.path})"), title_justify="left")
     for col in ("id", "updated", "model", "msgs", "taint", "last run", "title"):
         table.add_column(col, overflow="fold" if col == "title" else "ellipsis")
     for i in infos:
         last = "paused" if i.paused else (i.last_stop or "-")
-        table.add_row(i.id, _when(i.updated), i.model, str(i.message_count),
-                      _taint_words(i.taint), last, i.title)
+        # Titles are the prompts people and hosts wrote; ids and models came from outside.
+        table.add_row(plain(i.id), _when(i.updated), plain(i.model), str(i.message_count),
+                      _taint_words(i.taint), plain(last), plain(i.title))
     Console(highlight=False).print(table)
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.markup import escape
 
+    from tether.display import json_dumps, json_text, shown
     from tether.messages import message_to_dict
     from tether.pending import pending_call_to_dict
     from tether.store import Session
@@ -193,56 +196,55 @@ def cmd_show(args: argparse.Namespace) -> int:
                "outcomes": session.outcomes,
                "pending": [pending_call_to_dict(c) for c in pending.calls] if pending else [],
                **({"events": session.events()} if args.events else {})}
-        print(json.dumps(out, indent=2, ensure_ascii=False, default=str))
+        print(json_dumps(out, indent=2))
         return 0
     con = Console(highlight=False)
     info = session.info
-    con.print(f"[bold]session {info.id}[/] {escape(info.title)}")
-    con.print(f"[dim]created {_when(info.created)} · updated {_when(info.updated)} · "
-              f"{escape(info.provider)}/{escape(info.model)} · {escape(info.workspace)}[/]")
-    con.print(f"taint: [bold]{_taint_words(session.taint)}[/] · {info.message_count} messages · "
-              f"{len(session.outcomes)} run(s)")
+    con.print(shown((f"session {info.id}", "bold"), f" {info.title}"))
+    con.print(shown((f"created {_when(info.created)} · updated {_when(info.updated)} · "
+                     f"{info.provider}/{info.model} · {info.workspace}", "dim")))
+    con.print(shown("taint: ", (_taint_words(session.taint), "bold"),
+                    f" · {info.message_count} messages · {len(session.outcomes)} run(s)"))
     con.print()
     for message in session.messages:
         _print_message(con, message)
     if pending is not None:
         con.print()
-        con.print("[yellow]paused, waiting for decisions:[/]")
+        con.print(shown(("paused, waiting for decisions:", "yellow")))
         for c in pending.calls:
-            con.print(f"  #{c.position} {escape(c.call_id)}  {escape(c.tool)} "
-                      f"{escape(json.dumps(c.arguments, ensure_ascii=False, default=str))}  "
-                      f"[dim]{escape(c.explanation)}[/]")
-        con.print(f"[dim]decide with: tether sessions resume {info.id} --allow ID | "
-                  f"--deny ID (or '#N' for the call at position N)[/]")
+            con.print(shown(f"  #{c.position} {c.call_id}  {c.tool} {json_text(c.arguments)}  ",
+                            (c.explanation, "dim")))
+        con.print(shown((f"decide with: tether sessions resume {info.id} --allow ID | "
+                         f"--deny ID (or '#N' for the call at position N)", "dim")))
     if args.events:
         con.print()
         for e in session.events():
-            con.print(f"[dim]{e['run_id']}[/] {e['kind']}" + (
-                f" [dim]{'/'.join(e['path'])}[/]" if e.get("path") else ""))
+            path = "/".join(map(str, e.get("path") or ()))
+            con.print(shown((e["run_id"], "dim"), f" {e['kind']}",
+                            *((" ", (path, "dim")) if path else ())))
     return 0
 
 
 def _print_message(con: Any, message: Any) -> None:
-    from rich.markup import escape
-
+    from tether.display import one_line, shown
     from tether.messages import ToolCall, ToolResult
-
-    def short(text: str, limit: int = 300) -> str:
-        text = " ".join(text.split())
-        return escape(text if len(text) <= limit else text[: limit - 1] + "…")
 
     style = {"user": "bold cyan", "assistant": "bold green", "tool": "bold magenta"}
     for part in message.parts:
         if isinstance(part, ToolCall):
-            con.print(f"[{style['assistant']}]assistant[/] → {escape(part.name)} "
-                      f"{short(part.arguments, 160)} [dim]({part.id})[/]")
+            con.print(shown(("assistant", style["assistant"]), f" → {part.name} "
+                            f"{one_line(part.arguments, 160)} ", (f"({part.id})", "dim")))
         elif isinstance(part, ToolResult):
-            flag = " [red](error)[/]" if part.is_error else ""
-            trust = " [yellow](untrusted)[/]" if part.trust == "untrusted" else ""
-            con.print(f"[{style['tool']}]{escape(part.name)}[/]{flag}{trust} "
-                      f"{short(part.content)}")
+            flags: list[tuple[str, str]] = []
+            if part.is_error:
+                flags.append((" (error)", "red"))
+            if part.trust == "untrusted":
+                flags.append((" (untrusted)", "yellow"))
+            con.print(shown((part.name, style["tool"]), *flags,
+                            f" {one_line(part.content, 300)}"))
         elif getattr(part, "kind", "") == "text" and part.text.strip():
-            con.print(f"[{style.get(message.role, 'bold')}]{message.role}[/] {short(part.text)}")
+            con.print(shown((message.role, style.get(message.role, "bold")),
+                            f" {one_line(part.text, 300)}"))
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
@@ -321,7 +323,9 @@ async def _resume(args: argparse.Namespace) -> int:
               f"{session.id}", file=sys.stderr)
         return 0
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        from tether.display import json_dumps
+
+        print(json_dumps(result.to_dict(), indent=2))
     return exit_code(result)
 
 
