@@ -357,8 +357,9 @@ class SQLiteStore:
                 conn.execute(
                     "INSERT INTO sessions (id, created, updated, provider, model, workspace, "
                     "title, private, untrusted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (info.id, info.created, info.updated, info.provider, info.model,
-                     info.workspace, info.title, info.taint.private, info.taint.untrusted))
+                    (_text(info.id), info.created, info.updated, _text(info.provider),
+                     _text(info.model), _text(info.workspace), _text(info.title),
+                     info.taint.private, info.taint.untrusted))
             except sqlite3.IntegrityError:
                 raise SessionConflict(f"a session with id {info.id!r} already exists") from None
 
@@ -516,7 +517,17 @@ class SQLiteStore:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (JSON from outside can carry one)
+        text = json.dumps(value, ensure_ascii=True, default=str, separators=(",", ":"))
+    return text
+
+
+def _text(value: str) -> str:
+    """A text column's value: a lone surrogate (SQLite stores UTF-8) written as ``\\udXXX``."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 _DEFAULT_STORES: dict[Path, SQLiteStore] = {}
