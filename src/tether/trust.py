@@ -195,11 +195,15 @@ def truncate(content: str, limit: int) -> str:
 # --- answer shapes (sub-agent trusted output) ------------------------------------------------
 
 # Written from the grammar, not float(): float() accepts "1_000", surrounding whitespace in
-# the middle of nowhere and non-ASCII digits, none of which may carry a vouch.
-_NUMBER = re.compile(
-    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
-    re.IGNORECASE | re.ASCII,
-)
+# the middle of nowhere and non-ASCII digits, none of which may carry a vouch. Finite
+# numbers only: "inf" and "nan" are words.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+# A trusted number carries little information: at most this many significant digits, a
+# decimal exponent in a double's range, and a short spelling. Then it is rewritten from
+# its value, so nothing of the raw digits crosses (a long digit string can spell a sentence).
+NUMBER_MAX_DIGITS = 17
+NUMBER_EXPONENT_RANGE = (-324, 308)
+NUMBER_MAX_CHARS = 64
 _BOOLEANS = {"true": True, "false": False, "yes": True, "no": False}
 # str.strip() trims Unicode whitespace too; that is fine: trimming only removes, it never
 # lets a non-matching core match.
@@ -259,7 +263,7 @@ class AnswerShape:
         """The canonical form of a matching answer (what the parent sees), else None."""
         t = text.strip()
         if self.kind == "number":
-            return t if _NUMBER.fullmatch(t) else None
+            return _canonical_number(t)
         if self.kind == "boolean":
             value = _BOOLEANS.get(_ascii_lower(t))
             return None if value is None else ("true" if value else "false")
@@ -271,13 +275,33 @@ class AnswerShape:
 
     def describe(self) -> str:
         if self.kind == "number":
-            return "a number"
+            return f"a number (at most {NUMBER_MAX_DIGITS} significant digits)"
         if self.kind == "boolean":
             return "a boolean (true/false/yes/no)"
         return "one of: " + ", ".join(self.choices)
 
     def to_config(self) -> str | list[str]:
         return list(self.choices) if self.kind == "one_of" else self.kind
+
+
+def _canonical_number(text: str) -> str | None:
+    """The canonical spelling of a bounded finite number, rewritten from its value (``" +7 "``
+    is ``7``, ``2.5E-3`` is ``0.0025``, ``-0`` is ``0``), or None."""
+    if len(text) > NUMBER_MAX_CHARS or not _NUMBER.fullmatch(text):
+        return None
+    from decimal import Context, Decimal
+
+    # Exact: the spelling is short, so this precision never rounds what was written.
+    value = Decimal(text).normalize(Context(prec=NUMBER_MAX_CHARS + 1))
+    if value.is_zero():
+        return "0"
+    digits, exponent = len(value.as_tuple().digits), value.adjusted()
+    low, high = NUMBER_EXPONENT_RANGE
+    if digits > NUMBER_MAX_DIGITS or not low <= exponent <= high:
+        return None
+    if -7 < exponent < NUMBER_MAX_DIGITS:
+        return format(value, "f")
+    return format(value, "e")
 
 
 def _ascii_lower(s: str) -> str:
