@@ -484,6 +484,9 @@ class _Run:
                 break
             self.turns += 1
             yield self._event(ev.TurnStarted(self.turns))
+            offered = self._offered_taint()
+            if offered is not None:
+                yield offered
 
             response: ModelResponse | None = None
             try:
@@ -862,6 +865,22 @@ class _Run:
             temperature=agent.temperature,
             stream=self.stream_requests,
         )
+
+    def _offered_taint(self) -> ev.Event | None:
+        """Tools an untrusted source described (an untrusted MCP server's) show the model
+        their text with every request: the conversation has seen untrusted text from the
+        first turn that offers them. The change is an event, so the store keeps it."""
+        conv = self.conversation
+        if conv.taint.untrusted:
+            return None
+        sources = sorted({t.source_name or t.name for t in self._turn_tools().values()
+                          if t.spec_from_outside})
+        if not sources:
+            return None
+        before = conv.taint
+        conv.grow_taint(Taint(untrusted=True))
+        return self._event(ev.TaintChanged(
+            before, conv.taint, f"tools offered by untrusted MCP server(s) {', '.join(sources)}"))
 
     def _interrupted(self) -> bool:
         return self.interrupt is not None and self.interrupt.is_set()

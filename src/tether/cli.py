@@ -311,6 +311,9 @@ async def _tools(args: argparse.Namespace) -> int:
         "name": t.name, "title": t.spec.display_name, "source": t.source,
         "capabilities": t.capabilities.flags(), "needs_approval": t.needs_approval,
         "read_only": t.read_only,
+        # An MCP tool's server, and whether its own text (descriptions, titles) is trusted.
+        "server": t.source_name if t.source == "mcp" else None,
+        "server_trusted": (not t.spec_from_outside) if t.source == "mcp" else None,
     } for t in tools]
     if args.json:
         from tether.display import json_dumps
@@ -323,8 +326,10 @@ async def _tools(args: argparse.Namespace) -> int:
     for col in ("name", "title", "source", "capabilities", "approval", "read-only"):
         table.add_column(col, overflow="fold")
     for r in rows:
+        source = r["source"] if r["server"] is None else \
+            f"mcp {r['server']} ({'trusted' if r['server_trusted'] else 'untrusted'})"
         # Names and titles are what servers wrote: cells hold them as plain text.
-        table.add_row(plain(r["name"]), plain(r["title"]), plain(r["source"]),
+        table.add_row(plain(r["name"]), plain(r["title"]), plain(source),
                       plain(", ".join(r["capabilities"]) or "-"),
                       "yes" if r["needs_approval"] else "no", "yes" if r["read_only"] else "no")
     Console().print(table)

@@ -109,6 +109,9 @@ class McpSection(_Strict):
     disabled: bool = False
     timeout_secs: float = Field(default=60.0, gt=0)
     capabilities: McpCapabilities = Field(default_factory=McpCapabilities)
+    # Whether the server's own text (tool descriptions, titles, schemas) is trusted;
+    # unset: a stdio server is, a remote (url) one is not.
+    trusted: bool | None = None
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpSection:

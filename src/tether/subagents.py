@@ -151,7 +151,9 @@ class Delegations:
             elif name in registry:
                 c = registry[name].capabilities
                 # destructive stays with the child: its own gate asks about each such call.
-                caps = caps | Capabilities(c.private_data, c.untrusted_input, c.external_send)
+                # A tool an untrusted server described shows the child untrusted text.
+                caps = caps | Capabilities(c.private_data, c.untrusted_input
+                                           or registry[name].spec_from_outside, c.external_send)
             else:
                 caps = caps | _UNKNOWN_REACH
         return caps
@@ -248,7 +250,7 @@ async def run_subagent(
         if profile.trusted_output and shape is not None:
             why = f"the answer is not {shape.describe()}"
             content = (f"{raw}\n\n[tether: this answer is untrusted: it was expected to be "
-                       f"{shape.describe()}, and it is not]")
+                       f"{shape.describe(exactly=True)}, and it is not]")
         else:
             why = "the child could read untrusted text and its profile vouches for nothing"
             content = raw

@@ -148,7 +148,9 @@ class Tool:
 
     ``cache_approval`` says whether an approver may allow it for the whole session.
     ``read_only`` overrides the derived rule (not destructive and no approval needed);
-    MCP tools set it from ``readOnlyHint`` only.
+    MCP tools set it from ``readOnlyHint`` only. ``spec_from_outside`` says the spec (name,
+    title, description, schema) was written by someone not trusted (an untrusted MCP
+    server): offering the tool shows the model untrusted text.
     """
 
     spec: ToolSpec
@@ -159,6 +161,7 @@ class Tool:
     source: str = "python"
     read_only_hint: bool | None = None
     source_name: str | None = None
+    spec_from_outside: bool = False
 
     @property
     def name(self) -> str:

@@ -273,9 +273,11 @@ class AnswerShape:
                 return choice
         return None
 
-    def describe(self) -> str:
+    def describe(self, *, exactly: bool = False) -> str:
+        """The shape in words; ``exactly`` adds a number's bounds."""
         if self.kind == "number":
-            return f"a number (at most {NUMBER_MAX_DIGITS} significant digits)"
+            return (f"a number (finite, at most {NUMBER_MAX_DIGITS} significant digits)"
+                    if exactly else "a number")
         if self.kind == "boolean":
             return "a boolean (true/false/yes/no)"
         return "one of: " + ", ".join(self.choices)
