@@ -168,3 +168,21 @@ def test_tether_tools_and_doctor_show_each_servers_trust(tmp_path: Path) -> None
     kitchen = next(line for line in lines if "mcp k " in line)
     assert "untrusted" in hostile and "counts as untrusted from its first turn" in hostile
     assert "trusted)" in kitchen and "untrusted" not in kitchen
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+async def test_an_unannotated_tool_of_an_untrusted_server_is_armed_from_its_first_call(
+        trusted: bool) -> None:
+    from tether import SecurityConfig
+    from tether.approval import AllowAll
+
+    hints = str(SERVERS / "hints.py")
+    server = McpServer.stdio("h", PY, [hints], trusted=trusted)
+    model = Scripted([call("h__bare", text="hello"), "Done."])
+    # Approval is granted: only the trifecta check stands in the way.
+    async with Agent(model, tools=[server], approver=AllowAll(),
+                     security=SecurityConfig(trifecta="block")) as agent:
+        result = await agent.run("hi")
+    # Open world by default: private (the server sees the arguments), untrusted, send. From a
+    # clean conversation that is no leak; from one that read the server's text, it is.
+    assert statuses(result) == (["ok"] if trusted else ["blocked"])
