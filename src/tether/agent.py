@@ -463,6 +463,9 @@ class _Run:
                                         tuple(tools), conv.taint))
         for notice in _start_notices(agent):
             yield self._event(notice)
+        offered = self._offered_taint()  # before a resumed turn's calls are checked, too
+        if offered is not None:
+            yield offered
 
         # A paused run resumes with the calls it stopped on.
         if prompt is None and conv.pending_calls:
