@@ -399,7 +399,9 @@ def _pending_of(conversation: Conversation) -> list[PendingCall]:
     if not unanswered:
         return []
     if conversation.pending:
-        return list(conversation.pending)
+        from tether.pending import place_calls
+
+        return list(place_calls(conversation.pending, unanswered))
     calls = []
     for position, call in enumerate(unanswered):
         try:

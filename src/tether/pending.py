@@ -100,11 +100,14 @@ def calls_from_dict(d: Mapping[str, Any],
         raise PendingStateError("a pending call lacks its position")
     if unanswered is None:
         return out
-    return _placed(out, unanswered)
+    return place_calls(out, unanswered)
 
 
-def _placed(calls: Sequence[PendingCall],
-            unanswered: Sequence[ToolCall]) -> tuple[PendingCall, ...]:
+def place_calls(calls: Sequence[PendingCall],
+                unanswered: Sequence[ToolCall]) -> tuple[PendingCall, ...]:
+    """``calls`` checked against the paused turn's calls: each names the call at its
+    position (same id, same tool); one without a position gets the first free call with its
+    id and tool. ``PendingStateError`` for any that names none."""
     import dataclasses
 
     taken: set[int] = set()

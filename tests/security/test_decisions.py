@@ -315,3 +315,14 @@ def test_sessions_resume_decisions_do_not_reach_the_next_turn(tmp_path: Path) ->
     assert (tmp_path / "a.txt").read_text() == "A"
     assert not (tmp_path / "b.txt").exists()  # the reused id was asked anew: nobody there
     assert "Blocked by policy" in resumed.stderr
+
+
+async def test_pending_calls_that_do_not_name_the_paused_calls_are_refused() -> None:
+    import dataclasses
+
+    result = await paused(call("delete_file", path="a", id="d1"))
+    conversation = result.conversation
+    conversation.pending = [dataclasses.replace(conversation.pending[0], tool="add")]
+    with pytest.raises(PendingStateError, match="not unanswered calls"):
+        await Agent(Scripted([]), tools=TOOLS).resume(conversation, {"d1": Decision.allow()})
+    assert deleted == []
