@@ -91,7 +91,8 @@ async def test_every_hint_combination_maps_to_capabilities_approval_and_read_onl
         if transport == "stdio":
             server = McpServer.stdio("h", PY, [HINTS])
         else:
-            server = McpServer.http("h", stack.enter_context(http_server(HINTS)))
+            # Trusted here: this pins the hints alone (an untrusted server adds untrusted_input).
+            server = McpServer.http("h", stack.enter_context(http_server(HINTS)), trusted=True)
         async with started(server):
             tools = {t.name: t for t in server.tools()}
     for ro, de, ow in itertools.product(HINT, repeat=3):

@@ -71,6 +71,7 @@ from tether.trust import (
 
 if TYPE_CHECKING:
     from tether.output import OutputPlan, OutputReservation, OutputSpec, PreparedRun
+    from tether.pending import Decisions, PendingState
     from tether.subagents import SubagentProfile
 
 
@@ -138,7 +139,8 @@ class Agent:
         if self.subagents:
             from tether.subagents import delegation_tools
 
-            self._sources.extend(delegation_tools(self.subagents, self))
+            # First among the tool sources: a delegation keeps its name before any server's.
+            self._sources[0:0] = delegation_tools(self.subagents, self)
             self._static = None
         self._check_tool_names()
 
@@ -233,16 +235,28 @@ class Agent:
 
     async def resume(
         self,
-        conversation: Conversation | Any,
-        decisions: dict[str, Decision],
+        conversation: Conversation | PendingState | Any,
+        decisions: Decisions,
         *,
         stream: bool = False,
     ) -> RunResult:
-        """Continue a paused run: ``decisions`` maps each pending call id to a Decision."""
-        session = None if isinstance(conversation, Conversation) else conversation
-        conversation = _bind_session(None, conversation) if not isinstance(
-            conversation, Conversation) else conversation
-        run = _Run(self, conversation, stream, None, (), decisions=dict(decisions))
+        """Continue a paused run (a ``Conversation``, a ``PendingState`` or a stored session).
+
+        ``decisions`` answers pending calls, keyed by ``PendingCall`` (``result.pending[i]``)
+        or by call id. Each decision is bound to the one call it answers (its position in
+        the paused turn, its id, tool and exact arguments) and used up by that turn: nothing
+        a later turn does inherits it. A key that answers no pending call raises
+        ``PendingStateError`` naming the pending ones, as does an id two pending calls
+        share. A pending call left without a decision goes to the approver again."""
+        from tether.pending import PendingState, bind_decisions
+
+        session = None
+        if isinstance(conversation, PendingState):
+            conversation = conversation.conversation
+        elif not isinstance(conversation, Conversation):
+            session, conversation = conversation, _bind_session(None, conversation)
+        bound = bind_decisions(_pending_of(conversation), decisions)
+        run = _Run(self, conversation, stream, None, (), decisions=bound)
         result = await _collect(_recorded(run.execute(None), session))
         if result.error is not None:
             result.error.result = result  # type: ignore[attr-defined]
@@ -376,6 +390,28 @@ def _bind_session(conversation: Conversation | None, session: Any) -> Conversati
     return bound
 
 
+def _pending_of(conversation: Conversation) -> list[PendingCall]:
+    """The calls a paused conversation waits on, each at its position in the paused turn.
+
+    A conversation saved without them (by an older tether) waits on every unanswered call.
+    """
+    unanswered = conversation.pending_calls
+    if not unanswered:
+        return []
+    if conversation.pending:
+        from tether.pending import place_calls
+
+        return list(place_calls(conversation.pending, unanswered))
+    calls = []
+    for position, call in enumerate(unanswered):
+        try:
+            arguments = call.parsed_arguments()
+        except ValueError:
+            arguments = call.arguments
+        calls.append(PendingCall(call.id, call.name, arguments, "needs_approval", "", position))
+    return calls
+
+
 async def _recorded(events: AsyncIterator[ev.Event], session: Any) -> AsyncIterator[ev.Event]:
     """The events, each handed to ``session.record`` (a stored session) before it is seen."""
     record = getattr(session, "record", None) if session is not None else None
@@ -395,7 +431,7 @@ class _Run:
         stream_requests: bool,
         output: OutputPlan | None,
         path: tuple[str, ...],
-        decisions: dict[str, Decision] | None = None,
+        decisions: dict[int, tuple[PendingCall, Decision]] | None = None,
         interrupt: asyncio.Event | None = None,
     ) -> None:
         self.agent = agent
@@ -404,6 +440,8 @@ class _Run:
         self.stream_requests = stream_requests
         self.output = output
         self.path = path
+        # A resumed run's decisions, by the position of the pending call each answers; they
+        # apply to the resumed turn only (see ``_handle_calls``).
         self.decisions = decisions or {}
         self.usage = Usage()
         self.turns = 0
@@ -418,6 +456,7 @@ class _Run:
     async def execute(self, prompt: Message | None) -> AsyncIterator[ev.Event]:
         agent, conv = self.agent, self.conversation
         if prompt is not None:
+            conv.pending = []  # a new prompt: no earlier pause can be answered any more
             if any(isinstance(p, Image) for p in prompt.parts):
                 conv.grow_taint(Taint(private=True))  # a user's picture is private data
             conv.append(prompt)
@@ -426,10 +465,14 @@ class _Run:
                                         tuple(tools), conv.taint))
         for notice in _start_notices(agent):
             yield self._event(notice)
+        offered = self._offered_taint()  # before a resumed turn's calls are checked, too
+        if offered is not None:
+            yield offered
 
         # A paused run resumes with the calls it stopped on.
         if prompt is None and conv.pending_calls:
-            async for event in self._handle_calls(conv.pending_calls):
+            decisions, self.decisions = self.decisions, {}  # used up by this turn alone
+            async for event in self._handle_calls(conv.pending_calls, decisions):
                 yield event
             if self.pending:
                 yield self._finish(StopCause.PAUSED, "")
@@ -446,6 +489,9 @@ class _Run:
                 break
             self.turns += 1
             yield self._event(ev.TurnStarted(self.turns))
+            offered = self._offered_taint()
+            if offered is not None:
+                yield offered
 
             response: ModelResponse | None = None
             try:
@@ -527,19 +573,30 @@ class _Run:
 
     # --- one turn's calls: the gate --------------------------------------------------------
 
-    async def _handle_calls(self, calls: Sequence[ToolCall]) -> AsyncIterator[ev.Event]:
+    async def _handle_calls(
+        self, calls: Sequence[ToolCall],
+        decisions: dict[int, tuple[PendingCall, Decision]] | None = None,
+    ) -> AsyncIterator[ev.Event]:
         """Check every call of a turn, ask where needed, run the allowed ones concurrently,
-        then append all results in call order."""
+        then append all results in call order.
+
+        A call is known by its position in the turn, never by its id: ids are whatever the
+        model or the server wrote, and two calls (of this turn, or of an earlier one) may
+        claim the same one. Every verdict (armed, decided, refused, its result) is keyed by
+        position; results still carry the call's own id, which is what the wire needs.
+        ``decisions`` (a resumed turn) are a host's answers, by position."""
         agent, conv = self.agent, self.conversation
         tools = self._turn_tools()
-        known = [tools[c.name] for c in calls if c.name in tools]
-        turn_forecast = forecast(conv.taint, (t.capabilities for t in known))
-        armed = dict(zip((c.id for c in calls if c.name in tools),
-                         armed_calls(conv.taint, [t.capabilities for t in known]), strict=True))
+        decisions = dict(decisions or {})
+        known = [i for i, c in enumerate(calls) if c.name in tools]
+        capabilities = [tools[calls[i].name].capabilities for i in known]
+        turn_forecast = forecast(conv.taint, capabilities)
+        armed = dict(zip(known, armed_calls(conv.taint, capabilities), strict=True))
 
-        results: dict[str, ToolResult] = {}
-        runnable: list[tuple[ToolCall, Tool, dict[str, Any]]] = []
-        for call in calls:
+        results: dict[int, ToolResult] = {}
+        runnable: list[tuple[int, ToolCall, Tool, dict[str, Any]]] = []
+        decided: list[PendingCall] = []  # calls a host's decision answered in this turn
+        for position, call in enumerate(calls):
             tool = tools.get(call.name)
             yield self._event(ev.ToolCallRequested(
                 call, tool.spec.display_name if tool else call.name))
@@ -547,7 +604,7 @@ class _Run:
             # 1. lookup
             if tool is None:
                 available = ", ".join(sorted(tools)) or "none"
-                yield self._refuse(results, call, "unknown_tool",
+                yield self._refuse(results, position, call, "unknown_tool",
                                    f"Error: there is no tool named {call.name!r}. "
                                    f"Available tools: {available}.")
                 continue
@@ -562,18 +619,18 @@ class _Run:
                 content = f"Error: {what}: {e}. Call {call.name} again with corrected arguments."
                 if self.output is not None and self.output.owns(call.name):
                     content = self.output.on_invalid(str(e)) or content
-                yield self._refuse(results, call, "invalid_args", content)
+                yield self._refuse(results, position, call, "invalid_args", content)
                 continue
             if self.output is not None and self.output.owns(call.name):
                 content, valid = self.output.on_answer(arguments)
-                yield self._settle(results, call, "ok" if valid else "invalid_args", content,
-                                   is_error=not valid)
+                yield self._settle(results, position, call,
+                                   "ok" if valid else "invalid_args", content, is_error=not valid)
                 continue
 
             # 3. the trifecta interlock
             ask_reason: ApprovalReason | None = None
             explanation = ""
-            if armed[call.id]:
+            if armed[position]:
                 policy = agent.security.trifecta
                 why = ("this call can send data out, and the conversation holds private data "
                        "and untrusted text, so it could leak the private data")
@@ -582,7 +639,7 @@ class _Run:
                     yield self._event(ev.TrifectaBlocked(call.id, call.name, turn_forecast,
                                                          policy, why))
                     yield self._refuse(
-                        results, call, "blocked",
+                        results, position, call, "blocked",
                         f"Blocked by policy: {why}. It was not run. To allow such calls, set "
                         f"security.trifecta = \"ask\" (a person decides) or \"allow\"; or do "
                         f"this step in a fresh conversation without the untrusted text.")
@@ -599,7 +656,7 @@ class _Run:
                 yield self._event(ev.ApprovalDecided(call.id, call.name, False, "deny",
                                                      "permission_mode", "read-only mode"))
                 yield self._refuse(
-                    results, call, "denied",
+                    results, position, call, "denied",
                     f"Blocked by policy: {tool.spec.display_name} can change things and the "
                     f"agent runs in read-only mode. It was not run.")
                 continue
@@ -608,7 +665,15 @@ class _Run:
                 explanation = f"{tool.spec.display_name} needs approval before it runs."
             if ask_reason is not None:
                 decision: Decision | None = None
-                async for event in self._approve(call, tool, arguments, ask_reason, explanation):
+                answer = decisions.pop(position, None)
+                given = _given_decision(answer, call, tool, arguments, ask_reason)
+                if isinstance(given, ev.Notice):
+                    yield self._event(given)
+                    given = None
+                elif given is not None and answer is not None:
+                    decided.append(answer[0])
+                async for event in self._approve(call, tool, arguments, ask_reason, explanation,
+                                                 given):
                     if isinstance(event, Decision):
                         decision = event
                     else:
@@ -616,32 +681,38 @@ class _Run:
                 assert decision is not None
                 if decision.scope == "defer":
                     self.pending.append(PendingCall(call.id, call.name, arguments, ask_reason,
-                                                    explanation))
+                                                    explanation, position))
                     continue
                 if not decision.allowed:
-                    yield self._refuse(results, call, "denied", decision.reason or "denied")
+                    yield self._refuse(results, position, call, "denied",
+                                       decision.reason or "denied")
                     continue
-            runnable.append((call, tool, arguments))
+            runnable.append((position, call, tool, arguments))
 
         if self.pending:
             # Nothing of this turn runs until every pending call has a decision: the turn
-            # is resumed whole (see Agent.resume).
+            # is resumed whole (see Agent.resume). Calls a host decided this time are
+            # pending again, so the next resume decides the whole turn, and sees it.
+            self.pending = sorted([*decided, *self.pending], key=lambda p: p.position or 0)
+            conv.pending = list(self.pending)
             yield self._event(ev.RunPaused(tuple(p.call_id for p in self.pending)))
             return
 
         # 5. run: allowed calls side by side; their events (a sub-agent's) stream through.
         async for event in self._run_tools(runnable, results):
             yield event
-        self.conversation.append(Message("tool", tuple(results[c.id] for c in calls)))
+        conv.pending = []
+        conv.append(Message("tool", tuple(results[i] for i in range(len(calls)))))
 
     async def _approve(
         self, call: ToolCall, tool: Tool, arguments: dict[str, Any], reason: ApprovalReason,
-        explanation: str,
+        explanation: str, given: Decision | None = None,
     ) -> AsyncIterator[ev.Event | Decision]:
-        """Yields the approval events and, last, the Decision."""
+        """Yields the approval events and, last, the Decision. ``given`` is a host's
+        decision for exactly this call (a resumed run)."""
         agent, conv = self.agent, self.conversation
-        if call.id in self.decisions:  # a resumed run: the host has answered
-            decision, by = self.decisions[call.id], "approver"
+        if given is not None:
+            decision, by = given, "approver"
         elif reason == "needs_approval" and call.name in conv.session_approvals:
             decision, by = Decision.allow(), "session_cache"
         elif reason == "needs_approval" and agent.permission_mode == "allow":
@@ -673,8 +744,8 @@ class _Run:
         yield decision
 
     async def _run_tools(
-        self, runnable: list[tuple[ToolCall, Tool, dict[str, Any]]],
-        results: dict[str, ToolResult],
+        self, runnable: list[tuple[int, ToolCall, Tool, dict[str, Any]]],
+        results: dict[int, ToolResult],
     ) -> AsyncIterator[ev.Event]:
         if not runnable:
             return
@@ -683,9 +754,10 @@ class _Run:
         async def emit(event: ev.Event) -> None:
             queue.put_nowait(event)
 
-        async def run_one(call: ToolCall, tool: Tool, arguments: dict[str, Any]) -> None:
+        async def run_one(position: int, call: ToolCall, tool: Tool,
+                          arguments: dict[str, Any]) -> None:
             try:
-                results[call.id] = await self._run_tool(call, tool, arguments, emit)
+                results[position] = await self._run_tool(call, tool, arguments, emit)
             finally:
                 queue.put_nowait(None)
 
@@ -732,6 +804,8 @@ class _Run:
             else tool.capabilities.untrusted_input
         before = conv.taint
         conv.grow_taint(before.after_call(tool.capabilities, content_from_outside=from_outside))
+        if output.taint is not None:  # a sub-agent's own exposure
+            conv.grow_taint(output.taint)
         if conv.taint != before:
             await emit(ev.TaintChanged(before, conv.taint, call.name))
         content = truncate(output.content, agent.security.max_result_chars)
@@ -746,20 +820,20 @@ class _Run:
                                    time.perf_counter() - started))
         return result
 
-    def _refuse(self, results: dict[str, ToolResult], call: ToolCall, status: ev.ToolStatus,
-                content: str) -> ev.Event:
+    def _refuse(self, results: dict[int, ToolResult], position: int, call: ToolCall,
+                status: ev.ToolStatus, content: str) -> ev.Event:
         """A call that did not run; its result tells the model why. Taint is unchanged."""
-        return self._settle(results, call, status, content, is_error=True)
+        return self._settle(results, position, call, status, content, is_error=True)
 
-    def _settle(self, results: dict[str, ToolResult], call: ToolCall, status: ev.ToolStatus,
-                content: str, is_error: bool = False) -> ev.Event:
+    def _settle(self, results: dict[int, ToolResult], position: int, call: ToolCall,
+                status: ev.ToolStatus, content: str, is_error: bool = False) -> ev.Event:
         """Record the result of a call the gate answered itself; returns its event."""
         try:
             arguments = call.parsed_arguments()
         except ValueError:
             arguments = call.arguments
         self.records.append(ToolCallRecord(call.id, call.name, arguments, status, content))
-        results[call.id] = result = ToolResult(call.id, call.name, content, is_error, "trusted")
+        results[position] = result = ToolResult(call.id, call.name, content, is_error, "trusted")
         return self._event(ev.ToolFinished(call.id, call.name, status, result, 0.0))
 
     def _close_unrun(self, calls: Sequence[ToolCall], why: str) -> ev.Event:
@@ -796,6 +870,22 @@ class _Run:
             temperature=agent.temperature,
             stream=self.stream_requests,
         )
+
+    def _offered_taint(self) -> ev.Event | None:
+        """Tools an untrusted source described (an untrusted MCP server's) show the model
+        their text with every request: the conversation has seen untrusted text from the
+        first turn that offers them. The change is an event, so the store keeps it."""
+        conv = self.conversation
+        if conv.taint.untrusted:
+            return None
+        sources = sorted({t.source_name or t.name for t in self._turn_tools().values()
+                          if t.spec_from_outside})
+        if not sources:
+            return None
+        before = conv.taint
+        conv.grow_taint(Taint(untrusted=True))
+        return self._event(ev.TaintChanged(
+            before, conv.taint, f"tools offered by untrusted MCP server(s) {', '.join(sources)}"))
 
     def _interrupted(self) -> bool:
         return self.interrupt is not None and self.interrupt.is_set()
@@ -843,6 +933,39 @@ class _Run:
             cost_usd=self.agent.prices.cost(self.usage) if self.agent.prices else None,
         )
         return self._event(ev.RunFinished(result))
+
+
+def _given_decision(
+    given: tuple[PendingCall, Decision] | None, call: ToolCall, tool: Tool,
+    arguments: dict[str, Any], reason: ApprovalReason,
+) -> Decision | ev.Notice | None:
+    """A host's decision, if it answers this very call: the pending call it was made for
+    has this call's id, tool, arguments and reason for asking. Otherwise a Notice saying it
+    was not applied (the call is then asked about as if no decision had been given)."""
+    if given is None:
+        return None
+    pending, decision = given
+    same = pending.call_id == call.id and pending.tool == call.name \
+        and pending.reason == reason and _same_arguments(tool, pending.arguments, arguments)
+    if same:
+        return decision
+    return ev.Notice("warning", f"the decision given for pending call {pending.call_id} "
+                                f"({pending.tool}) was not applied: the call in its place is "
+                                f"{call.name} with other arguments or another reason to ask; "
+                                f"it is asked about anew", source="approval")
+
+
+def _same_arguments(tool: Tool, decided: Any, arguments: dict[str, Any]) -> bool:
+    """Whether the arguments a decision was made for are the ones that would run. Both are
+    compared as the tool's validator shapes them (a saved state holds them as JSON)."""
+    import copy
+
+    if decided == arguments:
+        return True
+    try:
+        return tool.validate(copy.deepcopy(decided)) == arguments
+    except ValueError:
+        return False
 
 
 def _render(value: Any) -> str:

@@ -8,7 +8,6 @@ fails closed.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -139,10 +138,8 @@ class ConsoleApprover:
         from rich.prompt import Prompt
 
         console: Console = self._console or Console(stderr=True)
-        args = json.dumps(request.arguments, indent=2, ensure_ascii=False, default=str)
-        body = f"[bold]{request.display_name}[/] ({request.tool})\n{args}\n\n" \
-               f"[yellow]{request.explanation}[/]"
-        console.print(Panel(body, title="Approval needed", border_style="yellow"))
+        console.print(Panel(approval_text(request), title="Approval needed",
+                            border_style="yellow"))
         choices = ["y", "a", "n"] if request.can_cache else ["y", "n"]
         answer = Prompt.ask("Allow? y=once" + (", a=always this session" if request.can_cache
                                                else "") + ", n=deny",
@@ -152,3 +149,77 @@ class ConsoleApprover:
         if answer == "a":
             return Decision.allow_for_session()
         return Decision.deny("the user said no")
+
+
+def approval_text(request: ApprovalRequest) -> Any:
+    """What a person is shown before they decide (a rich ``Text``), every piece literal: the
+    display title with the machine name beside it, and the exact arguments that will run:
+    each in full, a multi-line text as its lines, an edit (``old_text`` -> ``new_text``) as
+    the lines it removes and adds. Nothing is shortened."""
+    from rich.text import Text
+
+    from tether.display import json_text, shown
+
+    body = Text()
+    body.append_text(shown((request.display_name, "bold"), " ", (f"({request.tool})", "dim")))
+    flags = request.capabilities.flags()
+    body.append("\n")
+    body.append_text(shown(("can: ", "dim"), ", ".join(flags) or "nothing declared"))
+    arguments = request.arguments
+    body.append("\n")
+    if not isinstance(arguments, dict):
+        body.append_text(shown(("arguments: ", "dim"), json_text(arguments, indent=2)))
+    elif not arguments:
+        body.append("(no arguments)", style="dim")
+    edit = isinstance(arguments.get("old_text"), str) and isinstance(arguments.get("new_text"),
+                                                                     str)
+    for key, value in arguments.items() if isinstance(arguments, dict) else ():
+        if edit and key == "new_text":
+            continue
+        if edit and key == "old_text":
+            body.append_text(shown(("change (- removed, + added):", "dim")))
+            body.append("\n")
+            _diff(body, arguments["old_text"], arguments["new_text"])
+            continue
+        if isinstance(value, str) and ("\n" in value or len(value) > 60):
+            body.append_text(shown((f"{key}:", "dim"), (f" ({len(value)} characters)", "dim")))
+            body.append("\n")
+            _lines(body, value, "│ ", "")
+            continue
+        body.append_text(shown((f"{key}: ", "dim"), json_text(value, indent=2)))
+        body.append("\n")
+    body.append("\n")
+    body.append_text(shown((request.explanation, "yellow")))
+    return body
+
+
+def _lines(body: Any, text: str, gutter: str, style: str, *, marker: bool = True) -> None:
+    from tether.display import literal
+
+    lines = text.split("\n")
+    ends_with_newline = marker and len(lines) > 1 and lines[-1] == ""
+    if ends_with_newline:
+        lines.pop()
+    for line in lines:
+        body.append(gutter, style=style or "dim")
+        body.append(literal(line), style=style)
+        body.append("\n")
+    if marker and not ends_with_newline and len(lines) > 1:
+        body.append("  (no newline at the end)\n", style="dim")
+
+
+def _diff(body: Any, old: str, new: str) -> None:
+    """``old`` -> ``new`` line by line: every removed and added line, and the unchanged lines
+    between them, each in full."""
+    import difflib
+
+    before, after = old.split("\n"), new.split("\n")
+    matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            _lines(body, "\n".join(before[i1:i2]), "  ", "", marker=False)
+            continue
+        if i2 > i1:
+            _lines(body, "\n".join(before[i1:i2]), "- ", "red", marker=False)
+        if j2 > j1:
+            _lines(body, "\n".join(after[j1:j2]), "+ ", "green", marker=False)

@@ -408,7 +408,9 @@ class _PlainProgress:
         else:
             why = r.error or f"stopped: {r.stop_cause}"
             line = f"{head} FAILED {r.id}  {r.elapsed:.1f}s  {why}"
-        self._line(line)
+        from tether.display import literal
+
+        self._line(literal(line))  # ids and errors are outside text
 
     def _line(self, text: str) -> None:
         # Plain print: a log line is never wrapped or styled.
@@ -441,10 +443,10 @@ class _TerminalProgress:
         self._bar.update(self._task, completed=p.finished, counts=counts)
         r = p.last
         if r is not None and not r.ok:
-            from rich.markup import escape
+            from tether.display import shown
 
-            self._bar.console.print(f"[red]failed[/] {escape(r.id)}: "
-                                    f"{escape(r.error or f'stopped: {r.stop_cause}')}")
+            self._bar.console.print(shown(("failed", "red"),
+                                          f" {r.id}: {r.error or f'stopped: {r.stop_cause}'}"))
 
     def close(self) -> None:
         self._bar.stop()

@@ -121,7 +121,7 @@ async def _read_line(stdin: TextIO, err: Console, interactive: bool) -> str | No
 def _command(line: str, agent: Agent, conversation: Conversation, session: Session | None,
              err: Console) -> bool:
     """Run a /command; False means leave."""
-    from rich.markup import escape
+    from tether.display import shown
 
     word = line.split()[0].lower()
     if word in ("/exit", "/quit"):
@@ -138,8 +138,8 @@ def _command(line: str, agent: Agent, conversation: Conversation, session: Sessi
         for tool in agent.tools.values():
             flags = ", ".join(tool.capabilities.flags()) or "-"
             gate = " · needs approval" if tool.needs_approval else ""
-            err.print(f"  [bold]{escape(tool.name)}[/] [dim]{escape(tool.spec.display_name)} · "
-                      f"{flags}{gate}[/]")
+            err.print(shown("  ", (tool.name, "bold"), " ",
+                            (f"{tool.spec.display_name} · {flags}{gate}", "dim")))
         if not agent.tools:
             err.print("  (no tools)")
     elif word == "/session":
@@ -148,7 +148,7 @@ def _command(line: str, agent: Agent, conversation: Conversation, session: Sessi
         for name, what in COMMANDS.items():
             err.print(f"  {name:<9} {what}")
     else:
-        err.print(f"[yellow]unknown command {escape(word)}[/]; /help lists them")
+        err.print(shown((f"unknown command {word}", "yellow"), "; /help lists them"))
     return True
 
 

@@ -110,9 +110,11 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
 
 def _error(message: str) -> None:
     from rich.console import Console
-    from rich.markup import escape
 
-    Console(stderr=True, highlight=False).print(f"[red]tether:[/] {escape(message)}")
+    from tether.display import shown
+
+    # Messages quote what servers, tools and models wrote: printed literally.
+    Console(stderr=True, highlight=False).print(shown(("tether:", "red"), f" {message}"))
 
 
 # --- building from flags ------------------------------------------------------------------
@@ -150,6 +152,7 @@ def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]
         from tether.tool_files import load_tool_references
 
         agent_kwargs.setdefault("tools", load_tool_references(args.tool_files))
+        agent_kwargs.setdefault("tool_files", list(args.tool_files))
     if "approver" not in agent_kwargs and sys.stdin.isatty():
         from tether.approval import ConsoleApprover
 
@@ -209,7 +212,9 @@ async def _run_agent(args: argparse.Namespace) -> int:
                     result = event.result
     assert result is not None
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        from tether.display import json_dumps
+
+        print(json_dumps(result.to_dict(), indent=2))
     if isinstance(result.error, ProviderConnectionError):
         _error(_no_provider_help(cfg, result.error))
         return EXIT_ERROR
@@ -279,8 +284,10 @@ async def _run_structured(agent: Any, args: argparse.Namespace, renderer: Any, c
             return EXIT_ERROR
         _error(f"no valid answer ({failure.reason}): {failure.message}")
         return EXIT_ERROR if failure.reason == "provider" else EXIT_NO_ANSWER
-    print(json.dumps(report.value if not hasattr(report.value, "model_dump")
-                     else report.value.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    from tether.display import json_dumps
+
+    print(json_dumps(report.value if not hasattr(report.value, "model_dump")
+                     else report.value.model_dump(mode="json"), indent=2))
     return EXIT_OK
 
 
@@ -304,16 +311,26 @@ async def _tools(args: argparse.Namespace) -> int:
         "name": t.name, "title": t.spec.display_name, "source": t.source,
         "capabilities": t.capabilities.flags(), "needs_approval": t.needs_approval,
         "read_only": t.read_only,
+        # An MCP tool's server, and whether its own text (descriptions, titles) is trusted.
+        "server": t.source_name if t.source == "mcp" else None,
+        "server_trusted": (not t.spec_from_outside) if t.source == "mcp" else None,
     } for t in tools]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        from tether.display import json_dumps
+
+        print(json_dumps(rows, indent=2))
         return EXIT_OK
+    from tether.display import plain
+
     table = Table(title="tools")
     for col in ("name", "title", "source", "capabilities", "approval", "read-only"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(str(r["name"]), str(r["title"]), str(r["source"]),
-                      ", ".join(r["capabilities"]) or "-",
+        source = r["source"] if r["server"] is None else \
+            f"mcp {r['server']} ({'trusted' if r['server_trusted'] else 'untrusted'})"
+        # Names and titles are what servers wrote: cells hold them as plain text.
+        table.add_row(plain(r["name"]), plain(r["title"]), plain(source),
+                      plain(", ".join(r["capabilities"]) or "-"),
                       "yes" if r["needs_approval"] else "no", "yes" if r["read_only"] else "no")
     Console().print(table)
     return EXIT_OK
@@ -361,10 +378,13 @@ async def _doctor(args: argparse.Namespace) -> int:
     failures = 0
 
     def report(ok: bool, label: str, detail: str) -> None:
+        from tether.display import shown
+
         nonlocal failures
         failures += not ok
-        mark = "[green]✓[/]" if ok else "[red]✗[/]"
-        console.print(f"{mark} {label}" + (f" [dim]{detail}[/]" if detail else ""))
+        mark = ("✓", "green") if ok else ("✗", "red")
+        # Details quote servers (an MCP server's stderr, an HTTP error): shown literally.
+        console.print(shown(mark, f" {label}", *((" ", (detail, "dim")) if detail else ())))
 
     try:
         cfg = load_config(args.workspace)

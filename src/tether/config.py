@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -109,6 +109,9 @@ class McpSection(_Strict):
     disabled: bool = False
     timeout_secs: float = Field(default=60.0, gt=0)
     capabilities: McpCapabilities = Field(default_factory=McpCapabilities)
+    # Whether the server's own text (tool descriptions, titles, schemas) is trusted;
+    # unset: a stdio server is, a remote (url) one is not.
+    trusted: bool | None = None
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpSection:
@@ -140,6 +143,9 @@ class Config(_Strict):
     local: LocalSection = Field(default_factory=LocalSection)
     # Where each layer came from, for `tether config show`.
     sources: list[str] = Field(default_factory=list, exclude=True)
+    # tether's own files as every layer names them (config files, stores, caches, tool
+    # files): the file tools may not change them. See tether.own_files.
+    own_files: list[str] = Field(default_factory=list, exclude=True)
 
     def provider_config(self, name: str | None = None) -> tuple[str, ProviderConfig]:
         name = name or self.default_provider
@@ -173,23 +179,53 @@ def load_config(
     env: Mapping[str, str] | None = None,
 ) -> Config:
     """The merged configuration. ``overrides`` are flag values as a nested dict."""
+    from tether.own_files import default_locations
+
     env = os.environ if env is None else env
     merged: dict[str, Any] = copy.deepcopy(DEFAULTS)
     sources = ["defaults"]
     user = Path(env.get("TETHER_CONFIG") or user_file or user_config_path())
     project = Path(workspace) / "tether.toml"
+    # Both files are tether's own even when absent: one written now is read next time.
+    own: list[Any] = [*default_locations(env), user, project]
+    layers: list[Mapping[str, Any]] = []
     for path in (user, project):
         if path.is_file():
-            _merge(merged, _read_toml(path))
+            layer = _read_toml(path)
+            layers.append(layer)
+            _merge(merged, layer)
             sources.append(str(path))
     env_layer = _env_layer(env, merged)
     if env_layer:
         _merge(merged, env_layer)
         sources.append("environment")
     if overrides:
+        layers.append(overrides)
         _merge(merged, dict(overrides))
         sources.append("flags")
-    return _validate(merged, sources)
+    for named in layers:
+        own.extend(_named_files(named, workspace))
+    config = _validate(merged, sources)
+    return config.model_copy(update={"own_files": [str(p) for p in own]})
+
+
+def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
+    """The files of tether's that one configuration layer names: its store, its cache
+    folder, its tool files. Read loosely: validation reports a malformed value."""
+    from tether.own_files import python_files, store_files
+
+    out: list[Path] = []
+    store, local, tools = (layer.get(k) for k in ("store", "local", "tools"))
+    if isinstance(store, Mapping) and isinstance(store.get("path"), str):
+        out.extend(store_files(store["path"]))
+    if isinstance(local, Mapping) and isinstance(local.get("cache_dir"), str):
+        out.append(Path(local["cache_dir"]).expanduser())
+    if isinstance(tools, Mapping) and isinstance(tools.get("python"), list):
+        given = tools.get("workspace")
+        root = Path(given if isinstance(given, str) else workspace)
+        references = [r for r in tools["python"] if isinstance(r, str)]
+        out.extend(python_files(_workspace_path(root, r) for r in references))
+    return out
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -284,9 +320,17 @@ def build_provider(name: str, cfg: ProviderConfig) -> Provider:
     return provider
 
 
-def security_from(section: SecuritySection) -> Any:
+def security_from(section: SecuritySection, protected: Sequence[str | Path] | None = None
+                  ) -> Any:
+    """The ``SecurityConfig`` of a ``[security]`` section; ``protected`` (tether's own files)
+    defaults to the places the environment and the defaults name."""
     from tether.trust import SecurityConfig
 
+    extra: dict[str, Any] = {}
+    if protected is not None:
+        from tether.own_files import unique
+
+        extra["protected_paths"] = unique(Path(p) for p in protected)
     return SecurityConfig(
         trifecta=section.trifecta,
         block_private_ips=section.block_private_ips,
@@ -294,6 +338,7 @@ def security_from(section: SecuritySection) -> Any:
         blocked_domains=tuple(section.blocked_domains),
         mark_untrusted_output=section.mark_untrusted_output,
         max_result_chars=section.max_result_chars,
+        **extra,
     )
 
 
@@ -303,10 +348,12 @@ def agent_from_config(
     config: Config | None = None,
     provider: str | None = None,
     tools: list[Any] | None = None,
+    tool_files: Sequence[str] = (),
     **overrides: Any,
 ) -> Agent:
     """An Agent as tether.toml describes it. ``overrides`` are Agent keyword arguments
-    (``approver=...``, ``max_turns=...``) that win over the file."""
+    (``approver=...``, ``max_turns=...``) that win over the file. ``tool_files`` are the
+    references ``tools`` were loaded from (``--tools``): protected like ``[tools] python``."""
     from tether.agent import Agent
     from tether.builtins import select_builtins
     from tether.subagents import SubagentProfile
@@ -318,7 +365,12 @@ def agent_from_config(
     others = {n: build_provider(n, p) for n, p in cfg.providers.items() if n != name}
     others[name] = model
     ws = Path(cfg.tools.workspace or workspace)
-    security = security_from(cfg.security)
+    from tether.own_files import python_files
+
+    own: list[str | Path] = [*cfg.own_files, *python_files(tool_files)]
+    if cfg.tools.python:
+        own.extend(python_files(_workspace_path(ws, r) for r in cfg.tools.python))
+    security = security_from(cfg.security, own)
     selected: list[Any] = list(select_builtins(cfg.tools.enabled, cfg.tools.disabled))
     explicit = list(tools or [])
     if cfg.tools.python:

@@ -16,13 +16,16 @@ class Conversation:
     """Messages plus what they have exposed the agent to. Pass one to ``run`` to continue.
 
     ``taint`` only grows. ``session_approvals`` holds the tools a person allowed "for this
-    session". ``on_append`` (set by the session store) sees each message as it is added.
+    session". ``pending`` holds the calls a paused run waits on (``Agent.resume`` answers
+    them); it is empty otherwise. ``on_append`` (set by the session store) sees each
+    message as it is added.
     """
 
     messages: list[Message] = field(default_factory=list)
     taint: Taint = CLEAN
     session_approvals: set[str] = field(default_factory=set)
     on_append: Callable[[Message, Taint], None] | None = None
+    pending: list[PendingCall] = field(default_factory=list)
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
@@ -40,27 +43,51 @@ class Conversation:
         return self.messages[-1].tool_calls
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "messages": [message_to_dict(m) for m in self.messages],
             "taint": self.taint.to_dict(),
             "session_approvals": sorted(self.session_approvals),
         }
+        if self.pending:
+            from tether.pending import calls_to_dict
+
+            out["pending"] = calls_to_dict(self.pending)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Conversation:
-        return cls(
+        conversation = cls(
             [message_from_dict(m) for m in d.get("messages", [])],
             Taint.from_dict(d.get("taint", {})),
             set(d.get("session_approvals", [])),
         )
+        if d.get("pending") is not None:
+            from tether.pending import calls_from_dict
+
+            conversation.pending = list(calls_from_dict(d["pending"],
+                                                        conversation.pending_calls))
+        return conversation
 
 
 @dataclass(frozen=True, slots=True)
 class PendingCall:
-    """A call waiting for a host's decision (a paused run)."""
+    """A call waiting for a host's decision (a paused run).
+
+    ``position`` is the call's place among the tool calls of the paused turn (0 first):
+    what identifies it, since a call id is whatever the model or server wrote and two calls
+    may share one. ``None`` only in states saved before positions were recorded.
+
+    A ``PendingCall`` can key a decision (``agent.resume(conv, {result.pending[0]:
+    Decision.allow()})``); it hashes by position, id and tool.
+    """
 
     call_id: str
     tool: str
     arguments: Any
     reason: ApprovalReason
     explanation: str
+    position: int | None = None
+
+    def __hash__(self) -> int:
+        # The arguments (a dict) are left out of the hash, not out of equality.
+        return hash((self.position, self.call_id, self.tool))

@@ -154,7 +154,7 @@ class ToolFinished:
 class TaintChanged:
     before: Taint
     after: Taint
-    cause: str  # the tool whose result changed it
+    cause: str  # the tool whose result changed it, or what else did (tools offered)
     path: tuple[str, ...] = ()
     kind: Literal["taint_changed"] = "taint_changed"
 

@@ -6,10 +6,12 @@ A host that answers later (a web UI, a ticket queue) gives the agent a
 maybe in another process::
 
     state = PendingState.from_dict(json.loads(saved))
-    result = await agent.resume(state.conversation, {c.call_id: Decision.allow()
-                                                     for c in state.calls})
+    result = await agent.resume(state, {c: Decision.allow() for c in state.calls})
 
-A stored session keeps its pending state itself (``Session.pending``); ``agent.resume(session,
+A decision answers one pending call: the one at its position in the paused turn, with that
+id, tool and those arguments, and it is used up by that turn. Key it by the ``PendingCall``
+(always unambiguous) or by its call id (refused when two pending calls share the id). A
+stored session keeps its pending state itself (``Session.pending``); ``agent.resume(session,
 decisions)`` works the same way. The format carries a ``version``; every version this
 release has ever written keeps loading (tests/corpus/pending/ holds saved ones).
 """
@@ -18,22 +20,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tether.approval import ApprovalRequest, Decision
 from tether.errors import TetherError
 
 if TYPE_CHECKING:
     from tether.agent import Conversation, PendingCall, RunResult
+    from tether.messages import ToolCall
 
 # The version this release writes. Bump it (and add a loader branch plus corpus files)
-# whenever the shape of ``to_dict`` changes.
-PENDING_STATE_VERSION = 1
-_READABLE_VERSIONS = (1,)
+# whenever the shape of ``to_dict`` changes. Version 2 added each call's ``position``.
+PENDING_STATE_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
+
+# What ``Agent.resume`` takes: decisions keyed by PendingCall or by call id.
+Decisions: TypeAlias = ("Mapping[str, Decision] | Mapping[PendingCall, Decision] "
+                        "| Mapping[str | PendingCall, Decision]")
 
 
 class PendingStateError(TetherError):
-    """A saved pending state cannot be read (wrong shape, or a newer format)."""
+    """A saved pending state cannot be read (wrong shape, or a newer format), or decisions
+    do not answer the calls that are pending."""
 
 
 class DeferringApprover:
@@ -50,7 +58,7 @@ class DeferringApprover:
 
 def pending_call_to_dict(call: PendingCall) -> dict[str, Any]:
     return {"call_id": call.call_id, "tool": call.tool, "arguments": call.arguments,
-            "reason": call.reason, "explanation": call.explanation}
+            "reason": call.reason, "explanation": call.explanation, "position": call.position}
 
 
 def pending_call_from_dict(d: Mapping[str, Any]) -> PendingCall:
@@ -64,8 +72,13 @@ def pending_call_from_dict(d: Mapping[str, Any]) -> PendingCall:
     reason = d.get("reason", "needs_approval")
     if reason not in ("needs_approval", "trifecta"):
         raise PendingStateError(f"pending call {d['call_id']}: unknown reason {reason!r}")
+    position = d.get("position")
+    if position is not None and (not isinstance(position, int) or isinstance(position, bool)
+                                 or position < 0):
+        raise PendingStateError(f"pending call {d['call_id']}: position must be a whole "
+                                f"number from 0, not {position!r}")
     return PendingCall(d["call_id"], d["tool"], d.get("arguments"), reason,
-                       str(d.get("explanation", "")))
+                       str(d.get("explanation", "")), position)
 
 
 def calls_to_dict(calls: Sequence[PendingCall]) -> dict[str, Any]:
@@ -73,12 +86,48 @@ def calls_to_dict(calls: Sequence[PendingCall]) -> dict[str, Any]:
     return {"version": PENDING_STATE_VERSION, "calls": [pending_call_to_dict(c) for c in calls]}
 
 
-def calls_from_dict(d: Mapping[str, Any]) -> tuple[PendingCall, ...]:
+def calls_from_dict(d: Mapping[str, Any],
+                    unanswered: Sequence[ToolCall] | None = None) -> tuple[PendingCall, ...]:
+    """The pending calls of a saved state. With ``unanswered`` (the calls of the paused turn)
+    each call is checked against the call at its position (same id, same tool); a version 1
+    state, which recorded no positions, gets them from there."""
     _check_version(d)
     calls = d.get("calls")
     if not isinstance(calls, list):
         raise PendingStateError("a pending state needs a list of calls")
-    return tuple(pending_call_from_dict(c) for c in calls)
+    out = tuple(pending_call_from_dict(c) for c in calls)
+    if d.get("version") != 1 and any(c.position is None for c in out):
+        raise PendingStateError("a pending call lacks its position")
+    if unanswered is None:
+        return out
+    return place_calls(out, unanswered)
+
+
+def place_calls(calls: Sequence[PendingCall],
+                unanswered: Sequence[ToolCall]) -> tuple[PendingCall, ...]:
+    """``calls`` checked against the paused turn's calls: each names the call at its
+    position (same id, same tool); one without a position gets the first free call with its
+    id and tool. ``PendingStateError`` for any that names none."""
+    import dataclasses
+
+    taken: set[int] = set()
+    out: list[PendingCall] = []
+    wrong: list[str] = []
+    for c in calls:
+        position = c.position
+        if position is None:  # version 1: the first free call with that id and tool
+            position = next((i for i, t in enumerate(unanswered) if i not in taken
+                             and t.id == c.call_id and t.name == c.tool), None)
+        if position is None or position >= len(unanswered) or position in taken \
+                or unanswered[position].id != c.call_id or unanswered[position].name != c.tool:
+            wrong.append(c.call_id)
+            continue
+        taken.add(position)
+        out.append(dataclasses.replace(c, position=position))
+    if wrong:
+        raise PendingStateError(f"pending call(s) {', '.join(wrong)} are not unanswered calls "
+                                f"of the conversation's last message")
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +136,7 @@ class PendingState:
 
     ``to_dict()`` is JSON-ready and self-contained (messages, taint, session approvals and
     the calls); ``from_dict`` reads every version listed in ``_READABLE_VERSIONS``.
+    ``agent.resume(state, decisions)`` continues it.
     """
 
     calls: tuple[PendingCall, ...]
@@ -106,46 +156,102 @@ class PendingState:
         return cls(tuple(result.pending), result.conversation)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**calls_to_dict(self.calls), "conversation": self.conversation.to_dict()}
+        conversation = self.conversation.to_dict()
+        conversation.pop("pending", None)  # ``calls`` says it, once
+        return {**calls_to_dict(self.calls), "conversation": conversation}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PendingState:
         from tether.agent import Conversation
 
-        calls = calls_from_dict(d)
+        _check_version(d)
         conv = d.get("conversation")
         if not isinstance(conv, Mapping):
             raise PendingStateError("a pending state needs its conversation")
         try:
-            conversation = Conversation.from_dict(dict(conv))
+            conversation = Conversation.from_dict({k: v for k, v in conv.items()
+                                                   if k != "pending"})
         except (KeyError, TypeError, ValueError) as e:
             raise PendingStateError(f"the saved conversation cannot be read: {e}") from None
-        waiting = {c.id for c in conversation.pending_calls}
-        unknown = [c.call_id for c in calls if c.call_id not in waiting]
-        if unknown:
-            raise PendingStateError(f"pending call(s) {', '.join(unknown)} are not unanswered "
-                                    f"calls of the conversation's last message")
+        calls = calls_from_dict(d, conversation.pending_calls)
+        conversation.pending = list(calls)
         return cls(calls, conversation, int(d["version"]))
 
-    def check_decisions(self, decisions: Mapping[str, Decision]) -> None:
+    def check_decisions(self, decisions: Decisions) -> None:
         """Raise ``PendingStateError`` unless ``decisions`` answers exactly these calls."""
         check_decisions(self.calls, decisions)
 
 
-def check_decisions(calls: Sequence[PendingCall], decisions: Mapping[str, Decision]) -> None:
-    """Every pending call needs a decision, and every decision a pending call."""
-    ids = [c.call_id for c in calls]
-    unknown = sorted(set(decisions) - set(ids))
+def bind_decisions(
+    calls: Sequence[PendingCall], decisions: Decisions
+) -> dict[int, tuple[PendingCall, Decision]]:
+    """Each decision bound to the one pending call it answers, by that call's position.
+
+    A key is a call id (it must name exactly one pending call) or a ``PendingCall`` (one of
+    ``calls``: same position, id, tool and arguments). Raises ``PendingStateError`` for a
+    key that answers no pending call (naming the pending ones), an id two pending calls
+    share, two decisions for one call, and a ``defer`` (leave a call out to have the
+    approver asked again).
+    """
+    from tether.agent import PendingCall
+
+    bound: dict[int, tuple[PendingCall, Decision]] = {}
+    unknown: list[str] = []
+    for key, decision in decisions.items():
+        if not isinstance(decision, Decision):
+            raise PendingStateError(f"the decision for {_key(key)} is {decision!r}, not a "
+                                    f"Decision")
+        if isinstance(key, PendingCall):
+            match = [c for c in calls if c == key or (key.position is None and c.call_id ==
+                     key.call_id and c.tool == key.tool and c.arguments == key.arguments)]
+        elif isinstance(key, str):
+            match = [c for c in calls if c.call_id == key]
+            if len(match) > 1:
+                raise PendingStateError(
+                    f"call id {key!r} is shared by pending calls "
+                    f"{', '.join(_describe(c) for c in match)}: an id cannot say which one a "
+                    f"decision answers. Key each decision by its PendingCall "
+                    f"(result.pending[i] or state.calls[i]) instead.")
+        else:
+            raise PendingStateError(f"a decision is keyed by a call id or a PendingCall, not "
+                                    f"{type(key).__name__}")
+        if len(match) != 1:
+            unknown.append(_key(key))
+            continue
+        call = match[0]
+        assert call.position is not None
+        if call.position in bound:
+            raise PendingStateError(f"two decisions answer pending call {_describe(call)}")
+        if decision.scope == "defer":
+            raise PendingStateError(f"a decision cannot be defer ({_key(key)}): allow or deny "
+                                    f"the call, or leave it out to ask the approver again")
+        bound[call.position] = (call, decision)
     if unknown:
-        raise PendingStateError(f"no pending call has id {', '.join(unknown)}; "
-                                f"pending: {', '.join(ids) or 'none'}")
-    missing = [i for i in ids if i not in decisions]
+        pending = ", ".join(_describe(c) for c in calls) or "none"
+        raise PendingStateError(f"no pending call has id {', '.join(unknown)}; pending: "
+                                f"{pending}")
+    return bound
+
+
+def check_decisions(calls: Sequence[PendingCall], decisions: Decisions) -> None:
+    """Every pending call needs a decision, and every decision a pending call."""
+    bound = bind_decisions(calls, decisions)
+    missing = [_describe(c) for c in calls if c.position not in bound]
     if missing:
         raise PendingStateError(f"no decision for pending call(s) {', '.join(missing)}")
-    deferred = [i for i, d in decisions.items() if d.scope == "defer"]
-    if deferred:
-        raise PendingStateError(f"a decision cannot be defer ({', '.join(deferred)}): "
-                                f"allow or deny each call")
+
+
+def _describe(call: PendingCall) -> str:
+    return call.call_id if call.position is None else \
+        f"{call.call_id} (#{call.position} {call.tool})"
+
+
+def _key(key: Any) -> str:
+    from tether.agent import PendingCall
+
+    if isinstance(key, PendingCall):
+        return key.call_id if key.position is None else f"{key.call_id} (#{key.position})"
+    return str(key)
 
 
 def _check_version(d: Mapping[str, Any]) -> None:
@@ -168,5 +274,6 @@ __all__ = [
     "DeferringApprover",
     "PendingState",
     "PendingStateError",
+    "bind_decisions",
     "check_decisions",
 ]

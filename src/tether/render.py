@@ -12,15 +12,22 @@ import time
 from typing import Any, TextIO
 
 from rich.console import Console
-from rich.markup import escape
 
 from tether import events as ev
+from tether.display import literal, one_line, shown
+from tether.tools import humanize_tool_name
 
 
 def _short(value: Any, limit: int = 120) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return one_line(text, limit)
+
+
+def _named(display_name: str, tool: str) -> str:
+    """A tool as the progress lines show it: its display title, and its machine name too
+    when the title is not simply derived from it (a server's own title)."""
+    return display_name if display_name == humanize_tool_name(tool) else \
+        f"{display_name} ({tool})"
 
 
 class EventRenderer:
@@ -52,9 +59,11 @@ class EventRenderer:
 
     def __call__(self, event: ev.Event) -> None:
         pad = self._indent(event)
+        err = self.err
         if isinstance(event, ev.TextDelta):
             if self.show_text and not event.path:
-                self.out.write(event.text)
+                # The answer itself, as text: escapes and hidden characters made visible.
+                self.out.write(literal(event.text))
                 self.out.flush()
                 self._text_open = self._streamed = True
             return
@@ -63,56 +72,55 @@ class EventRenderer:
         if isinstance(event, ev.ModelResponded) and not event.path and not self._streamed \
                 and self.show_text and event.message.text:
             # A server that answered a streamed request with one JSON body sent no deltas.
-            self.out.write(event.message.text)
+            self.out.write(literal(event.message.text))
             self.out.flush()
             self._text_open = True
         if isinstance(event, ev.ModelResponded | ev.UsageUpdated | ev.TurnStarted
                       | ev.ReasoningDelta | ev.RunStarted):
             if isinstance(event, ev.ModelResponded) and event.path and event.message.text:
-                self.err.print(f"{pad}[dim]│ {escape(_short(event.message.text))}[/]")
+                err.print(shown(pad, (f"│ {_short(event.message.text)}", "dim")))
             return
         self._end_text()
         if isinstance(event, ev.ToolStarted):
-            self.err.print(f"{pad}[cyan]→ {escape(event.display_name)}[/] "
-                           f"[dim]{escape(_short(event.arguments))}[/]")
-            if not event.path and self.err.is_terminal:
+            name = _named(event.display_name, event.tool)
+            err.print(shown(pad, (f"→ {name}", "cyan"), " ", (_short(event.arguments), "dim")))
+            if not event.path and err.is_terminal:
                 self._stop_status()
-                self._status = self.err.status(f"running {escape(event.display_name)}…")
+                self._status = err.status(shown(f"running {name}…"))
                 self._status.start()
         elif isinstance(event, ev.ToolFinished):
             self._stop_status()
             style = {"ok": "green", "error": "red"}.get(event.status, "yellow")
             mark = "✓" if event.status == "ok" else "✗"
-            self.err.print(f"{pad}[{style}]{mark} {escape(event.tool)}[/] "
-                           f"[dim]{escape(_short(event.result.content, 160))}[/]")
+            err.print(shown(pad, (f"{mark} {event.tool}", style), " ",
+                            (_short(event.result.content, 160), "dim")))
         elif isinstance(event, ev.TrifectaWaived):
-            self.err.print(f"{pad}[yellow]trifecta waived[/] {escape(event.tool)} "
-                           f"[dim](security.trifecta = allow)[/]")
+            err.print(shown(pad, ("trifecta waived", "yellow"), f" {event.tool} ",
+                            ("(security.trifecta = allow)", "dim")))
         elif isinstance(event, ev.TrifectaBlocked):
-            self.err.print(f"{pad}[bold red]⛔ trifecta[/] {escape(event.tool)}: "
-                           f"{escape(event.reason)}")
+            err.print(shown(pad, ("⛔ trifecta", "bold red"), f" {event.tool}: {event.reason}"))
         elif isinstance(event, ev.ApprovalDecided):
             if event.by != "approver" or not event.allowed:
                 word = "allowed" if event.allowed else "refused"
-                why = f": {escape(event.reason)}" if event.reason else ""
-                self.err.print(f"{pad}[yellow]approval {word}[/] {escape(event.tool)} "
-                               f"[dim]({event.by}{why})[/]")
+                why = f": {event.reason}" if event.reason else ""
+                err.print(shown(pad, (f"approval {word}", "yellow"), f" {event.tool} ",
+                                (f"({event.by}{why})", "dim")))
         elif isinstance(event, ev.SubagentStarted):
-            self.err.print(f"{pad}[magenta]⇢ sub-agent {escape(event.profile)}[/] "
-                           f"[dim]{escape(_short(event.task))}[/]")
+            err.print(shown(pad, (f"⇢ sub-agent {event.profile}", "magenta"), " ",
+                            (_short(event.task), "dim")))
         elif isinstance(event, ev.SubagentFinished):
-            trust = "[green]trusted[/]" if event.trusted else "[yellow]untrusted[/]"
-            self.err.print(f"{pad}[magenta]⇠ {escape(event.profile)}[/] {trust} "
-                           f"[dim]({escape(event.reason)})[/]")
+            trust = ("trusted", "green") if event.trusted else ("untrusted", "yellow")
+            err.print(shown(pad, (f"⇠ {event.profile}", "magenta"), " ", trust, " ",
+                            (f"({event.reason})", "dim")))
         elif isinstance(event, ev.ProviderRetry):
-            self.err.print(f"{pad}[yellow]retrying in {event.wait_secs:.1f}s[/] "
-                           f"[dim]({escape(event.error)})[/]")
+            err.print(shown(pad, (f"retrying in {event.wait_secs:.1f}s", "yellow"), " ",
+                            (f"({event.error})", "dim")))
         elif isinstance(event, ev.Notice):
             style = {"info": "dim", "warning": "yellow", "error": "red"}[event.level]
-            self.err.print(f"{pad}[{style}]{escape(event.message)}[/]")
+            err.print(shown(pad, (event.message, style)))
         elif isinstance(event, ev.RunPaused):
-            self.err.print(f"[yellow]paused: waiting for decisions on "
-                           f"{', '.join(event.pending_call_ids)}[/]")
+            err.print(shown((f"paused: waiting for decisions on "
+                             f"{', '.join(event.pending_call_ids)}", "yellow")))
         elif isinstance(event, ev.RunFinished) and not event.path:
             self.finish(event)
 
@@ -131,6 +139,6 @@ class EventRenderer:
             flags = [n for n, v in (("private", r.taint.private),
                                     ("untrusted", r.taint.untrusted)) if v]
             line += f" · taint: {'+'.join(flags)}"
-        self.err.print(f"[dim]{line}[/]")
+        self.err.print(shown((line, "dim")))
         if r.error is not None:
-            self.err.print(f"[red]error:[/] {escape(str(r.error))}")
+            self.err.print(shown(("error:", "red"), f" {r.error}"))

@@ -117,7 +117,7 @@ class RunResult:
             "error": str(self.error) if self.error else None,
             "pending": [
                 {"call_id": p.call_id, "tool": p.tool, "arguments": p.arguments,
-                 "reason": p.reason, "explanation": p.explanation}
+                 "reason": p.reason, "explanation": p.explanation, "position": p.position}
                 for p in self.pending
             ],
             **({"output": _jsonable_output(self.output)} if self.output is not None else {}),

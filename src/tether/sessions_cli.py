@@ -12,7 +12,7 @@ import asyncio
 import datetime
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,9 @@ from tether.errors import ConfigError, TetherError
 
 if TYPE_CHECKING:
     from tether.agent import Agent, RunResult
+    from tether.approval import Decision
     from tether.config import Config
+    from tether.conversation import PendingCall
     from tether.store import Session, SessionInfo, SQLiteStore
 
 
@@ -155,29 +157,32 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from tether.display import json_dumps, literal, plain
+
     store = store_for(args.workspace)
     infos = store.list(args.limit)
     if args.json:
-        print(json.dumps([_info_dict(i) for i in infos], indent=2, ensure_ascii=False))
+        print(json_dumps([_info_dict(i) for i in infos], indent=2))
         return 0
     if not infos:
-        print(f"no sessions in {store.path}")
+        print(literal(f"no sessions in {store.path}"))
         return 0
-    table = Table(title=f"sessions ({store.path})", title_justify="left")
+    table = Table(title=plain(f"sessions ({store.path})"), title_justify="left")
     for col in ("id", "updated", "model", "msgs", "taint", "last run", "title"):
         table.add_column(col, overflow="fold" if col == "title" else "ellipsis")
     for i in infos:
         last = "paused" if i.paused else (i.last_stop or "-")
-        table.add_row(i.id, _when(i.updated), i.model, str(i.message_count),
-                      _taint_words(i.taint), last, i.title)
+        # Titles are the prompts people and hosts wrote; ids and models came from outside.
+        table.add_row(plain(i.id), _when(i.updated), plain(i.model), str(i.message_count),
+                      _taint_words(i.taint), plain(last), plain(i.title))
     Console(highlight=False).print(table)
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.markup import escape
 
+    from tether.display import json_dumps, json_text, shown
     from tether.messages import message_to_dict
     from tether.pending import pending_call_to_dict
     from tether.store import Session
@@ -191,56 +196,55 @@ def cmd_show(args: argparse.Namespace) -> int:
                "outcomes": session.outcomes,
                "pending": [pending_call_to_dict(c) for c in pending.calls] if pending else [],
                **({"events": session.events()} if args.events else {})}
-        print(json.dumps(out, indent=2, ensure_ascii=False, default=str))
+        print(json_dumps(out, indent=2))
         return 0
     con = Console(highlight=False)
     info = session.info
-    con.print(f"[bold]session {info.id}[/] {escape(info.title)}")
-    con.print(f"[dim]created {_when(info.created)} · updated {_when(info.updated)} · "
-              f"{escape(info.provider)}/{escape(info.model)} · {escape(info.workspace)}[/]")
-    con.print(f"taint: [bold]{_taint_words(session.taint)}[/] · {info.message_count} messages · "
-              f"{len(session.outcomes)} run(s)")
+    con.print(shown((f"session {info.id}", "bold"), f" {info.title}"))
+    con.print(shown((f"created {_when(info.created)} · updated {_when(info.updated)} · "
+                     f"{info.provider}/{info.model} · {info.workspace}", "dim")))
+    con.print(shown("taint: ", (_taint_words(session.taint), "bold"),
+                    f" · {info.message_count} messages · {len(session.outcomes)} run(s)"))
     con.print()
     for message in session.messages:
         _print_message(con, message)
     if pending is not None:
         con.print()
-        con.print("[yellow]paused, waiting for decisions:[/]")
+        con.print(shown(("paused, waiting for decisions:", "yellow")))
         for c in pending.calls:
-            con.print(f"  {c.call_id}  {escape(c.tool)} "
-                      f"{escape(json.dumps(c.arguments, ensure_ascii=False, default=str))}  "
-                      f"[dim]{escape(c.explanation)}[/]")
-        con.print(f"[dim]decide with: tether sessions resume {info.id} --allow ID | "
-                  f"--deny ID[/]")
+            con.print(shown(f"  #{c.position} {c.call_id}  {c.tool} {json_text(c.arguments)}  ",
+                            (c.explanation, "dim")))
+        con.print(shown((f"decide with: tether sessions resume {info.id} --allow ID | "
+                         f"--deny ID (or '#N' for the call at position N)", "dim")))
     if args.events:
         con.print()
         for e in session.events():
-            con.print(f"[dim]{e['run_id']}[/] {e['kind']}" + (
-                f" [dim]{'/'.join(e['path'])}[/]" if e.get("path") else ""))
+            path = "/".join(map(str, e.get("path") or ()))
+            con.print(shown((e["run_id"], "dim"), f" {e['kind']}",
+                            *((" ", (path, "dim")) if path else ())))
     return 0
 
 
 def _print_message(con: Any, message: Any) -> None:
-    from rich.markup import escape
-
+    from tether.display import one_line, shown
     from tether.messages import ToolCall, ToolResult
-
-    def short(text: str, limit: int = 300) -> str:
-        text = " ".join(text.split())
-        return escape(text if len(text) <= limit else text[: limit - 1] + "…")
 
     style = {"user": "bold cyan", "assistant": "bold green", "tool": "bold magenta"}
     for part in message.parts:
         if isinstance(part, ToolCall):
-            con.print(f"[{style['assistant']}]assistant[/] → {escape(part.name)} "
-                      f"{short(part.arguments, 160)} [dim]({part.id})[/]")
+            con.print(shown(("assistant", style["assistant"]), f" → {part.name} "
+                            f"{one_line(part.arguments, 160)} ", (f"({part.id})", "dim")))
         elif isinstance(part, ToolResult):
-            flag = " [red](error)[/]" if part.is_error else ""
-            trust = " [yellow](untrusted)[/]" if part.trust == "untrusted" else ""
-            con.print(f"[{style['tool']}]{escape(part.name)}[/]{flag}{trust} "
-                      f"{short(part.content)}")
+            flags: list[tuple[str, str]] = []
+            if part.is_error:
+                flags.append((" (error)", "red"))
+            if part.trust == "untrusted":
+                flags.append((" (untrusted)", "yellow"))
+            con.print(shown((part.name, style["tool"]), *flags,
+                            f" {one_line(part.content, 300)}"))
         elif getattr(part, "kind", "") == "text" and part.text.strip():
-            con.print(f"[{style.get(message.role, 'bold')}]{message.role}[/] {short(part.text)}")
+            con.print(shown((message.role, style.get(message.role, "bold")),
+                            f" {one_line(part.text, 300)}"))
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
@@ -267,7 +271,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 async def _resume(args: argparse.Namespace) -> int:
     from tether.approval import Decision
     from tether.cli import exit_code, make_agent
-    from tether.pending import PendingStateError
+    from tether.display import literal
     from tether.render import EventRenderer
     from tether.store import Session
 
@@ -276,23 +280,22 @@ async def _resume(args: argparse.Namespace) -> int:
     prefer_session_provider(args, store)
     session = Session.load(args.id, store)
     pending = session.pending
-    decisions: dict[str, Decision] = {}
-    for call_id in args.allow:
-        decisions[call_id] = Decision.allow()
-    for call_id in args.deny:
-        if call_id in decisions:
-            raise ConfigError(f"{call_id} is both allowed and denied; choose one")
-        decisions[call_id] = Decision.deny("denied with tether sessions resume --deny")
-    waiting = [c.call_id for c in pending.calls] if pending else []
-    unknown = sorted(set(decisions) - set(waiting))
-    if unknown:
-        raise PendingStateError(f"session {session.id} has no paused call "
-                                f"{', '.join(unknown)}; waiting: {', '.join(waiting) or 'none'}")
-    undecided = [c for c in (pending.calls if pending else ()) if c.call_id not in decisions]
+    calls = list(pending.calls) if pending else []
+    decisions: dict[PendingCall, Decision] = {}
+    for word, given in (("allow", args.allow), ("deny", args.deny)):
+        for key in given:
+            call = _paused_call(session.id, calls, key)
+            if call in decisions:
+                raise ConfigError(f"{key} is both allowed and denied (or named twice); "
+                                  f"choose one")
+            decisions[call] = Decision.allow() if word == "allow" else \
+                Decision.deny("denied with tether sessions resume --deny")
+    undecided = [c for c in calls if c not in decisions]
     if undecided and not sys.stdin.isatty() and not args.yes:
         for c in undecided:
-            print(f"{c.call_id}  {c.tool} {json.dumps(c.arguments, default=str)}  "
-                  f"({c.explanation})", file=sys.stderr)
+            print(literal(f"#{c.position} {c.call_id}  {c.tool} "
+                          f"{json.dumps(c.arguments, ensure_ascii=False, default=str)}  "
+                          f"({c.explanation})"), file=sys.stderr)
         raise SessionPaused(f"session {session.id} waits for decisions on "
                             f"{', '.join(c.call_id for c in undecided)}: pass --allow CALL_ID "
                             f"or --deny CALL_ID (nobody is at a terminal to ask)")
@@ -320,11 +323,35 @@ async def _resume(args: argparse.Namespace) -> int:
               f"{session.id}", file=sys.stderr)
         return 0
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        from tether.display import json_dumps
+
+        print(json_dumps(result.to_dict(), indent=2))
     return exit_code(result)
 
 
-async def _continue(agent: Agent, session: Session, decisions: dict[str, Any]) -> RunResult:
+def _paused_call(session_id: str, calls: list[PendingCall], key: str) -> PendingCall:
+    """The paused call ``--allow``/``--deny`` names: ``#N`` (its position in the paused
+    turn, as ``sessions show`` lists it) or its call id, which must name one call."""
+    from tether.pending import PendingStateError
+
+    waiting = ", ".join(f"{c.call_id} (#{c.position})" for c in calls) or "none"
+    if key.startswith("#") and key[1:].isdigit():
+        match = [c for c in calls if c.position == int(key[1:])]
+    else:
+        match = [c for c in calls if c.call_id == key]
+        if len(match) > 1:
+            raise PendingStateError(
+                f"session {session_id}: paused calls {', '.join(f'#{c.position}' for c in match)}"
+                f" share the id {key!r}; name each by its position instead (--allow "
+                f"'#{match[0].position}')")
+    if not match:
+        raise PendingStateError(f"session {session_id} has no paused call {key}; waiting: "
+                                f"{waiting}")
+    return match[0]
+
+
+async def _continue(agent: Agent, session: Session,
+                    decisions: Mapping[PendingCall, Decision]) -> RunResult:
     from tether.errors import ProviderError
 
     try:

@@ -357,8 +357,9 @@ class SQLiteStore:
                 conn.execute(
                     "INSERT INTO sessions (id, created, updated, provider, model, workspace, "
                     "title, private, untrusted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (info.id, info.created, info.updated, info.provider, info.model,
-                     info.workspace, info.title, info.taint.private, info.taint.untrusted))
+                    (_text(info.id), info.created, info.updated, _text(info.provider),
+                     _text(info.model), _text(info.workspace), _text(info.title),
+                     info.taint.private, info.taint.untrusted))
             except sqlite3.IntegrityError:
                 raise SessionConflict(f"a session with id {info.id!r} already exists") from None
 
@@ -516,7 +517,17 @@ class SQLiteStore:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (JSON from outside can carry one)
+        text = json.dumps(value, ensure_ascii=True, default=str, separators=(",", ":"))
+    return text
+
+
+def _text(value: str) -> str:
+    """A text column's value: a lone surrogate (SQLite stores UTF-8) written as ``\\udXXX``."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 _DEFAULT_STORES: dict[Path, SQLiteStore] = {}
@@ -624,9 +635,10 @@ class Session:
         """The approvals the last run paused on, or None."""
         if self._record.pending is None:
             return None
-        from tether.pending import PendingState, calls_from_dict
+        from tether.pending import PendingState
 
-        return PendingState(calls_from_dict(self._record.pending), self.conversation())
+        conversation = self.conversation()
+        return PendingState(tuple(conversation.pending), conversation)
 
     def events(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Stored events (``event_to_dict`` values with their ``run_id``), oldest first."""
@@ -645,6 +657,10 @@ class Session:
 
         conv = Conversation([message_from_dict(m) for m in self._record.messages],
                             self._record.taint, set(self._record.approvals))
+        if self._record.pending is not None:
+            from tether.pending import calls_from_dict
+
+            conv.pending = list(calls_from_dict(self._record.pending, conv.pending_calls))
         conv.on_append = self._on_append
         self._conversation = conv
         if conv.pending_calls and self._record.pending is None:

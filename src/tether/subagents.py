@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tether import events as ev
 from tether.errors import ConfigError
 from tether.tools import Tool, ToolContext, ToolOutput, ToolSpec
-from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities
+from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities, Taint
 
 if TYPE_CHECKING:
     from tether.agent import Agent
@@ -75,12 +75,12 @@ class SubagentProfile:
         return self.answer_shape if isinstance(self.answer_shape, AnswerShape) else None
 
 
-def delegation_tools(profiles: Sequence[SubagentProfile], parent: Agent) -> list[Tool]:
-    """One tool per profile, checked against the parent's tools."""
+def delegation_tools(profiles: Sequence[SubagentProfile], parent: Agent) -> list[Delegations]:
+    """The delegation tools of ``profiles`` as one tool source, checked against the
+    parent's tools as they are now (tools of MCP servers are checked when they run)."""
     registry = parent.tools
     dynamic = any(not isinstance(s, Tool) for s in parent._sources)
     names = {p.name for p in profiles}
-    out = []
     for profile in profiles:
         if profile.name in registry:
             raise ConfigError(f"subagent {profile.name!r}: a tool of that name already exists")
@@ -90,18 +90,76 @@ def delegation_tools(profiles: Sequence[SubagentProfile], parent: Agent) -> list
             raise ConfigError(
                 f"subagent {profile.name!r}: unknown tool(s) {', '.join(map(repr, missing))}; "
                 f"tools that exist: {', '.join(sorted(registry)) or 'none'}")
-        caps = NO_CAPABILITIES
-        for name in profile.tools:
-            if name in registry:
-                t = registry[name]
-                caps = caps | Capabilities(t.capabilities.private_data,
-                                           t.capabilities.untrusted_input,
-                                           t.capabilities.external_send)
-        out.append(_delegation_tool(profile, caps))
-    return out
+    return [Delegations(profiles, parent)]
 
 
-def _delegation_tool(profile: SubagentProfile, caps: Capabilities) -> Tool:
+# What a delegation declares when a tool its profile names does not exist (yet): everything
+# a child could reach. Such a delegation fails when it runs; until then it is forecast as
+# the worst it could be.
+_UNKNOWN_REACH = Capabilities(private_data=True, untrusted_input=True, external_send=True)
+
+
+class Delegations:
+    """One delegation tool per profile, a ``Toolset`` of the parent's.
+
+    Each tool's capabilities are what the child's tools declare *now* (``tools()`` is asked
+    for every turn): an MCP server that started after the ``Agent`` was built, or changed
+    its tools since, counts as it is when the call is checked. A sub-agent may delegate to
+    another profile; its reach is then the union of every tool reachable that way.
+    """
+
+    def __init__(self, profiles: Sequence[SubagentProfile], parent: Agent) -> None:
+        self.profiles = list(profiles)
+        self.parent = parent
+        self._built: dict[str, Tool] = {}
+
+    def tools(self) -> Sequence[Tool]:
+        registry = self.others()
+        out = []
+        for profile in self.profiles:
+            caps = self.reach(profile, registry)
+            built = self._built.get(profile.name)
+            if built is None or built.capabilities != caps:
+                built = self._built[profile.name] = _delegation_tool(profile, caps, self.parent)
+            out.append(built)
+        return out
+
+    def others(self) -> dict[str, Tool]:
+        """The parent's tools other than these delegations, as ``Agent.tools`` orders them
+        (its own tools first, then each source's)."""
+        out: dict[str, Tool] = {}
+        for source in self.parent._sources:
+            if isinstance(source, Tool):
+                out.setdefault(source.name, source)
+        for source in self.parent._sources:
+            if source is self or isinstance(source, Tool):
+                continue
+            for t in source.tools():
+                out.setdefault(t.name, t)
+        return out
+
+    def reach(self, profile: SubagentProfile, registry: dict[str, Tool]) -> Capabilities:
+        """What a delegation to ``profile`` can reach through its tools, sub-agents' too."""
+        by_name = {p.name: p for p in self.profiles}
+        caps, seen, todo = NO_CAPABILITIES, {profile.name}, list(profile.tools)
+        while todo:
+            name = todo.pop()
+            if name in by_name:
+                if name not in seen:
+                    seen.add(name)
+                    todo.extend(by_name[name].tools)
+            elif name in registry:
+                c = registry[name].capabilities
+                # destructive stays with the child: its own gate asks about each such call.
+                # A tool an untrusted server described shows the child untrusted text.
+                caps = caps | Capabilities(c.private_data, c.untrusted_input
+                                           or registry[name].spec_from_outside, c.external_send)
+            else:
+                caps = caps | _UNKNOWN_REACH
+        return caps
+
+
+def _delegation_tool(profile: SubagentProfile, caps: Capabilities, owner: Agent) -> Tool:
     schema = {
         "type": "object",
         "properties": {"task": {"type": "string",
@@ -112,7 +170,7 @@ def _delegation_tool(profile: SubagentProfile, caps: Capabilities) -> Tool:
     }
 
     async def delegate(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await run_subagent(profile, arguments["task"], ctx, caps)
+        return await run_subagent(profile, arguments["task"], ctx, caps, owner=owner)
 
     from tether.tools import json_schema_validator
 
@@ -122,16 +180,28 @@ def _delegation_tool(profile: SubagentProfile, caps: Capabilities) -> Tool:
 
 
 async def run_subagent(
-    profile: SubagentProfile, task: str, ctx: ToolContext, caps: Capabilities
+    profile: SubagentProfile, task: str, ctx: ToolContext, caps: Capabilities,
+    *, owner: Agent | None = None,
 ) -> ToolOutput:
+    """Run ``profile``'s child on ``task``. ``owner`` is the agent the profile belongs to
+    (its tools are the child's to pick from); by default the agent running the call."""
     from tether.agent import Agent
     from tether.conversation import Conversation
     from tether.result import StopCause
 
-    parent: Agent = ctx.extras["agent"]
-    model = _child_model(profile, parent)
+    parent: Agent = owner if owner is not None else ctx.extras["agent"]
     registry = parent.tools
-    tools = [registry[n] for n in profile.tools if n in registry]
+    missing = [n for n in profile.tools if n not in registry]
+    if missing:
+        # Fail closed: a child without a tool its profile names is not the child the profile
+        # describes (an MCP server that did not start, a tool a server dropped).
+        return ToolOutput(
+            f"Error: the sub-agent {profile.name} was not run: its profile names tool(s) "
+            f"{', '.join(map(repr, missing))} that do not exist now (an MCP server that did "
+            f"not start, or a tool its server no longer offers). Tools that exist: "
+            f"{', '.join(sorted(registry)) or 'none'}.", is_error=True, from_outside=False)
+    model = _child_model(profile, parent)
+    tools = [registry[n] for n in profile.tools]
     child = Agent(model, tools, profile.system_prompt, profile.max_turns,
                   approver=parent.approver, security=parent.security,
                   permission_mode=parent.permission_mode, workspace=parent.workspace,
@@ -180,18 +250,22 @@ async def run_subagent(
         if profile.trusted_output and shape is not None:
             why = f"the answer is not {shape.describe()}"
             content = (f"{raw}\n\n[tether: this answer is untrusted: it was expected to be "
-                       f"{shape.describe()}, and it is not]")
+                       f"{shape.describe(exactly=True)}, and it is not]")
         else:
             why = "the child could read untrusted text and its profile vouches for nothing"
             content = raw
     if emit is not None:
         await emit(ev.SubagentFinished(ctx.call_id, profile.name, str(result.stop_cause),
                                        trusted, why, result.usage))
-    # from_outside decides the parent's untrusted taint (the delegation tool declares
-    # untrusted_input when any child tool does); private taint flows back through its caps.
+    # The child's real exposure joins the parent's: its private taint whatever the answer,
+    # its untrusted taint unless this answer earned trust by its shape. (The delegation
+    # tool's declared capabilities add to this; they never subtract from it.)
     # Seam for structured output in sub-agents: a profile's output schema would run the
     # child with ``child.prepare(task, output=...)`` here and vouch for the parsed value.
-    return ToolOutput(content, is_error=is_error, from_outside=not trusted, usage=result.usage)
+    exposure = Taint(private=result.taint.private,
+                     untrusted=result.taint.untrusted and not trusted)
+    return ToolOutput(content, is_error=is_error, from_outside=not trusted, usage=result.usage,
+                      taint=exposure)
 
 
 def _child_model(profile: SubagentProfile, parent: Agent) -> Provider:

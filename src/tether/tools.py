@@ -112,6 +112,8 @@ class ToolOutput:
     ``from_outside`` says whether the content carries text from outside (it decides the
     untrusted taint for tools that declare ``untrusted_input``); ``None`` means "assume yes".
     ``usage`` is model usage spent inside the tool (a sub-agent), added to the run's.
+    ``taint`` is exposure the call brought back beyond what the tool declares (a
+    sub-agent's own taint); it joins the conversation's, which it can only grow.
     """
 
     content: str
@@ -119,6 +121,7 @@ class ToolOutput:
     structured: Any = None
     from_outside: bool | None = None
     usage: Usage | None = None
+    taint: Taint | None = None
 
 
 @dataclass(slots=True)
@@ -145,7 +148,9 @@ class Tool:
 
     ``cache_approval`` says whether an approver may allow it for the whole session.
     ``read_only`` overrides the derived rule (not destructive and no approval needed);
-    MCP tools set it from ``readOnlyHint`` only.
+    MCP tools set it from ``readOnlyHint`` only. ``spec_from_outside`` says the spec (name,
+    title, description, schema) was written by someone not trusted (an untrusted MCP
+    server): offering the tool shows the model untrusted text.
     """
 
     spec: ToolSpec
@@ -156,6 +161,7 @@ class Tool:
     source: str = "python"
     read_only_hint: bool | None = None
     source_name: str | None = None
+    spec_from_outside: bool = False
 
     @property
     def name(self) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, TypeAlias
 
 TrifectaPolicy: TypeAlias = Literal["block", "ask", "allow"]
@@ -84,6 +85,12 @@ class Taint:
 CLEAN = Taint()
 
 
+def _default_protected() -> tuple[Path, ...]:
+    from tether.own_files import default_locations
+
+    return default_locations()
+
+
 @dataclass(frozen=True, slots=True)
 class SecurityConfig:
     """Security settings of an agent: values passed in, never process-wide switches.
@@ -96,6 +103,10 @@ class SecurityConfig:
     - ``mark_untrusted_output``: wrap untrusted tool results in a delimited data block.
     - ``max_result_chars``: tool results longer than this are truncated before the model
       sees them (the untrusted wrapper is applied after truncation).
+    - ``protected_paths``: files and folders the built-in file tools never write, even when
+      a write is approved: tether's own files. The default names where the environment and
+      the defaults put them; ``Agent.from_config`` adds every place the configuration names
+      (see ``tether.own_files``).
     """
 
     trifecta: TrifectaPolicy = "block"
@@ -104,6 +115,7 @@ class SecurityConfig:
     blocked_domains: Sequence[str] = field(default_factory=tuple)
     mark_untrusted_output: bool = True
     max_result_chars: int = 50_000
+    protected_paths: Sequence[Path] = field(default_factory=_default_protected)
 
     def __post_init__(self) -> None:
         if self.trifecta not in ("block", "ask", "allow"):
@@ -112,6 +124,10 @@ class SecurityConfig:
             raise ConfigError(
                 f"security.trifecta must be 'block', 'ask' or 'allow', not {self.trifecta!r}"
             )
+        if isinstance(self.protected_paths, str | Path):
+            object.__setattr__(self, "protected_paths", (self.protected_paths,))
+        object.__setattr__(self, "protected_paths",
+                           tuple(Path(p).expanduser() for p in self.protected_paths))
 
 
 def forecast(taint: Taint, capabilities: Iterable[Capabilities]) -> Taint:
@@ -179,11 +195,15 @@ def truncate(content: str, limit: int) -> str:
 # --- answer shapes (sub-agent trusted output) ------------------------------------------------
 
 # Written from the grammar, not float(): float() accepts "1_000", surrounding whitespace in
-# the middle of nowhere and non-ASCII digits, none of which may carry a vouch.
-_NUMBER = re.compile(
-    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
-    re.IGNORECASE | re.ASCII,
-)
+# the middle of nowhere and non-ASCII digits, none of which may carry a vouch. Finite
+# numbers only: "inf" and "nan" are words.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+# A trusted number carries little information: at most this many significant digits, a
+# decimal exponent in a double's range, and a short spelling. Then it is rewritten from
+# its value, so nothing of the raw digits crosses (a long digit string can spell a sentence).
+NUMBER_MAX_DIGITS = 17
+NUMBER_EXPONENT_RANGE = (-324, 308)
+NUMBER_MAX_CHARS = 64
 _BOOLEANS = {"true": True, "false": False, "yes": True, "no": False}
 # str.strip() trims Unicode whitespace too; that is fine: trimming only removes, it never
 # lets a non-matching core match.
@@ -243,7 +263,7 @@ class AnswerShape:
         """The canonical form of a matching answer (what the parent sees), else None."""
         t = text.strip()
         if self.kind == "number":
-            return t if _NUMBER.fullmatch(t) else None
+            return _canonical_number(t)
         if self.kind == "boolean":
             value = _BOOLEANS.get(_ascii_lower(t))
             return None if value is None else ("true" if value else "false")
@@ -253,15 +273,37 @@ class AnswerShape:
                 return choice
         return None
 
-    def describe(self) -> str:
+    def describe(self, *, exactly: bool = False) -> str:
+        """The shape in words; ``exactly`` adds a number's bounds."""
         if self.kind == "number":
-            return "a number"
+            return (f"a number (finite, at most {NUMBER_MAX_DIGITS} significant digits)"
+                    if exactly else "a number")
         if self.kind == "boolean":
             return "a boolean (true/false/yes/no)"
         return "one of: " + ", ".join(self.choices)
 
     def to_config(self) -> str | list[str]:
         return list(self.choices) if self.kind == "one_of" else self.kind
+
+
+def _canonical_number(text: str) -> str | None:
+    """The canonical spelling of a bounded finite number, rewritten from its value (``" +7 "``
+    is ``7``, ``2.5E-3`` is ``0.0025``, ``-0`` is ``0``), or None."""
+    if len(text) > NUMBER_MAX_CHARS or not _NUMBER.fullmatch(text):
+        return None
+    from decimal import Context, Decimal
+
+    # Exact: the spelling is short, so this precision never rounds what was written.
+    value = Decimal(text).normalize(Context(prec=NUMBER_MAX_CHARS + 1))
+    if value.is_zero():
+        return "0"
+    digits, exponent = len(value.as_tuple().digits), value.adjusted()
+    low, high = NUMBER_EXPONENT_RANGE
+    if digits > NUMBER_MAX_DIGITS or not low <= exponent <= high:
+        return None
+    if -7 < exponent < NUMBER_MAX_DIGITS:
+        return format(value, "f")
+    return format(value, "e")
 
 
 def _ascii_lower(s: str) -> str:

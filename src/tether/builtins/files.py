@@ -252,7 +252,7 @@ def _write_file(ctx: ToolContext, path: str, content: str) -> ToolOutput:
     """
     try:
         target = confine(ctx.workspace, path)
-        refuse_protected(target)
+        refuse_protected(target, ctx.security.protected_paths)
         if target.path.is_dir():
             return _error(f"{target.shown} is a directory")
         existed = target.path.exists()
@@ -287,7 +287,7 @@ def _edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str) -> Too
                       "(use write_file to create a file)")
     try:
         target = confine(ctx.workspace, path)
-        refuse_protected(target)
+        refuse_protected(target, ctx.security.protected_paths)
         if not target.path.is_file():
             return _error(f"{target.shown} is not a file; use write_file to create it")
         with open_confined(target, "r") as f:

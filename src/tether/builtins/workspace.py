@@ -10,6 +10,7 @@ end of the path.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -55,43 +56,75 @@ def confine(workspace: Path, requested: str) -> Confined:
 
 # Paths inside the workspace that no tool may change: the agent's own configuration (its
 # security policy: a write there would let the model widen its own tether), and git's
-# internals (hooks are code that runs later, outside the gate).
-PROTECTED_FILES = frozenset({"tether.toml"})
-PROTECTED_DIRS = frozenset({".git"})
-
-
-def tether_state_paths() -> list[Path]:
-    """tether's own files outside any workspace: the user config folder, the session store
-    (taint timelines a write could make cleaner) and the cache (the llama-server binary a
-    write could replace). A workspace that contains them (your home folder) must not let a
-    tool change them."""
-    from tether.config import user_config_path
-    from tether.local_setup import default_cache_dir
-    from tether.store import default_store_path
-
-    store = default_store_path()
-    return [user_config_path().parent, default_cache_dir(), store,
-            store.with_name(store.name + "-wal"), store.with_name(store.name + "-shm")]
-
-
-def refuse_protected(confined: Confined) -> None:
-    """``WorkspaceError`` when a write would change a protected path (see above)."""
-    for state in tether_state_paths():
-        try:
-            inside = confined.path.is_relative_to(state.resolve())
-        except OSError:
-            continue
-        if inside:
+# internals (hooks are code that runs later, outside the gate). tether's files elsewhere
+# come in as ``protected`` paths.
+def refuse_protected(confined: Confined, protected: Sequence[Path] = ()) -> None:
+    """``WorkspaceError`` when a write would change a protected path: the workspace's own
+    ``tether.toml``, anything in ``.git``, and every path in ``protected`` (tether's own
+    files, ``SecurityConfig.protected_paths``: passed in, never looked up here)."""
+    for path in protected:
+        if _covers(path, confined.path):
             raise WorkspaceError(f"{confined.shown} is one of tether's own files (its "
-                                 f"configuration, sessions or cache); tools may not change it.")
+                                 f"configuration, sessions, cache or tool definitions); tools "
+                                 f"may not change it.")
     parts = Path(confined.shown).parts
-    if confined.shown in PROTECTED_FILES:
+    if _names_equal(confined.shown, "tether.toml", confined.path.parent):
         raise WorkspaceError(f"{confined.shown} holds the agent's own configuration, including "
                              f"its security policy; tools may not change it. Ask the user to "
                              f"edit it.")
-    if any(part in PROTECTED_DIRS for part in parts):
+    if any(_names_equal(part, ".git", confined.path.parent) for part in parts):
         raise WorkspaceError(f"{confined.shown} is inside .git; tools may not change git's "
                              f"internals (hooks there run as code).")
+
+
+def _covers(protected: Path, target: Path) -> bool:
+    """Whether ``target`` (resolved) is ``protected`` or inside it, as the file system sees
+    it: by spelling (case-folded where the file system ignores case), and for what exists,
+    by identity (same device and inode: another spelling, a hard link, a bind mount)."""
+    try:
+        root = protected.expanduser().resolve()
+    except (OSError, RuntimeError):
+        root = Path(os.path.abspath(protected.expanduser()))
+    if target.is_relative_to(root):
+        return True
+    try:
+        marker = root.stat()
+    except OSError:
+        marker = None
+    if marker is not None:
+        for candidate in (target, *target.parents):
+            try:
+                if os.path.samestat(candidate.stat(), marker):
+                    return True
+            except OSError:
+                continue
+    if _case_insensitive(root) or _case_insensitive(target):
+        folded_root, folded = str(root).casefold(), str(target).casefold()
+        return folded == folded_root or folded.startswith(folded_root.rstrip(os.sep) + os.sep)
+    return False
+
+
+def _names_equal(name: str, protected_name: str, where: Path) -> bool:
+    if name == protected_name:
+        return True
+    return name.casefold() == protected_name.casefold() and _case_insensitive(where)
+
+
+def _case_insensitive(path: Path) -> bool:
+    """Whether the file system holding ``path`` ignores case: found by looking up the
+    nearest existing name that has letters under its other case."""
+    for candidate in (path, *path.parents):
+        name = candidate.name
+        if not name or name.swapcase() == name:
+            continue
+        try:
+            if not candidate.exists():
+                continue
+            other = candidate.with_name(name.swapcase())
+            return other.exists() and os.path.samefile(candidate, other)
+        except OSError:
+            continue
+    return os.path.normcase("A") == "a"  # no letters to try: the platform's rule
 
 
 def _why(root: Path, given: Path) -> str:

@@ -56,6 +56,8 @@ def servers_from_config(sections: Sequence[McpSection]) -> list[McpServer]:
         widen = Capabilities(**s.capabilities.model_dump())
         common: dict[str, Any] = {"prefix_tools": s.prefix_tools, "timeout_secs": s.timeout_secs,
                                   "capabilities": widen}
+        if s.trusted is not None:
+            common["trusted"] = s.trusted
         if s.command is not None:
             servers.append(McpServer.stdio(s.name, s.command, s.args, s.env,
                                            env_passthrough=s.env_passthrough, **common))
@@ -88,14 +90,18 @@ async def check_mcp_servers(config: Config) -> list[tuple[bool, str, str]]:
     try:
         await asyncio.gather(*(server.start() for server in servers))
         for server in servers:
-            label = f"mcp {server.name} ({server.transport.describe()})"
+            label = f"mcp {server.name} ({server.transport.describe()}, " \
+                    f"{'trusted' if server.trusted else 'untrusted'})"
             if server.error is not None:
                 out.append((False, label, f"did not start: {server.error}"))
                 continue
             skipped = len(server.notices)
+            trust = "" if server.trusted else (
+                "; not trusted: a conversation offering its tools counts as untrusted from "
+                "its first turn")
             out.append((True, label, f"started, {len(server.tools())} tools"
                                      + (f", {skipped} skipped (see `tether tools`)"
-                                        if skipped else "")))
+                                        if skipped else "") + trust))
     finally:
         await asyncio.gather(*(server.aclose() for server in servers))
     return out

@@ -78,6 +78,11 @@ class McpServer:
       bounds each request of the start (initialize, each page of the tool list), for
       servers that are slow to come up (``npx`` fetching a package).
     - ``capabilities`` widen what every tool of the server declares (never narrow).
+    - ``trusted``: whether the server's own text (tool names, titles, descriptions,
+      schemas) is trusted. Default: a stdio server (code you installed, run on your machine)
+      is; a remote one (``http``) is not. A conversation that offers an untrusted server's
+      tools counts as having seen untrusted text from its first turn, and the server's
+      results count as untrusted input.
     - ``error``: why the server is not running (failed start, crash), else ``None``.
     - ``notices``: what the user should know (start failure, tools that were skipped).
 
@@ -96,6 +101,7 @@ class McpServer:
         start_timeout_secs: float | None = None,
         capabilities: Capabilities = NO_CAPABILITIES,
         errlog: TextIO | None = None,
+        trusted: bool | None = None,
     ) -> None:
         if not _SERVER_NAME.fullmatch(name):
             raise ConfigError(f"mcp server name {name!r}: use letters, digits, _ and - only "
@@ -108,6 +114,7 @@ class McpServer:
         self.timeout_secs = timeout_secs
         self.start_timeout_secs = start_timeout_secs or timeout_secs
         self.capabilities = capabilities
+        self.trusted = isinstance(transport, _Stdio) if trusted is None else bool(trusted)
         self.error: str | None = None
         self.notices: list[Notice] = []
         self._errlog = errlog
@@ -138,6 +145,7 @@ class McpServer:
         start_timeout_secs: float | None = None,
         capabilities: Capabilities = NO_CAPABILITIES,
         errlog: TextIO | None = None,
+        trusted: bool = True,
     ) -> McpServer:
         """A server run as a child process, speaking over its stdin/stdout.
 
@@ -148,7 +156,7 @@ class McpServer:
         transport = _Stdio(command, tuple(args), dict(env or {}), tuple(env_passthrough), cwd)
         return cls(name, transport, prefix_tools=prefix_tools, timeout_secs=timeout_secs,
                    start_timeout_secs=start_timeout_secs, capabilities=capabilities,
-                   errlog=errlog)
+                   errlog=errlog, trusted=trusted)
 
     @classmethod
     def http(
@@ -162,12 +170,15 @@ class McpServer:
         timeout_secs: float = 60.0,
         start_timeout_secs: float | None = None,
         capabilities: Capabilities = NO_CAPABILITIES,
+        trusted: bool = False,
     ) -> McpServer:
         """A server reached over streamable HTTP. ``headers_env`` maps a header to the
-        environment variable holding its value (read when the server starts)."""
+        environment variable holding its value (read when the server starts). Not trusted
+        unless ``trusted=True``: whoever runs it wrote its tools' descriptions."""
         transport = _Http(url, dict(headers or {}), dict(headers_env or {}))
         return cls(name, transport, prefix_tools=prefix_tools, timeout_secs=timeout_secs,
-                   start_timeout_secs=start_timeout_secs, capabilities=capabilities)
+                   start_timeout_secs=start_timeout_secs, capabilities=capabilities,
+                   trusted=trusted)
 
     def __repr__(self) -> str:
         return f"McpServer({self.name!r}, {self.transport.describe()!r})"
@@ -371,7 +382,10 @@ class McpServer:
         annotations = mcp_tool.annotations
         hints = Hints() if annotations is None else Hints(
             annotations.read_only_hint, annotations.destructive_hint, annotations.open_world_hint)
-        flags = map_hints(hints, self.capabilities)
+        # An untrusted server's results are outside text, whatever its hints claim.
+        widen = self.capabilities if self.trusted else \
+            self.capabilities | Capabilities(untrusted_input=True)
+        flags = map_hints(hints, widen)
         title = (annotations.title if annotations is not None else None) or mcp_tool.title
         original = mcp_tool.name
 
@@ -382,7 +396,7 @@ class McpServer:
             name, mcp_tool.description or "", dict(mcp_tool.input_schema), handler,
             title=title, needs_approval=flags.needs_approval, capabilities=flags.capabilities,
             source="mcp", cache_approval=False, read_only_hint=flags.read_only,
-            source_name=self.name)
+            source_name=self.name, spec_from_outside=not self.trusted)
 
     # --- calls and notifications ------------------------------------------------------------
 

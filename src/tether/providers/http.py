@@ -307,7 +307,11 @@ class HTTPTransport:
 
 
 def _encode(body: Any) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate some server sent: JSON escapes it
+        return json.dumps(body, separators=(",", ":")).encode()
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
