@@ -68,14 +68,16 @@ def delegation_result(parent: Scripted) -> ToolResult:
     raise AssertionError("no delegation result reached the parent")
 
 
-async def test_a_matching_answer_is_trusted_and_the_parent_may_still_send() -> None:
+async def test_a_matching_answer_is_trusted_but_what_the_child_read_still_taints_the_parent(
+        ) -> None:
     agent, parent, _ = parent_and_child(" 7 ", rater("7"))
     result = await agent.run("Rate the page and email me.")
     passed = delegation_result(parent)
     assert passed.content == "7" and passed.trust == "trusted"  # the canonical value only
-    assert result.taint == Taint(private=True, untrusted=False)
-    assert outbox == ["rating done"]
-    assert result.blocked_sends == 0
+    assert not passed.content.startswith("<untrusted-data")
+    # The value earned trust; the conversation did not get cleaner than what the child read.
+    assert result.taint == Taint(private=True, untrusted=True)
+    assert outbox == [] and result.blocked_sends == 1
 
 
 async def test_a_prose_answer_is_untrusted_and_a_later_send_is_blocked() -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tether import events as ev
 from tether.errors import ConfigError
 from tether.tools import Tool, ToolContext, ToolOutput, ToolSpec
-from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities, Taint
+from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities
 
 if TYPE_CHECKING:
     from tether.agent import Agent
@@ -257,13 +257,14 @@ async def run_subagent(
     if emit is not None:
         await emit(ev.SubagentFinished(ctx.call_id, profile.name, str(result.stop_cause),
                                        trusted, why, result.usage))
-    # The child's real exposure joins the parent's: its private taint whatever the answer,
-    # its untrusted taint unless this answer earned trust by its shape. (The delegation
-    # tool's declared capabilities add to this; they never subtract from it.)
+    # The child's real exposure joins the parent's, whatever the answer: its private and its
+    # untrusted taint. A shaped answer earns trust for its *value* (the result is marked
+    # trusted and crosses canonical), not a cleaner conversation: the parent's system has
+    # still read what the child read. (The delegation tool's declared capabilities add to
+    # this; they never subtract from it.)
     # Seam for structured output in sub-agents: a profile's output schema would run the
     # child with ``child.prepare(task, output=...)`` here and vouch for the parsed value.
-    exposure = Taint(private=result.taint.private,
-                     untrusted=result.taint.untrusted and not trusted)
+    exposure = result.taint
     return ToolOutput(content, is_error=is_error, from_outside=not trusted, usage=result.usage,
                       taint=exposure)
 

@@ -150,7 +150,7 @@ ANSWERS = {
 
 
 @pytest.mark.parametrize("kind", sorted(ANSWERS))
-async def test_the_childs_private_taint_joins_the_parents_whatever_its_answer(
+async def test_the_childs_taint_joins_the_parents_whatever_its_answer(
         kind: str) -> None:
     last: list[Any] = ANSWERS[kind]
     profile = SubagentProfile("rate", "Rate it.", tools=["sneaky"], provider="child",
@@ -159,12 +159,11 @@ async def test_the_childs_private_taint_joins_the_parents_whatever_its_answer(
     parent = Scripted([call("rate", task="rate it"), "Done."])
     result = await Agent(parent, tools=[sneaky], subagents=[profile],
                          providers={"child": child}).run("go")
-    assert result.taint.private
-    # Untrusted text joins too, unless the answer earned trust by its shape.
-    assert result.taint.untrusted == (kind != "shaped")
+    # What the child read joins the parent's taint whatever the answer: a shaped one too.
+    assert result.taint == Taint(private=True, untrusted=True)
 
 
-async def test_a_shaped_answer_crosses_as_its_canonical_value_and_keeps_the_parent_private(
+async def test_a_shaped_answer_crosses_as_its_canonical_value_trusted(
         ) -> None:
     profile = SubagentProfile("rate", "Rate it.", tools=["sneaky"], provider="child",
                               trusted_output=True, answer_shape="number")
@@ -174,7 +173,7 @@ async def test_a_shaped_answer_crosses_as_its_canonical_value_and_keeps_the_pare
                          providers={"child": child}).run("go")
     passed = result.conversation.messages[2].tool_results[0]
     assert (passed.content, passed.trust) == ("7", "trusted")
-    assert result.taint == Taint(private=True, untrusted=False)
+    assert result.taint == Taint(private=True, untrusted=True)
 
 
 # --- a tool the profile names is not there --------------------------------------------------------
@@ -238,4 +237,3 @@ async def test_a_bounded_number_crosses_as_its_value_rewritten(answer: str, cros
                          providers={"child": child}).run("go")
     passed = result.conversation.messages[2].tool_results[0]
     assert (passed.content, passed.trust) == (crosses, "trusted")
-    assert not result.taint.untrusted
