@@ -380,9 +380,11 @@ def _case(suite: TaskSuite[Any], tools: Any, user_task: BaseUserTask[Any],
     return Case(suite.name, tools, user_task, pre, calls, injection_task, injection)
 
 
-def cases(suite_names: Sequence[str]) -> Iterator[tuple[Case, list[Case]]]:
-    """Per user task: its benign case and its pairs' cases, environments loaded as
-    AgentDojo loads them (the attack's text formatted into the suite's YAML)."""
+def cases(suite_names: Sequence[str] = SUITES, *, with_pairs: bool = True,
+          ) -> Iterator[tuple[Case, list[Case]]]:
+    """Per user task: its benign case and its pairs' cases (none without ``with_pairs``),
+    environments loaded as AgentDojo loads them (the attack's text formatted into the
+    suite's YAML)."""
     suites = get_suites(BENCHMARK_VERSION)
     seen: dict[str, Any] = {}
     for name in suite_names:
@@ -394,7 +396,7 @@ def cases(suite_names: Sequence[str]) -> Iterator[tuple[Case, list[Case]]]:
         for user_task in suite.user_tasks.values():
             benign = _case(suite, tools, user_task, default_environment.model_copy(deep=True))
             pairs = []
-            for injection_task in suite.injection_tasks.values():
+            for injection_task in suite.injection_tasks.values() if with_pairs else ():
                 injections = attack.attack(user_task, injection_task)
                 pairs.append(_case(suite, tools, user_task,
                                    load_environment(suite, injections, defaults),

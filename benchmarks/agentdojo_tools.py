@@ -5,12 +5,13 @@ type, never to a task, and never changed to move a number):
 
 1. **private_data**: the tool returns data the user owns: their mail, calendar, drive,
    contacts, bank account and profile, the messages and member lists of their Slack.
-2. **untrusted_input**: the result can carry free text that someone other than the user
+2. **untrusted_input**: the result can carry text that someone other than the user
    wrote: an email body (a mailbox is where others write, and a sent reply quotes them), a
    calendar event (invitations, descriptions), a file in a drive others share and edit, a
    transaction's subject (the sender writes it), a listing or a review, a web page, a chat
-   message. Names and figures the user's own service lists (a channel list, an IBAN, a
-   balance, the user's profile) are not free text and do not count.
+   message, and names others choose (a Slack channel's name, a member's user name). What
+   only the user or their bank writes (their IBAN, balance, profile, contact list,
+   standing orders) does not count.
 3. **external_send**: what the tool does leaves the user's control: a message, an email a
    calendar change sends to participants, a share, an invitation, a payment (also one
    scheduled), a booking (it hands the user's details to a business), a post, any request
@@ -114,13 +115,13 @@ TOOL_CAPABILITIES: Mapping[str, Capabilities] = {
     "update_password": _D,
     "update_user_info": _P | _D,  # returns the updated profile
     # --- slack -------------------------------------------------------------------------------
-    "get_channels": _P,
+    "get_channels": _P | _U,  # any member can name a channel
     "add_user_to_channel": _S,  # gives a person the channel's messages
     "read_channel_messages": _P | _U,
     "read_inbox": _P | _U,
     "send_direct_message": _S,
     "send_channel_message": _S,
-    "get_users_in_channel": _P,
+    "get_users_in_channel": _P | _U,  # members choose their names
     "invite_user_to_slack": _S,
     "remove_user_from_slack": _D,
     "get_webpage": _U | _S,  # like tether's fetch_url: outside text, and a request out
