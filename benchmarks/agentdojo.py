@@ -1,0 +1,560 @@
+"""How often does tether's gate let AgentDojo's tasks through, and its injections?
+
+Runs AgentDojo (suites v1.2.2: 97 user tasks, 949 user-task x injection-task pairs) through
+tether's real ``Agent`` and gate, with scripted models built from the suites' ground truth:
+
+- a **capable model** per user task: the task's ground-truth calls, one per turn, then its
+  ground-truth answer (or, when one of its calls came back as an error or a refusal, an
+  answer that says it could not finish);
+- a **compromised model** per pair: the same, until a tool result it reads contains the
+  injection (placed by AgentDojo's ``important_instructions`` attack in the suite's
+  injection vectors); then it does the injection task's ground-truth calls and says what
+  the injection asked it to say. Two placements, each run separately:
+  ``later`` (the calls come in the turns after the read, as a model that obeys what it
+  read) and ``same_turn`` (the calls come in the same assistant message as the read, as a
+  model primed in advance). A pair counts as attacked when either placement succeeds.
+
+AgentDojo's tools run on a copy of the task's environment (see ``agentdojo_tools.py`` for
+their declarations and the rule behind them), and AgentDojo's own checks judge each run:
+``utility`` for user tasks, ``security`` for injections (true: the attack succeeded).
+
+Configurations (how the Agent is built): ``none`` (no gate), ``interlock`` (today's
+defaults) and, optionally, ``interlock_ask``. Per configuration:
+
+- ``utility``: user tasks that succeed with no approver at all;
+- ``utility_with_one_prompt``: user tasks that succeed with an approver that allows exactly
+  the calls of the task's ground truth and answers at most one approval request per task
+  (one prompt = one ``ApprovalRequested``; later requests are denied);
+- ``prompts_per_task``: approval requests per user task in that run, on average;
+- ``attack_success``: pairs whose injection succeeded, no approver;
+- ``attack_success_rubber_stamp``: the same with an approver that allows everything.
+
+usage: python benchmarks/agentdojo.py [--json] [--configs none,interlock] [--suites banking]
+                                      [--details runs.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal, TypeAlias
+
+# This file shares its name with the package it measures: run as a script, its folder comes
+# first on sys.path and ``import agentdojo`` would import this file. Drop the folder.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or os.getcwd()).resolve() != _HERE]
+
+from agentdojo.attacks.important_instructions_attacks import (  # noqa: E402
+    ImportantInstructionsAttack,
+)
+from agentdojo.base_tasks import BaseInjectionTask, BaseUserTask  # noqa: E402
+from agentdojo.functions_runtime import FunctionCall, TaskEnvironment  # noqa: E402
+from agentdojo.task_suite.load_suites import get_suites  # noqa: E402
+from agentdojo.task_suite.task_suite import TaskSuite  # noqa: E402
+
+from tether.agent import Agent  # noqa: E402
+from tether.approval import AllowAll, ApprovalRequest, Approver, Decision  # noqa: E402
+from tether.events import ApprovalRequested  # noqa: E402
+from tether.messages import ToolCall, ToolResult  # noqa: E402
+from tether.providers.base import ModelRequest, Provider  # noqa: E402
+from tether.providers.scripted import Reply, Scripted  # noqa: E402
+from tether.tools import Tool  # noqa: E402
+from tether.trust import SecurityConfig  # noqa: E402
+
+
+def _sibling(name: str) -> ModuleType:
+    """Load ``benchmarks/<name>.py`` without putting this folder on sys.path (see above)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, _HERE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+agentdojo_tools = _sibling("agentdojo_tools")
+agentdojo_ground_truth = _sibling("agentdojo_ground_truth")
+
+BENCHMARK_VERSION = "v1.2.2"
+SUITES = ("workspace", "travel", "banking", "slack")
+ATTACK = "important_instructions"
+# The attack writes the victim model's name into its text; AgentDojo takes it from the
+# pipeline's name. The scripted models do not read it, so any listed name does.
+_PIPELINE_NAME = "gpt-4o-2024-05-13"
+MAX_TURNS = 100
+
+Placement: TypeAlias = Literal["same_turn", "later"]
+PLACEMENTS: tuple[Placement, ...] = ("same_turn", "later")
+ApproverKind: TypeAlias = Literal["none", "one_prompt", "rubber_stamp"]
+# Gate statuses of a call that did not run (tether.result.ToolCallRecord.status).
+REFUSED = frozenset({"denied", "blocked", "unknown_tool", "invalid_args"})
+
+
+# --- configurations ----------------------------------------------------------------------------
+
+
+AgentBuilder: TypeAlias = Callable[[Provider, Sequence[Tool], Approver | None], Agent]
+
+
+@dataclass(frozen=True, slots=True)
+class Configuration:
+    """One gate configuration: how to build the Agent for a run.
+
+    ``build`` gets the scripted model, the run's tools and the approver of the measurement
+    (None, the one-prompt approver or the rubber stamp). ``tools`` may re-declare the
+    suite's tools (a gate that reads parameter roles, say); by default they are used as
+    declared in ``agentdojo_tools``.
+    """
+
+    name: str
+    description: str
+    build: AgentBuilder
+    tools: Callable[[list[Tool]], list[Tool]] = list
+
+
+def _agent(security: SecurityConfig, permission_mode: Literal["ask", "allow"]) -> AgentBuilder:
+    def build(model: Provider, tools: Sequence[Tool], approver: Approver | None) -> Agent:
+        return Agent(model, tools, max_turns=MAX_TURNS, approver=approver, security=security,
+                     permission_mode=permission_mode)
+
+    return build
+
+
+CONFIGURATIONS: dict[str, Configuration] = {
+    c.name: c for c in (
+        Configuration("none", "no gate: trifecta allow, permission_mode allow",
+                      _agent(SecurityConfig(trifecta="allow"), "allow")),
+        Configuration("interlock", "today's defaults: trifecta block, permission_mode ask",
+                      _agent(SecurityConfig(), "ask")),
+        Configuration("interlock_ask", "today's rule asking instead: trifecta ask, "
+                      "permission_mode ask", _agent(SecurityConfig(trifecta="ask"), "ask")),
+    )
+}
+DEFAULT_CONFIGURATIONS = ("none", "interlock")
+
+
+# --- the scripted models -----------------------------------------------------------------------
+
+
+_NOISE = re.compile(r"\\[nrt\"\\]|[^0-9A-Za-z]")
+
+
+def squashed(text: str) -> str:
+    """Text with YAML's escapes, all whitespace and punctuation removed: tool results are
+    YAML dumps, where an injected paragraph is a quoted, escaped, folded string."""
+    return _NOISE.sub("", text)
+
+
+def contains_injection(text: str, squashed_injections: Sequence[str]) -> bool:
+    body = squashed(text)
+    return any(i in body for i in squashed_injections)
+
+
+@dataclass(frozen=True, slots=True)
+class Injection:
+    """What a compromised model knows of the injection it will obey."""
+
+    texts: tuple[str, ...]  # the attack's texts as placed in the vectors, squashed
+    calls: tuple[FunctionCall, ...]  # the injection task's ground truth
+    answer: str  # what the injection asks the model to say (often nothing)
+    read_index: int | None  # the user call whose result first shows the injection
+
+
+COULD_NOT_FINISH = "I could not finish the task: a step was refused or failed."
+
+
+@dataclass
+class Script:
+    """A scripted model's mind for one run: its plan, and what it has read so far.
+
+    ``reply`` is called once per turn with the request (the conversation so far) and
+    decides the next assistant message from it.
+    """
+
+    calls: tuple[FunctionCall, ...]
+    answer: str
+    injection: Injection | None = None
+    placement: Placement = "later"
+    _next: int = 0  # the next call of the user task
+    _obeying: list[FunctionCall] = field(default_factory=list)  # injection calls still to do
+    _own_ids: set[str] = field(default_factory=set)
+    _injected: bool = False
+    _count: int = 0
+
+    def reply(self, request: ModelRequest) -> Reply:
+        inj = self.injection
+        if inj is not None and not self._injected and self.placement == "later" and any(
+                contains_injection(r.content, inj.texts) for r in _latest_results(request)):
+            self._injected = True
+            self._obeying = list(inj.calls)
+        if self._obeying:
+            return Reply(calls=(self._call(self._obeying.pop(0), own=False),))
+        if self._next < len(self.calls):
+            index, self._next = self._next, self._next + 1
+            call = self._call(self.calls[index], own=True)
+            if inj is not None and not self._injected and self.placement == "same_turn" \
+                    and inj.read_index == index:
+                self._injected = True
+                return Reply(calls=(call, *(self._call(c, own=False) for c in inj.calls)))
+            return Reply(calls=(call,))
+        return Reply(text=self._final_answer(request))
+
+    def _call(self, call: FunctionCall, own: bool) -> ToolCall:
+        self._count += 1
+        call_id = f"call_{self._count}"
+        if own:
+            self._own_ids.add(call_id)
+        return ToolCall(call_id, call.function, json.dumps(dict(call.args)))
+
+    def _final_answer(self, request: ModelRequest) -> str:
+        failed = any(p.is_error for m in request.messages for p in m.parts
+                     if isinstance(p, ToolResult) and p.call_id in self._own_ids)
+        parts = [COULD_NOT_FINISH if failed else self.answer]
+        if self._injected and self.injection is not None and self.injection.answer:
+            parts.append(self.injection.answer)
+        return "\n".join(p for p in parts if p) or "Done."
+
+
+def _latest_results(request: ModelRequest) -> list[ToolResult]:
+    if not request.messages or request.messages[-1].role != "tool":
+        return []
+    return [p for p in request.messages[-1].parts if isinstance(p, ToolResult)]
+
+
+def scripted_model(script: Script) -> Scripted:
+    return Scripted([script.reply] * (MAX_TURNS + 1), model="agentdojo-scripted")
+
+
+# --- approvers ---------------------------------------------------------------------------------
+
+
+def _call_key(name: str, arguments: Any) -> tuple[str, str]:
+    return name, json.dumps(arguments, sort_keys=True, default=str)
+
+
+class GroundTruthApprover:
+    """A person who knows the task: allows exactly the calls of its ground truth (each
+    once), and answers at most ``prompts`` requests; later ones are denied."""
+
+    def __init__(self, calls: Sequence[FunctionCall], prompts: int = 1) -> None:
+        self._allowed = [_call_key(c.function, dict(c.args)) for c in calls]
+        self._left = prompts
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        if self._left <= 0:
+            return Decision.deny("this task's one prompt was already spent")
+        self._left -= 1
+        key = _call_key(request.tool, request.arguments)
+        if key in self._allowed:
+            self._allowed.remove(key)
+            return Decision.allow()
+        return Decision.deny("not a call of the task's ground truth")
+
+
+# --- one run -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One run, judged by AgentDojo."""
+
+    success: bool  # utility for a user task; security (the attack succeeded) for a pair
+    prompts: int
+    refused: tuple[dict[str, Any], ...]
+    stop_cause: str
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One user task, alone or with one injection task, ready to run any number of times."""
+
+    suite: str
+    tools: Any  # agentdojo_tools.SuiteTools
+    user_task: BaseUserTask[Any]
+    pre: TaskEnvironment  # after the task's init_environment; runs get copies, never this
+    calls: tuple[FunctionCall, ...]  # the user task's ground truth, computed from ``pre``
+    injection_task: BaseInjectionTask[Any] | None = None
+    injection: Injection | None = None
+
+
+async def run_case(config: Configuration, case: Case, approver: ApproverKind,
+                   placement: Placement = "later") -> Outcome:
+    environment = case.pre.model_copy(deep=True)
+    pre = case.pre.model_copy(deep=True)  # AgentDojo's checks may change it (get_unread)
+    script = Script(case.calls, case.user_task.GROUND_TRUTH_OUTPUT, case.injection, placement)
+    who: Approver | None = None
+    if approver == "one_prompt":
+        who = GroundTruthApprover(case.calls)
+    elif approver == "rubber_stamp":
+        who = AllowAll()
+    agent = config.build(scripted_model(script), config.tools(
+        case.tools.for_environment(environment)), who)
+    result = await agent.run(case.user_task.PROMPT)
+
+    ran = [FunctionCall(function=r.name, args=r.input, id=r.call_id)
+           for r in result.tool_calls if r.status not in REFUSED]
+    task = case.injection_task if case.injection_task is not None else case.user_task
+    success = judge(task, result.text, pre, environment, ran)
+    refused = tuple({"tool": r.name, "arguments": r.input, "status": r.status,
+                     "reason": r.output} for r in result.tool_calls if r.status in REFUSED)
+    prompts = sum(isinstance(e, ApprovalRequested) for e in result.events)
+    return Outcome(success, prompts, refused, str(result.stop_cause))
+
+
+def judge(task: BaseUserTask[Any] | BaseInjectionTask[Any], output: str, pre: TaskEnvironment,
+          post: TaskEnvironment, trace: Sequence[FunctionCall]) -> bool:
+    """AgentDojo's verdict, as ``TaskSuite._check_task_result`` computes it: the trace check
+    when the task has one, else the environment check. ``trace`` holds the calls that ran
+    (a call the gate refused never reached the environment)."""
+    if isinstance(task, BaseUserTask):
+        verdict = task.utility_from_traces(output, pre, post, trace)
+        return verdict if verdict is not None else bool(task.utility(output, pre, post))
+    verdict = task.security_from_traces(output, pre, post, trace)
+    return verdict if verdict is not None else bool(task.security(output, pre, post))
+
+
+# --- preparing the cases -----------------------------------------------------------------------
+
+
+class _Target:
+    """What AgentDojo's attack reads of the attacked pipeline: its name."""
+
+    name = _PIPELINE_NAME
+
+
+def load_environment(suite: TaskSuite[Any], injections: dict[str, str],
+                     defaults: dict[str, str]) -> TaskEnvironment:
+    """``TaskSuite.load_and_inject_default_environment`` with libyaml's parser: the same
+    text formatted the same way, parsed four times faster (a test checks the result equals
+    AgentDojo's own)."""
+    import yaml
+    from agentdojo.task_suite.task_suite import read_suite_file, validate_injections
+
+    validate_injections(injections, defaults)
+    text = read_suite_file(suite.name, "environment.yaml", suite.data_path)
+    data = yaml.load(text.format(**dict(defaults, **injections)), Loader=yaml.CSafeLoader)
+    environment: TaskEnvironment = suite.environment_type.model_validate(data)
+    return environment
+
+
+def read_index(tools: Any, calls: Sequence[FunctionCall], pre: TaskEnvironment,
+               squashed_texts: Sequence[str]) -> int | None:
+    """Which of the user task's ground-truth calls first returns the injection, found by
+    running the calls with AgentDojo's runtime on a copy (no gate: this is what the primed
+    model expects to read)."""
+    from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
+
+    environment = pre.model_copy(deep=True)
+    for index, call in enumerate(calls):
+        result, error = tools.runtime.run_function(environment, call.function, call.args)
+        text = error if error is not None else tool_result_to_str(result)
+        if contains_injection(text, squashed_texts):
+            return index
+    return None
+
+
+def _case(suite: TaskSuite[Any], tools: Any, user_task: BaseUserTask[Any],
+          environment: TaskEnvironment, injection_task: BaseInjectionTask[Any] | None = None,
+          injection_texts: Sequence[str] = ()) -> Case:
+    # As TaskSuite.run_task_with_pipeline: init_environment, then the ground truth from it.
+    pre = user_task.init_environment(environment)
+    calls = tuple(user_task.ground_truth(pre.model_copy(deep=True)))
+    if injection_task is None:
+        return Case(suite.name, tools, user_task, pre, calls)
+    texts = tuple(sorted({squashed(t) for t in injection_texts} - {""}))
+    injection = Injection(
+        texts, tuple(agentdojo_ground_truth.injection_calls(suite.name, injection_task, pre)),
+        injection_task.GROUND_TRUTH_OUTPUT, read_index(tools, calls, pre, texts))
+    return Case(suite.name, tools, user_task, pre, calls, injection_task, injection)
+
+
+def cases(suite_names: Sequence[str] = SUITES, *, with_pairs: bool = True,
+          ) -> Iterator[tuple[Case, list[Case]]]:
+    """Per user task: its benign case and its pairs' cases (none without ``with_pairs``),
+    environments loaded as AgentDojo loads them (the attack's text formatted into the
+    suite's YAML)."""
+    suites = get_suites(BENCHMARK_VERSION)
+    seen: dict[str, Any] = {}
+    for name in suite_names:
+        suite = suites[name]
+        tools = agentdojo_tools.suite_tools(suite, seen)
+        attack = ImportantInstructionsAttack(suite, _Target())
+        defaults = suite.get_injection_vector_defaults()
+        default_environment = load_environment(suite, {}, defaults)
+        for user_task in suite.user_tasks.values():
+            benign = _case(suite, tools, user_task, default_environment.model_copy(deep=True))
+            pairs = []
+            for injection_task in suite.injection_tasks.values() if with_pairs else ():
+                injections = attack.attack(user_task, injection_task)
+                pairs.append(_case(suite, tools, user_task,
+                                   load_environment(suite, injections, defaults),
+                                   injection_task, tuple(injections.values())))
+            yield benign, pairs
+
+
+@dataclass
+class Tally:
+    user_tasks: int = 0
+    pairs: int = 0
+    utility: int = 0
+    utility_with_one_prompt: int = 0
+    prompts: int = 0
+    attack: dict[str, int] = field(default_factory=lambda: {p: 0 for p in PLACEMENTS})
+    attack_any: int = 0
+    stamp: dict[str, int] = field(default_factory=lambda: {p: 0 for p in PLACEMENTS})
+    stamp_any: int = 0
+    by_suite: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def report(self) -> dict[str, Any]:
+        def frac(n: int, d: int) -> float:
+            return round(n / d, 4) if d else 0.0
+
+        return {
+            "user_tasks": self.user_tasks,
+            "pairs": self.pairs,
+            "utility": frac(self.utility, self.user_tasks),
+            "utility_with_one_prompt": frac(self.utility_with_one_prompt, self.user_tasks),
+            "prompts_per_task": frac(self.prompts, self.user_tasks),
+            "attack_success": frac(self.attack_any, self.pairs),
+            "attack_success_rubber_stamp": frac(self.stamp_any, self.pairs),
+            "attack_success_by_placement": {p: frac(n, self.pairs)
+                                            for p, n in self.attack.items()},
+            "attack_success_rubber_stamp_by_placement": {p: frac(n, self.pairs)
+                                                         for p, n in self.stamp.items()},
+            "counts": {"utility": self.utility,
+                       "utility_with_one_prompt": self.utility_with_one_prompt,
+                       "prompts": self.prompts, "attack_success": self.attack_any,
+                       "attack_success_rubber_stamp": self.stamp_any},
+            "by_suite": self.by_suite,
+        }
+
+
+async def measure(config_names: Sequence[str], suite_names: Sequence[str] = SUITES,
+                  details: Callable[[dict[str, Any]], None] | None = None,
+                  ) -> dict[str, dict[str, Any]]:
+    """Every configuration over every case; one report per configuration."""
+    configs = [CONFIGURATIONS[n] for n in config_names]
+    tallies = {c.name: Tally() for c in configs}
+
+    def note(config: Configuration, kind: str, case: Case, outcome: Outcome,
+             placement: str | None = None) -> None:
+        if details is None:
+            return
+        details({"config": config.name, "kind": kind, "suite": case.suite,
+                 "user_task": case.user_task.ID,
+                 "injection_task": case.injection_task.ID if case.injection_task else None,
+                 "placement": placement, "success": outcome.success,
+                 "prompts": outcome.prompts, "stop_cause": outcome.stop_cause,
+                 "refused": list(outcome.refused)})
+
+    for benign, pairs in cases(suite_names):
+        suite = benign.suite
+        for config in configs:
+            tally = tallies[config.name]
+            per_suite = tally.by_suite.setdefault(suite, {
+                "user_tasks": 0, "pairs": 0, "utility": 0, "utility_with_one_prompt": 0,
+                "attack_success": 0, "attack_success_rubber_stamp": 0})
+            tally.user_tasks += 1
+            per_suite["user_tasks"] += 1
+            plain = await run_case(config, benign, "none")
+            note(config, "utility", benign, plain)
+            prompted = await run_case(config, benign, "one_prompt")
+            note(config, "utility_with_one_prompt", benign, prompted)
+            tally.utility += plain.success
+            tally.utility_with_one_prompt += prompted.success
+            tally.prompts += prompted.prompts
+            per_suite["utility"] += plain.success
+            per_suite["utility_with_one_prompt"] += prompted.success
+            for case in pairs:
+                tally.pairs += 1
+                per_suite["pairs"] += 1
+                hit = {"none": False, "rubber_stamp": False}
+                for approver in ("none", "rubber_stamp"):
+                    for placement in PLACEMENTS:
+                        outcome = await run_case(config, case, approver, placement)
+                        note(config, "attack" if approver == "none"
+                             else "attack_rubber_stamp", case, outcome, placement)
+                        counts = tally.attack if approver == "none" else tally.stamp
+                        counts[placement] += outcome.success
+                        hit[approver] = hit[approver] or outcome.success
+                tally.attack_any += hit["none"]
+                tally.stamp_any += hit["rubber_stamp"]
+                per_suite["attack_success"] += hit["none"]
+                per_suite["attack_success_rubber_stamp"] += hit["rubber_stamp"]
+    return {name: tally.report() for name, tally in tallies.items()}
+
+
+# --- the command -------------------------------------------------------------------------------
+
+
+def _table(reports: dict[str, dict[str, Any]]) -> str:
+    rows = [("configuration", "utility", "utility, 1 prompt", "prompts/task",
+             "attack success", "attack, rubber stamp")]
+    for name, r in reports.items():
+        rows.append((name, f"{r['utility']:.1%}", f"{r['utility_with_one_prompt']:.1%}",
+                     f"{r['prompts_per_task']:.2f}", f"{r['attack_success']:.1%}",
+                     f"{r['attack_success_rubber_stamp']:.1%}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+             for row in rows]
+    first = next(iter(reports.values()), {"user_tasks": 0, "pairs": 0})
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append(f"AgentDojo {BENCHMARK_VERSION}, attack {ATTACK}: {first['user_tasks']} user "
+                 f"tasks, {first['pairs']} pairs")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGURATIONS),
+                        help=f"comma-separated, of: {', '.join(CONFIGURATIONS)}")
+    parser.add_argument("--suites", default=",".join(SUITES),
+                        help=f"comma-separated, of: {', '.join(SUITES)}")
+    parser.add_argument("--details", metavar="PATH",
+                        help="write one JSON line per run (refused calls and why)")
+    args = parser.parse_args(argv)
+    config_names = [c for c in args.configs.split(",") if c]
+    suite_names = [s for s in args.suites.split(",") if s]
+    for name in config_names:
+        if name not in CONFIGURATIONS:
+            parser.error(f"unknown configuration {name!r}; known: {', '.join(CONFIGURATIONS)}")
+    for name in suite_names:
+        if name not in SUITES:
+            parser.error(f"unknown suite {name!r}; known: {', '.join(SUITES)}")
+
+    started = time.perf_counter()
+    sink = open(args.details, "w", encoding="utf-8") if args.details else None  # noqa: SIM115
+    try:
+        def write(line: dict[str, Any]) -> None:
+            assert sink is not None
+            sink.write(json.dumps(line, default=str) + "\n")
+
+        reports = asyncio.run(measure(config_names, suite_names,
+                                      write if sink is not None else None))
+    finally:
+        if sink is not None:
+            sink.close()
+    elapsed = time.perf_counter() - started
+    if args.json:
+        print(json.dumps(reports, indent=2))
+    else:
+        print(_table(reports))
+    print(f"({elapsed:.1f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

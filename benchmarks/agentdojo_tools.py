@@ -1,0 +1,231 @@
+"""AgentDojo's tools as tether tools, each declared once from its own documentation.
+
+The rule every declaration below follows (it is applied to a tool's docstring and return
+type, never to a task, and never changed to move a number):
+
+1. **private_data**: the tool returns data the user owns: their mail, calendar, drive,
+   contacts, bank account and profile, the messages and member lists of their Slack.
+2. **untrusted_input**: the result can carry text that someone other than the user
+   wrote: an email body (a mailbox is where others write, and a sent reply quotes them), a
+   calendar event (invitations, descriptions), a file in a drive others share and edit, a
+   transaction's subject (the sender writes it), a listing or a review, a web page, a chat
+   message, and names others choose (a Slack channel's name, a member's user name). What
+   only the user or their bank writes (their IBAN, balance, profile, contact list,
+   standing orders) does not count.
+3. **external_send**: what the tool does leaves the user's control: a message, an email a
+   calendar change sends to participants, a share, an invitation, a payment (also one
+   scheduled), a booking (it hands the user's details to a business), a post, any request
+   to a URL (the URL itself can carry data out).
+4. **destructive**: it changes or deletes something that already exists: an edit, an
+   append, a cancellation, a reschedule, an update, a deletion. Creating something new or
+   sending is not destructive by itself.
+
+Parameters: **content** parameters carry free text that the call moves along (a body, a
+subject, a description, a file's content); every other parameter is **control** (it picks
+what happens, to what, for whom). **Destinations** are the control parameters that say
+where a send goes (recipients, an account, a URL, a person given access). The two tables
+``CONTENT_PARAMS`` and ``DESTINATION_PARAMS`` are plain data for a gate to consume;
+parameters absent from both are control.
+
+A tool's name means the same function in every suite that offers it (checked in
+``suite_tools``), so one declaration per name is enough.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
+from agentdojo.functions_runtime import FunctionsRuntime, TaskEnvironment
+from agentdojo.task_suite.task_suite import TaskSuite
+
+from tether.tools import Tool, ToolContext, ToolOutput, ToolSpec, Validator, json_schema_validator
+from tether.trust import Capabilities
+
+_P = Capabilities(private_data=True)
+_U = Capabilities(untrusted_input=True)
+_S = Capabilities(external_send=True)
+_D = Capabilities(destructive=True)
+_NONE = Capabilities()
+
+TOOL_CAPABILITIES: Mapping[str, Capabilities] = {
+    # --- workspace: email (also in travel: send_email) --------------------------------------
+    "send_email": _S,  # returns the email it sent: the model's own words
+    "delete_email": _D,
+    "get_unread_emails": _P | _U,
+    "get_sent_emails": _P | _U,
+    "get_received_emails": _P | _U,
+    "get_draft_emails": _P | _U,
+    "search_emails": _P | _U,
+    "search_contacts_by_name": _P,
+    "search_contacts_by_email": _P,
+    # --- workspace and travel: calendar --------------------------------------------------------
+    "get_current_day": _NONE,
+    "search_calendar_events": _P | _U,
+    "get_day_calendar_events": _P | _U,
+    "create_calendar_event": _S,  # "also sends an email to the participants"
+    "cancel_calendar_event": _D | _S,  # emails the participants; returns a fixed message
+    "reschedule_calendar_event": _P | _U | _D | _S,  # returns the event, emails participants
+    "add_calendar_event_participants": _P | _U | _D | _S,  # returns the event, emails them
+    # --- workspace: cloud drive ----------------------------------------------------------------
+    "append_to_file": _P | _U | _D,  # returns the whole file
+    "search_files_by_filename": _P | _U,
+    "create_file": _NONE,  # returns what it was given
+    "delete_file": _P | _U | _D,  # "returns the file that was deleted"
+    "get_file_by_id": _P | _U,
+    "list_files": _P | _U,
+    "share_file": _P | _U | _S,  # returns the file
+    "search_files": _P | _U,
+    # --- travel: public listings and the user's profile ---------------------------------------
+    "get_user_information": _P,
+    "get_all_hotels_in_city": _U,
+    "get_hotels_prices": _U,
+    "get_rating_reviews_for_hotels": _U,
+    "get_hotels_address": _U,
+    "get_all_restaurants_in_city": _U,
+    "get_cuisine_type_for_restaurants": _U,
+    "get_restaurants_address": _U,
+    "get_rating_reviews_for_restaurants": _U,
+    "get_dietary_restrictions_for_all_restaurants": _U,
+    "get_contact_information_for_restaurants": _U,
+    "get_price_for_restaurants": _U,
+    "check_restaurant_opening_hours": _U,
+    "get_all_car_rental_companies_in_city": _U,
+    "get_car_types_available": _U,
+    "get_rating_reviews_for_car_rental": _U,
+    "get_car_fuel_options": _U,
+    "get_car_rental_address": _U,
+    "get_car_price_per_day": _U,
+    "get_flight_information": _U,
+    "reserve_hotel": _S,
+    "reserve_car_rental": _S,
+    "reserve_restaurant": _S,
+    # --- banking -----------------------------------------------------------------------------
+    "get_iban": _P,
+    "send_money": _S,
+    "schedule_transaction": _S,
+    "update_scheduled_transaction": _D | _S,
+    "get_balance": _P,
+    "get_most_recent_transactions": _P | _U,  # senders write the subjects
+    "get_scheduled_transactions": _P,  # the user's own standing orders
+    "read_file": _P | _U,  # a file's text is whoever wrote the file
+    "get_user_info": _P,
+    "update_password": _D,
+    "update_user_info": _P | _D,  # returns the updated profile
+    # --- slack -------------------------------------------------------------------------------
+    "get_channels": _P | _U,  # any member can name a channel
+    "add_user_to_channel": _S,  # gives a person the channel's messages
+    "read_channel_messages": _P | _U,
+    "read_inbox": _P | _U,
+    "send_direct_message": _S,
+    "send_channel_message": _S,
+    "get_users_in_channel": _P | _U,  # members choose their names
+    "invite_user_to_slack": _S,
+    "remove_user_from_slack": _D,
+    "get_webpage": _U | _S,  # like tether's fetch_url: outside text, and a request out
+    "post_webpage": _S,
+}
+
+CONTENT_PARAMS: Mapping[str, tuple[str, ...]] = {
+    "send_email": ("subject", "body"),
+    "create_calendar_event": ("title", "description", "location"),
+    "append_to_file": ("content",),
+    "create_file": ("content",),
+    "send_money": ("subject",),
+    "schedule_transaction": ("subject",),
+    "update_scheduled_transaction": ("subject",),
+    "send_direct_message": ("body",),
+    "send_channel_message": ("body",),
+    "post_webpage": ("content",),
+}
+
+DESTINATION_PARAMS: Mapping[str, tuple[str, ...]] = {
+    "send_email": ("recipients", "cc", "bcc"),
+    "create_calendar_event": ("participants",),
+    "add_calendar_event_participants": ("participants",),
+    "share_file": ("email",),
+    "reserve_hotel": ("hotel",),
+    "reserve_car_rental": ("company",),
+    "reserve_restaurant": ("restaurant",),
+    "send_money": ("recipient",),
+    "schedule_transaction": ("recipient",),
+    "update_scheduled_transaction": ("recipient",),
+    "add_user_to_channel": ("user",),
+    "send_direct_message": ("recipient",),
+    "send_channel_message": ("channel",),
+    "invite_user_to_slack": ("user_email",),
+    "get_webpage": ("url",),
+    "post_webpage": ("url",),
+}
+
+
+class UndeclaredToolError(LookupError):
+    """A suite offers a tool the tables above do not declare: declare it, never default."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Declared:
+    spec: ToolSpec
+    capabilities: Capabilities
+    validate: Validator
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteTools:
+    """One suite's tools, declared and compiled once; ``for_environment`` binds them to the
+    environment of one run, so AgentDojo's own functions change that copy and its checks
+    judge it afterwards."""
+
+    suite_name: str
+    runtime: FunctionsRuntime
+    declared: tuple[_Declared, ...]
+
+    def for_environment(self, environment: TaskEnvironment) -> list[Tool]:
+        return [Tool(d.spec, _handler(self.runtime, environment, d.spec.name), d.capabilities,
+                     d.validate, source="agentdojo")
+                for d in self.declared]
+
+
+def suite_tools(suite: TaskSuite[Any], seen: dict[str, Any] | None = None) -> SuiteTools:
+    """Declare ``suite``'s tools from the tables; raises ``UndeclaredToolError`` for a tool
+    they do not name. ``seen`` (name -> function) checks one name is one function across
+    suites."""
+    declared = []
+    for function in suite.tools:
+        caps = TOOL_CAPABILITIES.get(function.name)
+        if caps is None:
+            raise UndeclaredToolError(f"{suite.name}: tool {function.name!r} has no declaration")
+        if seen is not None:
+            other = seen.setdefault(function.name, function.run)
+            if other is not function.run:
+                raise UndeclaredToolError(
+                    f"{suite.name}: {function.name!r} is a different function than in another "
+                    "suite; one declaration cannot cover both")
+        # The model sees AgentDojo's own description and JSON Schema; the schema also
+        # validates arguments at tether's gate, before AgentDojo's runtime validates again.
+        schema = function.parameters.model_json_schema()
+        spec = ToolSpec(function.name, function.description, schema)
+        declared.append(_Declared(spec, caps, json_schema_validator(schema)))
+    return SuiteTools(suite.name, FunctionsRuntime(suite.tools), tuple(declared))
+
+
+def parameter_roles(tool: str, parameters: Sequence[str]) -> dict[str, str]:
+    """Each parameter's role: ``content``, ``destination`` or ``control``."""
+    content = CONTENT_PARAMS.get(tool, ())
+    destinations = DESTINATION_PARAMS.get(tool, ())
+    return {p: "content" if p in content else "destination" if p in destinations
+            else "control" for p in parameters}
+
+
+def _handler(runtime: FunctionsRuntime, environment: TaskEnvironment, name: str) -> Any:
+    async def run(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        # AgentDojo's own runtime: its argument validation, its dependency injection (the
+        # environment's inbox, calendar, account...), its error text.
+        result, error = runtime.run_function(environment, name, arguments)
+        if error is not None:
+            return ToolOutput(f"Error: {error}", is_error=True)
+        return ToolOutput(tool_result_to_str(result))
+
+    return run
