@@ -192,7 +192,14 @@ def resolve_api_key(api_key: str | None, api_key_env: str | None, provider: str)
 
 
 class HTTPTransport:
-    """An httpx client with tether's retry policy. Created lazily, closed by ``aclose``."""
+    """An httpx client with tether's retry policy. Created lazily, closed by ``aclose``.
+
+    A client belongs to the event loop it was made on (its connections are that loop's
+    sockets). A request on another loop (a second ``asyncio.run``, ``run_sync`` twice)
+    gets a new client; the old one is dropped without awaiting anything on its loop,
+    which has ended or is not ours to use. A client passed in is the caller's to manage
+    and is never replaced.
+    """
 
     def __init__(
         self,
@@ -214,10 +221,15 @@ class HTTPTransport:
         self.timeouts = timeouts
         self.sleep = sleep
         self._client = client
+        self._owned = client is None
+        # The loop self._client was made on (None: not made yet, or passed in).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def client(self) -> httpx.AsyncClient:
-        if self._client is None:
+        """The client for the running event loop (made on first use on each loop)."""
+        loop = _running_loop()
+        if self._client is None or (self._owned and self._loop is not loop):
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.timeouts.read, connect=self.timeouts.connect),
                 headers=self.headers,
@@ -225,12 +237,14 @@ class HTTPTransport:
                 # meant for a local model server.
                 trust_env=False,
             )
+            self._owned = True
+            self._loop = loop
         return self._client
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        client, self._client = self._client, None
+        if client is not None and (not self._owned or self._loop is _running_loop()):
+            await client.aclose()
 
     def budget(self, body: Any, revise: Revise | None = None) -> RetryBudget:
         """A fresh ``RetryBudget`` for one request with this transport's policy."""
@@ -281,14 +295,15 @@ class HTTPTransport:
         self, url: str, content: bytes, headers: dict[str, str],
         params: Mapping[str, str] | None, stream: bool,
     ) -> httpx.Response:
-        request = self.client.build_request("POST", url, content=content, headers=headers,
-                                            params=params)
+        client = self.client  # one client for the whole exchange, whatever another loop does
+        request = client.build_request("POST", url, content=content, headers=headers,
+                                       params=params)
         try:
             if stream:
-                response = await self.client.send(request, stream=True)
+                response = await client.send(request, stream=True)
             else:
                 async with asyncio.timeout(self.timeouts.total):
-                    response = await self.client.send(request)
+                    response = await client.send(request)
         except (httpx.TimeoutException, TimeoutError):
             raise ProviderTimeout(
                 f"{self.provider}: no answer from {url} in time", provider=self.provider
@@ -304,6 +319,13 @@ class HTTPTransport:
                 await response.aclose()
             raise self.classify(response.status_code, response.headers, response.text)
         return response
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _encode(body: Any) -> bytes:
