@@ -65,6 +65,7 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
+from tether.providers.boundary import checked
 from tether.providers.http import (
     HTTPTransport,
     RetryBudget,
@@ -72,12 +73,15 @@ from tether.providers.http import (
     Sleep,
     Timeouts,
     classify_status,
+    cut_short,
+    decode_json,
     error_message,
     load_json,
     parse_retry_after,
     read_stream_errors,
     resolve_api_key,
     retry_before_first_chunk,
+    wrong_type,
 )
 from tether.tools import ToolSpec
 
@@ -177,7 +181,8 @@ class Anthropic:
         budget = self._transport.budget(request_body(request, self.model,
                                                      self.max_tokens_default))
         async for chunk in retry_before_first_chunk(
-                lambda: self._attempt(request, budget), budget, self._transport.sleep):
+                lambda: checked(self._attempt(request, budget), NAME, request.stream), budget,
+                self._transport.sleep):
             yield chunk
 
     async def _attempt(
@@ -230,6 +235,8 @@ def _answered_error(payload: dict[str, Any], raw: str, where: str) -> ProviderEr
     stream, or an error body): its type stands for the status it would have had."""
     error = payload.get("error")
     kind = error.get("type") if isinstance(error, dict) else None
+    if not isinstance(kind, str):
+        kind = None
     found = classify_status(_ERROR_STATUS.get(kind or "", 500), {}, raw, provider=NAME)
     # Say where it came from: the HTTP status the shared mapping names was not on the wire.
     found.message = f"{found.message} ({kind or 'untyped error'} {where})"
@@ -239,7 +246,7 @@ def _answered_error(payload: dict[str, Any], raw: str, where: str) -> ProviderEr
 
 def _error_type(body: str) -> str | None:
     try:
-        data = json.loads(body)
+        data = decode_json(body)
     except ValueError:
         return None
     error = data.get("error") if isinstance(data, dict) else None
@@ -362,7 +369,7 @@ def parse_message(data: Any) -> ModelResponse:
             parts.append(Text(block.get("text") or ""))
         elif kind == "tool_use":
             parts.append(ToolCall(_field(block, "id"), _field(block, "name"),
-                                  json.dumps(block.get("input") or {}, ensure_ascii=False)))
+                                  json.dumps(_input(block), ensure_ascii=False)))
         elif kind == "thinking":
             parts.append(Reasoning(block.get("thinking") or "", NAME, block.get("signature")))
         elif kind == "redacted_thinking":
@@ -371,6 +378,16 @@ def parse_message(data: Any) -> ModelResponse:
             parts.append(Reasoning("", NAME, provider_data={"block": block}))
     return _response(parts, data.get("stop_reason"), data.get("usage") or {},
                      data.get("model") or "", data.get("id"))
+
+
+def _input(block: dict[str, Any]) -> dict[str, Any]:
+    """A tool_use block's ``input``: a JSON object (the wire allows nothing else)."""
+    value = block.get("input")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise wrong_type(NAME, "a tool_use block's input", value)
+    return value
 
 
 def _field(block: dict[str, Any], key: str) -> str:
@@ -384,6 +401,8 @@ def _field(block: dict[str, Any], key: str) -> str:
 
 def _response(parts: list[Part], stop: Any, usage: dict[str, Any], model: str,
               id: str | None) -> ModelResponse:
+    if stop is not None and not isinstance(stop, str):
+        raise wrong_type(NAME, "stop_reason", stop)
     has_calls = any(isinstance(p, ToolCall) for p in parts)
     reason = _STOP_REASONS.get(stop or "", "tool_calls" if has_calls else "other")
     return ModelResponse(Message("assistant", tuple(parts)), reason, _usage(usage), model, id,
@@ -415,7 +434,11 @@ async def _read_stream(response: httpx.Response) -> AsyncIterator[StreamChunk]:
     calls = 0
     async for _event, raw in read_stream_errors(response, NAME):
         payload = load_json(raw, NAME, "stream event")
-        kind = payload.get("type") if isinstance(payload, dict) else None
+        if not isinstance(payload, dict):
+            raise wrong_type(NAME, "a stream event", payload)
+        kind = payload.get("type")
+        if not isinstance(kind, str):
+            raise wrong_type(NAME, "a stream event's type", kind)
         if kind == "content_block_delta":
             block = blocks.get(payload.get("index", -1))
             delta = payload.get("delta") or {}
@@ -474,9 +497,7 @@ async def _read_stream(response: httpx.Response) -> AsyncIterator[StreamChunk]:
         elif kind == "error":
             raise _answered_error(payload, raw, "in the stream")
         # ping, content_block_stop and unknown events carry nothing to keep.
-    raise MalformedResponseError(
-        f"{NAME}: the stream ended before message_stop (the answer may be cut short)",
-        provider=NAME)
+    raise cut_short(NAME, "the stream ended before message_stop (the answer may be cut short)")
 
 
 def _assemble(block: dict[str, Any]) -> Part:
@@ -485,7 +506,7 @@ def _assemble(block: dict[str, Any]) -> Part:
         return Text(text)
     if kind == "tool_use":
         if not block["pieces"] and start.get("input"):
-            text = json.dumps(start["input"], ensure_ascii=False)
+            text = json.dumps(_input(start), ensure_ascii=False)
         return ToolCall(start["id"], start["name"], text or "{}")
     if kind == "thinking":
         return Reasoning(text, NAME, block.get("signature"))
@@ -495,7 +516,7 @@ def _assemble(block: dict[str, Any]) -> Part:
     kept = dict(start)
     if block["pieces"]:
         try:
-            kept["input"] = json.loads(text)
+            kept["input"] = decode_json(text)
         except ValueError:
             kept["partial_json"] = text
     return Reasoning("", NAME, provider_data={"block": kept})

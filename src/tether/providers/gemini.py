@@ -74,6 +74,7 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
+from tether.providers.boundary import checked
 from tether.providers.http import (
     HTTPTransport,
     RetryBudget,
@@ -81,11 +82,14 @@ from tether.providers.http import (
     Sleep,
     Timeouts,
     classify_status,
+    cut_short,
+    decode_json,
     load_json,
     parse_retry_after,
     read_stream_errors,
     resolve_api_key,
     retry_before_first_chunk,
+    wrong_type,
 )
 from tether.tools import ToolSpec
 
@@ -177,7 +181,8 @@ class Gemini:
         """
         budget = self._transport.budget(request_body(request))
         async for chunk in retry_before_first_chunk(
-                lambda: self._attempt(request, budget), budget, self._transport.sleep):
+                lambda: checked(self._attempt(request, budget), NAME, request.stream), budget,
+                self._transport.sleep):
             yield chunk
 
     async def _attempt(
@@ -250,7 +255,7 @@ def classify_error(status: int, headers: Mapping[str, str], body: str) -> Provid
 
 def _error_object(body: str) -> dict[str, Any]:
     try:
-        data = json.loads(body)
+        data = decode_json(body)
     except ValueError:
         return {}
     if isinstance(data, list) and data:
@@ -451,13 +456,17 @@ def _tool_call(part: Mapping[str, Any]) -> ToolCall:
                                      provider=NAME)
     data: dict[str, Any] = {"provider": NAME}
     wire_id = call.get("id")
+    if wire_id is not None and not isinstance(wire_id, str):
+        raise wrong_type(NAME, "a functionCall's id", wire_id)
     if wire_id:
         data["id"] = wire_id
     if part.get("thoughtSignature"):
         data["thoughtSignature"] = part["thoughtSignature"]
     args = call.get("args")
+    if args is not None and not isinstance(args, dict):
+        raise wrong_type(NAME, "a functionCall's args", args)
     arguments = json.dumps(args if args is not None else {}, ensure_ascii=False)
-    return ToolCall(str(wire_id) if wire_id else _new_call_id(), call["name"], arguments, data)
+    return ToolCall(wire_id or _new_call_id(), call["name"], arguments, data)
 
 
 def _parts(wire_parts: Sequence[Any]) -> list[Part]:
@@ -498,6 +507,8 @@ def _parts(wire_parts: Sequence[Any]) -> list[Part]:
 
 
 def _usage(meta: Mapping[str, Any] | None) -> Usage:
+    if meta is not None and not isinstance(meta, dict):
+        raise wrong_type(NAME, "usageMetadata", meta)
     if not meta:
         return Usage(requests=1)
     prompt = (meta.get("promptTokenCount") or 0) + (meta.get("toolUsePromptTokenCount") or 0)
@@ -622,8 +633,7 @@ class _Accumulator:
 
     def response(self) -> ModelResponse:
         if not self.chunks:
-            raise MalformedResponseError(f"{NAME}: the stream ended before its first chunk",
-                                         provider=NAME)
+            raise cut_short(NAME, "the stream ended before its first chunk")
         return _response(_parts(self.parts), self.raw_stop, self.meta, self.model,
                          self.response_id)
 
@@ -639,9 +649,18 @@ def _merge_chunks(chunks: Sequence[Any], model: str) -> ModelResponse:
 
 
 async def _read_stream(response: httpx.Response, model: str) -> AsyncIterator[StreamChunk]:
+    """The chunks of an SSE stream, then ``Completed``.
+
+    Gemini's stream has no terminal event of its own: its last chunk carries the
+    candidate's ``finishReason`` (or, for a refused prompt, ``promptFeedback.blockReason``).
+    A stream that ends before any chunk said so was cut short (a gateway's ``[DONE]``
+    counts as an end too).
+    """
     acc = _Accumulator(model)
+    done = False
     async for _event, data in read_stream_errors(response, NAME):
         if data == "[DONE]":
+            done = True
             break
         chunk = load_json(data, NAME, "stream chunk")
         if not isinstance(chunk, dict):
@@ -649,4 +668,7 @@ async def _read_stream(response: httpx.Response, model: str) -> AsyncIterator[St
                                          provider=NAME)
         for item in acc.feed(chunk):
             yield item
+    if acc.chunks and acc.raw_stop is None and not done:
+        raise cut_short(NAME, "the stream ended before a chunk with a finishReason (the "
+                              "answer may be cut short)")
     yield Completed(acc.response())

@@ -10,6 +10,13 @@ a response starts, and ``retry_before_first_chunk`` re-opens a stream when the e
 inside a 200 before any content (a streamed llama-server parse error, an Anthropic
 ``overloaded_error`` event). Both spend one ``RetryBudget`` per request, so a request makes
 at most ``1 + max_retries`` attempts whichever layer saw its failures.
+
+Everything a server sends is hostile input. httpx errors never leave this module untyped
+(``transport_error``); a body that is not the encoding it claims (``content-encoding``) is
+a ``MalformedResponseError`` that is retried like a broken connection, and so is a stream
+that ends before its terminal event (``cut_short``); JSON is parsed by ``decode_json``,
+which refuses nesting deeper than ``MAX_JSON_DEPTH``. Bodies are read as UTF-8 whatever
+charset a server names (JSON is UTF-8), with invalid bytes replaced.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import email.utils
 import json
 import os
 import random
+import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -43,6 +51,7 @@ from tether.errors import (
     ServerError,
 )
 from tether.providers.base import Retrying, StreamChunk
+from tether.textrepair import repair
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +322,13 @@ class HTTPTransport:
                 f"{self.provider}: cannot reach {url}: {e or type(e).__name__}",
                 provider=self.provider,
             ) from None
+        except httpx.InvalidURL as e:
+            raise ConfigError(f"{self.provider}: {url} is not a usable URL: {e}") from None
+        except httpx.HTTPError as e:  # a body that did not decode, and any other kind
+            raise transport_error(e, self.provider, f"from {url}") from None
+        # JSON is UTF-8 (RFC 8259): a charset the server names is not trusted to decode it
+        # (a codec like "hex" or "rot13" would break the decoder); invalid bytes become U+FFFD.
+        response.encoding = "utf-8"
         if response.status_code >= 400:
             if stream:
                 await response.aread()
@@ -329,7 +345,55 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 
 def _encode(body: Any) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate from somewhere (a tool's output, a pasted prompt) would make the
+        # body unsendable: it goes as U+FFFD instead.
+        return repair(text).encode()
+
+
+def transport_error(error: httpx.HTTPError, provider: str, where: str) -> ProviderError:
+    """The tether error for an httpx error met while talking to ``provider``.
+
+    A body that does not decode as its ``content-encoding`` says is a malformed answer,
+    retried like a connection that broke (a proxy mangling bytes is the likely cause).
+    """
+    detail = str(error) or type(error).__name__
+    if isinstance(error, httpx.TimeoutException):
+        return ProviderTimeout(f"{provider}: no answer {where} in time", provider=provider)
+    if isinstance(error, httpx.DecodingError):
+        found = MalformedResponseError(
+            f"{provider}: the answer {where} does not decode as its content-encoding says: "
+            f"{detail}", provider=provider)
+        found.retryable = True
+        return found
+    if isinstance(error, httpx.TransportError):
+        return ProviderConnectionError(f"{provider}: the connection {where} failed: {detail}",
+                                       provider=provider)
+    return ProviderConnectionError(f"{provider}: the exchange {where} failed: {detail}",
+                                   provider=provider)
+
+
+def cut_short(provider: str, message: str) -> MalformedResponseError:
+    """A stream that ended before its terminal event. Retried (before any content came
+    out) like a connection that broke, which is what it most likely was."""
+    error = MalformedResponseError(f"{provider}: {message}", provider=provider)
+    error.retryable = True
+    return error
+
+
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", int: "a number",
+               float: "a number", bool: "a boolean", type(None): "null"}
+
+
+def wrong_type(provider: str, what: str, value: Any) -> MalformedResponseError:
+    """The error for a field whose JSON type is not the one the wire format gives it."""
+    kind = _JSON_TYPES.get(type(value), type(value).__name__)
+    return MalformedResponseError(
+        f"{provider}: {what} is {kind} ({json.dumps(value, default=repr)[:80]}), which the "
+        f"wire format does not allow", provider=provider)
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -364,7 +428,7 @@ _PARSE_HINTS = ("does not match the expected", "failed to parse", "parse tool ca
 def error_message(body: str) -> str:
     """The human part of a JSON error body (``{"error": {"message": ...}}`` and kin)."""
     try:
-        data = json.loads(body)
+        data = decode_json(body)
     except ValueError:
         return body.strip()[:500]
     if isinstance(data, list) and data:
@@ -432,12 +496,47 @@ async def iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
         yield event, "\n".join(data)
 
 
-def load_json(text: str, provider: str, what: str = "response") -> Any:
+MAX_JSON_DEPTH = 512
+"""The deepest nesting of arrays and objects tether reads from a provider. Python's own
+parser stops near its recursion limit, which depends on how deep the caller already is;
+a fixed bound below it means what was read can always be written again (the next
+request, the session store)."""
+
+# Strings (whose brackets do not nest) and runs of anything that is not a bracket.
+_NOT_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[^"\[\]{}]+')
+
+
+def decode_json(text: str | bytes) -> Any:
+    """``json.loads`` for text from outside: also a ``ValueError`` for nesting deeper than
+    ``MAX_JSON_DEPTH`` (and never a ``RecursionError``)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    # Cheap first: fewer brackets than the limit cannot nest past it.
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _nesting(text) > MAX_JSON_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         return json.loads(text)
-    except ValueError:
+    except RecursionError:
+        raise ValueError("nested deeper than the parser allows") from None
+
+
+def _nesting(text: str) -> int:
+    depth = deepest = 0
+    for char in _NOT_NESTING.sub("", text):
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char != '"':  # a quote left over: the text is not JSON, json.loads says so
+            depth -= 1
+    return deepest
+
+
+def load_json(text: str, provider: str, what: str = "response") -> Any:
+    try:
+        return decode_json(text)
+    except ValueError as e:
         raise MalformedResponseError(
-            f"{provider}: the {what} is not JSON: {text[:200]!r}", provider=provider
+            f"{provider}: the {what} is not JSON ({e}): {text[:200]!r}", provider=provider
         ) from None
 
 
@@ -456,3 +555,5 @@ async def read_stream_errors(
         raise ProviderConnectionError(
             f"{provider}: the stream broke: {e or type(e).__name__}", provider=provider
         ) from None
+    except httpx.HTTPError as e:
+        raise transport_error(e, provider, "in the stream") from None
