@@ -32,6 +32,8 @@ class Wire:
     events: Callable[[Sequence[str], Sequence[str] | None], list[Any]]
     # Events are ``(name, payload)`` pairs written with an ``event:`` line.
     named: bool = False
+    # Whether an event is the one that ends the stream (what a cut stream lacks).
+    terminal: Callable[[Any], bool] = lambda _event: False
     # The stream ends with ``data: [DONE]``.
     done: bool = False
 
@@ -41,14 +43,24 @@ class Wire:
 
     def sse(self, deltas: Sequence[str], call: Sequence[str] | None = None) -> list[bytes]:
         """The stream as SSE frames, one bytes object per event."""
+        return self.frames(self.events(deltas, call), done=self.done)
+
+    def cut(self, deltas: Sequence[str], call: Sequence[str] | None = None) -> list[bytes]:
+        """The stream up to (not including) the event that ends it: a stream cut short
+        after its content."""
+        events = self.events(deltas, call)
+        end = next(i for i, e in enumerate(events) if self.terminal(e))
+        return self.frames(events[:end], done=False)
+
+    def frames(self, events: Sequence[Any], done: bool = False) -> list[bytes]:
         out = []
-        for item in self.events(deltas, call):
+        for item in events:
             if self.named:
                 name, payload = item
                 out.append(f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode())
             else:
                 out.append(f"data: {json.dumps(item)}\n\n".encode())
-        if self.done:
+        if done:
             out.append(b"data: [DONE]\n\n")
         return out
 
@@ -187,15 +199,19 @@ WIRES: dict[str, Wire] = {
     "openai-chat": Wire(
         "openai-chat",
         lambda url, **kw: OpenAIChat(f"{url}/v1", "m", api_key="k", profile="openai", **kw),
-        _chat_body, _chat_events, done=True),
+        _chat_body, _chat_events,
+        terminal=lambda e: any(c.get("finish_reason") for c in e["choices"]), done=True),
     "openai-responses": Wire(
         "openai-responses",
         lambda url, **kw: OpenAIResponses(f"{url}/v1", "m", api_key="k", **kw),
-        _responses_body, _responses_events, named=True),
+        _responses_body, _responses_events, named=True,
+        terminal=lambda e: e[0] == "response.completed"),
     "anthropic": Wire(
         "anthropic", lambda url, **kw: Anthropic(url, "m", api_key="k", **kw),
-        _anthropic_body, _anthropic_events, named=True),
+        _anthropic_body, _anthropic_events, named=True,
+        terminal=lambda e: e[0] == "message_delta"),
     "gemini": Wire(
         "gemini", lambda url, **kw: Gemini(f"{url}/v1beta", "m", api_key="k", **kw),
-        _gemini_body, _gemini_events),
+        _gemini_body, _gemini_events,
+        terminal=lambda e: "finishReason" in e["candidates"][0]),
 }
