@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from tether.errors import TetherError
+from tether.textrepair import repair
 from tether.trust import CLEAN, Taint
 
 if TYPE_CHECKING:
@@ -516,7 +517,9 @@ class SQLiteStore:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    # A lone surrogate (a command-line argument that was not UTF-8, a tool's output) cannot
+    # be stored as UTF-8 text: it is stored as U+FFFD rather than failing the write.
+    return repair(json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":")))
 
 
 _DEFAULT_STORES: dict[Path, SQLiteStore] = {}
