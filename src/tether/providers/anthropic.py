@@ -73,6 +73,7 @@ from tether.providers.http import (
     Sleep,
     Timeouts,
     classify_status,
+    count,
     cut_short,
     decode_json,
     error_message,
@@ -410,12 +411,15 @@ def _response(parts: list[Part], stop: Any, usage: dict[str, Any], model: str,
 
 
 def _usage(usage: dict[str, Any]) -> Usage:
-    cache_read = usage.get("cache_read_input_tokens") or 0
-    cache_write = usage.get("cache_creation_input_tokens") or 0
+    def tokens(key: str) -> int:
+        return count(usage.get(key), NAME, key)
+
+    cache_read = tokens("cache_read_input_tokens")
+    cache_write = tokens("cache_creation_input_tokens")
     return Usage(
         # One meaning across providers: input_tokens counts the whole prompt, cached or not.
-        input_tokens=(usage.get("input_tokens") or 0) + cache_read + cache_write,
-        output_tokens=usage.get("output_tokens") or 0,
+        input_tokens=tokens("input_tokens") + cache_read + cache_write,
+        output_tokens=tokens("output_tokens"),
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
         requests=1,
@@ -470,6 +474,7 @@ async def _read_stream(response: httpx.Response) -> AsyncIterator[StreamChunk]:
             block = {"type": start.get("type"), "start": start, "pieces": []}
             blocks[payload.get("index", len(blocks))] = block
             if block["type"] == "tool_use":
+                _input(start)  # read at the end, if no deltas came: checked now
                 block["call"] = calls
                 calls += 1
                 yield ToolCallChunk(block["call"], _field(start, "id"), _field(start, "name"), "")

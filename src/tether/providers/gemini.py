@@ -82,6 +82,7 @@ from tether.providers.http import (
     Sleep,
     Timeouts,
     classify_status,
+    count,
     cut_short,
     decode_json,
     load_json,
@@ -511,13 +512,16 @@ def _usage(meta: Mapping[str, Any] | None) -> Usage:
         raise wrong_type(NAME, "usageMetadata", meta)
     if not meta:
         return Usage(requests=1)
-    prompt = (meta.get("promptTokenCount") or 0) + (meta.get("toolUsePromptTokenCount") or 0)
-    cached = meta.get("cachedContentTokenCount") or 0
-    thoughts = meta.get("thoughtsTokenCount") or 0
+    def tokens(key: str) -> int:
+        return count(meta.get(key), NAME, key)
+
+    prompt = tokens("promptTokenCount") + tokens("toolUsePromptTokenCount")
+    cached = tokens("cachedContentTokenCount")
+    thoughts = tokens("thoughtsTokenCount")
     details = {"reasoning_tokens": thoughts} if thoughts else {}
     return Usage(
         input_tokens=prompt,
-        output_tokens=(meta.get("candidatesTokenCount") or 0) + thoughts,
+        output_tokens=tokens("candidatesTokenCount") + thoughts,
         cache_read_tokens=cached,
         requests=1,
         details=details,
@@ -561,12 +565,19 @@ def parse_response(data: Any, model: str) -> ModelResponse:
 def _candidate(data: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     """The first candidate and its finish reason; a blocked prompt has no candidate."""
     candidates = data.get("candidates")
+    feedback = data.get("promptFeedback") or {}
+    if not isinstance(feedback, dict):
+        raise wrong_type(NAME, "promptFeedback", feedback)
     if candidates:
+        if not isinstance(candidates, list):
+            raise wrong_type(NAME, "candidates", candidates)
         candidate = candidates[0]
         if not isinstance(candidate, dict):
             raise MalformedResponseError(f"{NAME}: a candidate is not an object", provider=NAME)
-        return candidate, candidate.get("finishReason")
-    feedback = data.get("promptFeedback") or {}
+        finish = candidate.get("finishReason")
+        if not isinstance(finish, str | None):
+            raise wrong_type(NAME, "finishReason", finish)
+        return candidate, finish
     if feedback.get("blockReason"):
         return None, f"{_PROMPT_BLOCKED}{feedback['blockReason']}"
     return None, None
@@ -595,9 +606,16 @@ class _Accumulator:
         if "error" in data:
             raise _stream_error(data)
         self.chunks += 1
-        self.meta = data.get("usageMetadata") or self.meta
-        self.model = data.get("modelVersion") or self.model
-        self.response_id = data.get("responseId") or self.response_id
+        # A later chunk's values replace these: each is checked as it comes.
+        meta, model, response_id = (data.get("usageMetadata"), data.get("modelVersion"),
+                                    data.get("responseId"))
+        if meta is not None:
+            _usage(meta)
+        if not isinstance(model, str | None) or not isinstance(response_id, str | None):
+            raise wrong_type(NAME, "modelVersion or responseId", [model, response_id])
+        self.meta = meta or self.meta
+        self.model = model or self.model
+        self.response_id = response_id or self.response_id
         candidate, raw_stop = _candidate(data)
         self.raw_stop = raw_stop or self.raw_stop
         out: list[StreamChunk] = []

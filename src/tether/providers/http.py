@@ -384,6 +384,17 @@ def cut_short(provider: str, message: str) -> MalformedResponseError:
     return error
 
 
+def count(value: Any, provider: str, what: str) -> int:
+    """A token count: a non-negative JSON integer (0 when absent or null)."""
+    if value is None:
+        return 0
+    if type(value) is int and value >= 0:
+        return value
+    if type(value) is float and value.is_integer() and value >= 0:
+        return int(value)
+    raise wrong_type(provider, what, value)
+
+
 _JSON_TYPES = {dict: "an object", list: "an array", str: "a string", int: "a number",
                float: "a number", bool: "a boolean", type(None): "null"}
 

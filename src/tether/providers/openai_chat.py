@@ -60,6 +60,7 @@ from tether.providers.http import (
     Sleep,
     Timeouts,
     classify_status,
+    count,
     cut_short,
     decode_json,
     read_stream_errors,
@@ -619,19 +620,19 @@ def _usage(raw: Any) -> Usage:
         return Usage(requests=1)
     if not isinstance(raw, dict):
         raise wrong_type(NAME, "usage", raw)
-    prompt = raw.get("prompt_tokens") or 0
-    completion = raw.get("completion_tokens") or 0
+    prompt = count(raw.get("prompt_tokens"), NAME, "prompt_tokens")
+    completion = count(raw.get("completion_tokens"), NAME, "completion_tokens")
     cached = 0
     details: dict[str, int] = {}
     prompt_details = raw.get("prompt_tokens_details")
     if isinstance(prompt_details, dict):
-        cached = prompt_details.get("cached_tokens") or 0
+        cached = count(prompt_details.get("cached_tokens"), NAME, "cached_tokens")
     completion_details = raw.get("completion_tokens_details")
     if isinstance(completion_details, dict):
-        reasoning = completion_details.get("reasoning_tokens")
+        reasoning = count(completion_details.get("reasoning_tokens"), NAME, "reasoning_tokens")
         if reasoning:
-            details["reasoning_tokens"] = int(reasoning)
-    return Usage(int(prompt), int(completion), int(cached), 0, 1, details)
+            details["reasoning_tokens"] = reasoning
+    return Usage(prompt, completion, cached, 0, 1, details)
 
 
 async def _drain(events: AsyncIterator[Any]) -> None:

@@ -64,6 +64,7 @@ from tether.providers.http import (
     Sleep,
     Timeouts,
     classify_status,
+    count,
     cut_short,
     decode_json,
     load_json,
@@ -406,8 +407,11 @@ def _array(value: Any, what: str) -> Sequence[Any]:
 def _stop_reason(data: Mapping[str, Any], has_calls: bool,
                  refused: bool) -> tuple[StopReason, str | None]:
     status = data.get("status")
+    details = data.get("incomplete_details")
+    if details is not None and not isinstance(details, dict):
+        raise wrong_type(NAME, "incomplete_details", details)
     if status == "incomplete":
-        reason = (data.get("incomplete_details") or {}).get("reason")
+        reason = (details or {}).get("reason")
         if reason == "max_output_tokens":
             return "max_tokens", reason
         if reason == "content_filter":
@@ -427,11 +431,14 @@ def _usage(usage: Any) -> Usage:
         return Usage(requests=1)
     if not isinstance(usage, dict):
         raise wrong_type(NAME, "usage", usage)
-    cached = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
-    reasoning = (usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
-    return Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
-                 cache_read_tokens=int(cached), requests=1,
-                 details={"reasoning_tokens": int(reasoning)} if reasoning else {})
+    cached = count((usage.get("input_tokens_details") or {}).get("cached_tokens"), NAME,
+                   "cached_tokens")
+    reasoning = count((usage.get("output_tokens_details") or {}).get("reasoning_tokens"), NAME,
+                      "reasoning_tokens")
+    return Usage(count(usage.get("input_tokens"), NAME, "input_tokens"),
+                 count(usage.get("output_tokens"), NAME, "output_tokens"),
+                 cache_read_tokens=cached, requests=1,
+                 details={"reasoning_tokens": reasoning} if reasoning else {})
 
 
 # --- streaming -------------------------------------------------------------------------------
