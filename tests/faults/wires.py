@@ -9,8 +9,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tether.providers import Anthropic, Gemini, OpenAIChat, OpenAIResponses
-from tether.providers.base import Provider
+from tether.messages import Message
+from tether.providers import (
+    Anthropic,
+    Gemini,
+    OpenAIChat,
+    OpenAIResponses,
+    anthropic,
+    gemini,
+    openai_responses,
+)
+from tether.providers.base import ModelRequest, Provider
 from tether.providers.http import RetryPolicy, Timeouts
 
 # Retries are tested in tests/test_http.py; here a fault is met once, and a retry that does
@@ -32,6 +41,8 @@ class Wire:
     events: Callable[[Sequence[str], Sequence[str] | None], list[Any]]
     # Events are ``(name, payload)`` pairs written with an ``event:`` line.
     named: bool = False
+    # The body of the next request, for a conversation holding ``message``.
+    replay: Callable[[ModelRequest], Any] = lambda _request: None
     # Whether an event is the one that ends the stream (what a cut stream lacks).
     terminal: Callable[[Any], bool] = lambda _event: False
     # The stream ends with ``data: [DONE]``.
@@ -40,6 +51,12 @@ class Wire:
     def provider(self, base_url: str, retry: RetryPolicy = NO_RETRY, **kw: Any) -> Provider:
         return self.make(base_url, retry=retry, sleep=no_sleep,
                          timeouts=kw.pop("timeouts", Timeouts(read=30)), **kw)
+
+    def next_body(self, answer: Message) -> bytes:
+        """The next request's body after ``answer``, encoded as it goes on the wire (strict
+        UTF-8: nothing is repaired on the way)."""
+        request = ModelRequest((Message.user("hi"), answer, Message.user("go on")))
+        return json.dumps(self.replay(request), ensure_ascii=False).encode("utf-8")
 
     def sse(self, deltas: Sequence[str], call: Sequence[str] | None = None) -> list[bytes]:
         """The stream as SSE frames, one bytes object per event."""
@@ -200,18 +217,21 @@ WIRES: dict[str, Wire] = {
         "openai-chat",
         lambda url, **kw: OpenAIChat(f"{url}/v1", "m", api_key="k", profile="openai", **kw),
         _chat_body, _chat_events,
+        replay=lambda r: OpenAIChat("http://127.0.0.1:1/v1", "m").request_body(r),
         terminal=lambda e: any(c.get("finish_reason") for c in e["choices"]), done=True),
     "openai-responses": Wire(
         "openai-responses",
         lambda url, **kw: OpenAIResponses(f"{url}/v1", "m", api_key="k", **kw),
         _responses_body, _responses_events, named=True,
+        replay=lambda r: openai_responses.build_body(r, model="m"),
         terminal=lambda e: e[0] == "response.completed"),
     "anthropic": Wire(
         "anthropic", lambda url, **kw: Anthropic(url, "m", api_key="k", **kw),
         _anthropic_body, _anthropic_events, named=True,
+        replay=lambda r: anthropic.request_body(r, "m", 100),
         terminal=lambda e: e[0] == "message_delta"),
     "gemini": Wire(
         "gemini", lambda url, **kw: Gemini(f"{url}/v1beta", "m", api_key="k", **kw),
-        _gemini_body, _gemini_events,
+        _gemini_body, _gemini_events, replay=gemini.request_body,
         terminal=lambda e: "finishReason" in e["candidates"][0]),
 }

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
 import os
 import random
 import re
+import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -245,6 +247,7 @@ class HTTPTransport:
                 # trust_env=False: proxies from the environment must not silently see traffic
                 # meant for a local model server.
                 trust_env=False,
+                verify=_tls_context(),
             )
             self._owned = True
             self._loop = loop
@@ -335,6 +338,13 @@ class HTTPTransport:
                 await response.aclose()
             raise self.classify(response.status_code, response.headers, response.text)
         return response
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """The TLS settings every client shares: loading the CA bundle takes ~20 ms, which a
+    client per event loop (``run_sync`` in a loop) would otherwise pay each time."""
+    return httpx.create_ssl_context(trust_env=False)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
