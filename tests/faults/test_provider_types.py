@@ -18,7 +18,7 @@ from tests.faults.wires import WIRES
 from tether.agent import Agent
 from tether.errors import MalformedResponseError, ProviderError
 from tether.events import RunFinished
-from tether.messages import Message
+from tether.messages import Message, ToolCall
 from tether.providers.base import ModelRequest
 from tether.result import StopCause
 
@@ -302,3 +302,18 @@ def test_a_stream_ends_with_the_result_of_the_malformed_answer_and_continues(
     again = asyncio.run(last_event("second", conversation=finished.result.conversation))
     assert isinstance(again, RunFinished)
     assert (again.result.stop_cause, again.result.text) == (StopCause.COMPLETED, "again")
+
+
+@pytest.mark.parametrize("wire", ALL)
+@pytest.mark.parametrize("arguments", [
+    "[" * 100_000 + "]" * 100_000,  # past the parser's limit
+    '{"a": ' * 600 + "1" + "}" * 600,  # past tether's
+    "{not json",
+    '"a string"',
+])
+def test_the_next_request_carries_a_call_whose_arguments_are_no_object(
+        wire: str, arguments: str) -> None:
+    # A model can write anything as arguments; the gate answers it, and the call still goes
+    # back to the provider with the next request.
+    body = WIRES[wire].next_body(Message("assistant", (ToolCall("call_1", "add", arguments),)))
+    assert b"call_1" in body or b"add" in body

@@ -315,7 +315,9 @@ def _add_blocks(blocks: list[dict[str, Any]], part: Part) -> None:
             blocks.append({"type": "text", "text": part.text})
     elif isinstance(part, ToolCall):
         try:
-            arguments = part.parsed_arguments()
+            # decode_json: arguments a model nested past the parser's depth are not an
+            # object either (and would not encode again in the body).
+            arguments = decode_json(part.arguments) if part.arguments.strip() else {}
         except ValueError:
             arguments = None
         if not isinstance(arguments, dict):

@@ -385,7 +385,8 @@ def _function_call(call: ToolCall, wire_ids: dict[str, str]) -> list[dict[str, A
     call_json: dict[str, Any] = {"name": call.name}
     out: list[dict[str, Any]] = []
     try:
-        args = call.parsed_arguments()
+        # decode_json: arguments nested past the parser's depth are not an object either.
+        args = decode_json(call.arguments) if call.arguments.strip() else {}
     except ValueError:
         args = None
     if isinstance(args, dict):
