@@ -266,3 +266,21 @@ def test_an_answer_cut_at_any_byte_into_reads_comes_out_whole(
     chunks, error = attempt(spec, raw, streamed)
     message = check(spec, chunks, error)
     assert message is not None and message.text == text
+
+
+header_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=40)
+
+
+@pytest.mark.parametrize("wire", ALL)
+@FUZZ
+@given(status=st.integers(400, 599), body=st.one_of(json_value, st.binary(max_size=40)),
+       retry_after=st.one_of(st.none(), header_text, st.floats().map(str)))
+def test_any_error_answer_is_a_typed_error_with_its_status(
+        raw: RawServer, wire: str, status: int, body: Any, retry_after: str | None) -> None:
+    spec = WIRES[wire]
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = {} if retry_after is None else {"retry-after": retry_after.strip()}
+    raw.queue(whole(data, status=status, **headers))
+    chunks, error = attempt(spec, raw, streamed=False)
+    check(spec, chunks, error)
+    assert error is not None and error.status == status

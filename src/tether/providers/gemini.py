@@ -267,7 +267,8 @@ def _error_object(body: str) -> dict[str, Any]:
 
 def _retry_delay(error: Mapping[str, Any]) -> float | None:
     """``google.rpc.RetryInfo.retryDelay`` (``"37s"``, ``"1.5s"``) from an error's details."""
-    for detail in error.get("details") or ():
+    details = error.get("details")
+    for detail in details if isinstance(details, list) else ():
         if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
             delay = str(detail.get("retryDelay", ""))
             try:

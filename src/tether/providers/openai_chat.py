@@ -676,7 +676,7 @@ def _stream_error(data: Mapping[str, Any]) -> ProviderError:
     """An ``error`` object inside a 200 answer or a stream, as the error its code means."""
     error = data.get("error")
     code = error.get("code") if isinstance(error, dict) else None
-    if isinstance(code, str) and code.isdigit():
+    if isinstance(code, str) and code.isascii() and code.isdigit():
         code = int(code)
     status = code if isinstance(code, int) and 400 <= code < 600 else 500
     return _classify(status, {}, json.dumps(data))
