@@ -143,11 +143,13 @@ async def test_a_stream_whose_gzip_breaks_after_content_is_malformed_and_not_ret
 
 @pytest.mark.parametrize("wire", ALL)
 @pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("encoding", ["br", "zstd", "x-unheard-of"])
 async def test_an_encoding_httpx_cannot_read_is_a_malformed_answer(
-        raw: RawServer, wire: str, streamed: bool) -> None:
-    # brotli is not installed: httpx passes the bytes through, which are not JSON.
+        raw: RawServer, wire: str, streamed: bool, encoding: str) -> None:
+    # Without brotli/zstandard installed httpx passes the bytes through, which are not JSON
+    # (with them, the bytes do not decode): a malformed answer either way.
     raw.queue(whole(b"\x8b\x02\x80garbled", content_type="text/event-stream" if streamed
-                    else "application/json", **{"content-encoding": "br"}))
+                    else "application/json", **{"content-encoding": encoding}))
     error, _ = await fails(WIRES[wire].provider(raw.url), streamed)
     assert isinstance(error, MalformedResponseError), error
 
