@@ -510,7 +510,7 @@ async def test_a_stream_that_ends_before_its_first_chunk_is_a_malformed_response
         server: LoopbackServer) -> None:
     server.queue(Canned(200, [": keep-alive\n\n"], {"content-type": "text/event-stream"}))
     with pytest.raises(MalformedResponseError, match="before its first chunk"):
-        await collect(gemini(server), ask(stream=True))
+        await collect(gemini(server, retry=RetryPolicy(max_retries=0)), ask(stream=True))
 
 
 async def test_a_stalled_stream_fails_with_a_timeout_after_the_idle_limit(

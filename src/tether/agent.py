@@ -209,8 +209,17 @@ class Agent:
         return result
 
     def run_sync(self, prompt: str | Sequence[Part], **kwargs: Any) -> RunResult:
-        """``run`` for scripts without an event loop of their own."""
-        return asyncio.run(self.run(prompt, **kwargs))
+        """``run`` for scripts without an event loop of their own.
+
+        The loop is the call's own: the providers' HTTP connections are closed before it
+        ends (the next call, or another loop, opens new ones)."""
+        return asyncio.run(self._run_then_release(prompt, **kwargs))
+
+    async def _run_then_release(self, prompt: str | Sequence[Part], **kwargs: Any) -> RunResult:
+        try:
+            return await self.run(prompt, **kwargs)
+        finally:
+            await self._close_providers()
 
     async def stream(
         self,
@@ -276,9 +285,7 @@ class Agent:
         return PreparedRun(self, prompt, output, conversation)
 
     async def aclose(self) -> None:
-        await self.model.aclose()
-        for provider in self.providers.values():
-            await provider.aclose()
+        await self._close_providers()
         # Side by side: each may wait out a child process's grace period.
         await asyncio.gather(*(close() for close in _source_methods(self._sources, "aclose")))
 
@@ -303,6 +310,11 @@ class Agent:
         await self.aclose()
 
     # --- internals --------------------------------------------------------------------------
+
+    async def _close_providers(self) -> None:
+        await self.model.aclose()
+        for provider in self.providers.values():
+            await provider.aclose()
 
     def _check_tool_names(self) -> None:
         seen: set[str] = set()

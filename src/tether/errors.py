@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tether.textrepair import repair
+
 if TYPE_CHECKING:
     from tether.result import RunResult
 
@@ -41,11 +43,14 @@ class ProviderError(TetherError):
         status: int | None = None,
         body: str | None = None,
     ) -> None:
+        # Messages quote what servers sent: a lone surrogate in them would fail later, when
+        # the message is printed or stored.
+        message = repair(message)
         super().__init__(message)
         self.message = message
         self.provider = provider
         self.status = status
-        self.body = body
+        self.body = body if body is None else repair(body)
 
 
 class AuthError(ProviderError):

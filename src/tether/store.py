@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from tether.errors import TetherError
+from tether.textrepair import repair
 from tether.trust import CLEAN, Taint
 
 if TYPE_CHECKING:
@@ -517,12 +518,9 @@ class SQLiteStore:
 
 
 def _dumps(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate (JSON from outside can carry one)
-        text = json.dumps(value, ensure_ascii=True, default=str, separators=(",", ":"))
-    return text
+    # A lone surrogate (a command-line argument that was not UTF-8, a tool's output) cannot
+    # be stored as UTF-8 text: it is stored as U+FFFD rather than failing the write.
+    return repair(json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":")))
 
 
 def _text(value: str) -> str:

@@ -186,9 +186,12 @@ def test_tether_run_prints_the_answer_tool_names_and_results_literally(tmp_path:
         as_json = tether(tmp_path, env, "run", "--json", "go")
     clean(shown)
     clean(as_json)
-    assert shown.returncode == 0 and literal(f"Answer {odd}") in shown.stdout
+    # A lone surrogate a server sends is repaired to U+FFFD as it arrives (see
+    # tests/faults/test_provider_text.py); everything else reaches the person as sent.
+    received = f"Answer {odd}".replace("\ud800", "\ufffd")
+    assert shown.returncode == 0 and literal(received) in shown.stdout
     assert "\\x1b[2J" in shown.stderr and "[bold]bold?[/]" in shown.stderr
-    assert json.loads(as_json.stdout)["text"] == f"Answer {odd}"  # the value, exactly
+    assert json.loads(as_json.stdout)["text"] == received  # the value, exactly
 
 
 def test_tether_tools_and_doctor_show_what_a_server_wrote_literally(tmp_path: Path) -> None:
@@ -240,7 +243,9 @@ def test_tether_sessions_list_and_show_print_titles_and_transcripts_literally(
     assert "[bold]bold?[/]" in listed.stdout and "\\x1b[2J" in listed.stdout
     assert "found [bold]bold?[/] | [/] | [link=https://evil.example]click[/link]" in \
         shown.stdout
-    assert json.loads(shown_json.stdout)["messages"][-1]["parts"][0]["text"] == f"Answer {odd}"
+    # The store keeps a lone surrogate as U+FFFD (it cannot be UTF-8); the rest as written.
+    stored = f"Answer {odd}".replace("\ud800", "\ufffd")
+    assert json.loads(shown_json.stdout)["messages"][-1]["parts"][0]["text"] == stored
 
 
 def test_the_chat_approval_panel_shows_the_exact_write_that_would_run(tmp_path: Path) -> None:

@@ -65,6 +65,7 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
+from tether.providers.boundary import checked
 from tether.providers.http import (
     HTTPTransport,
     RetryBudget,
@@ -72,12 +73,16 @@ from tether.providers.http import (
     Sleep,
     Timeouts,
     classify_status,
+    count,
+    cut_short,
+    decode_json,
     error_message,
     load_json,
     parse_retry_after,
     read_stream_errors,
     resolve_api_key,
     retry_before_first_chunk,
+    wrong_type,
 )
 from tether.tools import ToolSpec
 
@@ -177,7 +182,8 @@ class Anthropic:
         budget = self._transport.budget(request_body(request, self.model,
                                                      self.max_tokens_default))
         async for chunk in retry_before_first_chunk(
-                lambda: self._attempt(request, budget), budget, self._transport.sleep):
+                lambda: checked(self._attempt(request, budget), NAME, request.stream), budget,
+                self._transport.sleep):
             yield chunk
 
     async def _attempt(
@@ -230,6 +236,8 @@ def _answered_error(payload: dict[str, Any], raw: str, where: str) -> ProviderEr
     stream, or an error body): its type stands for the status it would have had."""
     error = payload.get("error")
     kind = error.get("type") if isinstance(error, dict) else None
+    if not isinstance(kind, str):
+        kind = None
     found = classify_status(_ERROR_STATUS.get(kind or "", 500), {}, raw, provider=NAME)
     # Say where it came from: the HTTP status the shared mapping names was not on the wire.
     found.message = f"{found.message} ({kind or 'untyped error'} {where})"
@@ -239,7 +247,7 @@ def _answered_error(payload: dict[str, Any], raw: str, where: str) -> ProviderEr
 
 def _error_type(body: str) -> str | None:
     try:
-        data = json.loads(body)
+        data = decode_json(body)
     except ValueError:
         return None
     error = data.get("error") if isinstance(data, dict) else None
@@ -307,7 +315,9 @@ def _add_blocks(blocks: list[dict[str, Any]], part: Part) -> None:
             blocks.append({"type": "text", "text": part.text})
     elif isinstance(part, ToolCall):
         try:
-            arguments = part.parsed_arguments()
+            # decode_json: arguments a model nested past the parser's depth are not an
+            # object either (and would not encode again in the body).
+            arguments = decode_json(part.arguments) if part.arguments.strip() else {}
         except ValueError:
             arguments = None
         if not isinstance(arguments, dict):
@@ -362,7 +372,7 @@ def parse_message(data: Any) -> ModelResponse:
             parts.append(Text(block.get("text") or ""))
         elif kind == "tool_use":
             parts.append(ToolCall(_field(block, "id"), _field(block, "name"),
-                                  json.dumps(block.get("input") or {}, ensure_ascii=False)))
+                                  json.dumps(_input(block), ensure_ascii=False)))
         elif kind == "thinking":
             parts.append(Reasoning(block.get("thinking") or "", NAME, block.get("signature")))
         elif kind == "redacted_thinking":
@@ -371,6 +381,16 @@ def parse_message(data: Any) -> ModelResponse:
             parts.append(Reasoning("", NAME, provider_data={"block": block}))
     return _response(parts, data.get("stop_reason"), data.get("usage") or {},
                      data.get("model") or "", data.get("id"))
+
+
+def _input(block: dict[str, Any]) -> dict[str, Any]:
+    """A tool_use block's ``input``: a JSON object (the wire allows nothing else)."""
+    value = block.get("input")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise wrong_type(NAME, "a tool_use block's input", value)
+    return value
 
 
 def _field(block: dict[str, Any], key: str) -> str:
@@ -384,6 +404,8 @@ def _field(block: dict[str, Any], key: str) -> str:
 
 def _response(parts: list[Part], stop: Any, usage: dict[str, Any], model: str,
               id: str | None) -> ModelResponse:
+    if stop is not None and not isinstance(stop, str):
+        raise wrong_type(NAME, "stop_reason", stop)
     has_calls = any(isinstance(p, ToolCall) for p in parts)
     reason = _STOP_REASONS.get(stop or "", "tool_calls" if has_calls else "other")
     return ModelResponse(Message("assistant", tuple(parts)), reason, _usage(usage), model, id,
@@ -391,12 +413,15 @@ def _response(parts: list[Part], stop: Any, usage: dict[str, Any], model: str,
 
 
 def _usage(usage: dict[str, Any]) -> Usage:
-    cache_read = usage.get("cache_read_input_tokens") or 0
-    cache_write = usage.get("cache_creation_input_tokens") or 0
+    def tokens(key: str) -> int:
+        return count(usage.get(key), NAME, key)
+
+    cache_read = tokens("cache_read_input_tokens")
+    cache_write = tokens("cache_creation_input_tokens")
     return Usage(
         # One meaning across providers: input_tokens counts the whole prompt, cached or not.
-        input_tokens=(usage.get("input_tokens") or 0) + cache_read + cache_write,
-        output_tokens=usage.get("output_tokens") or 0,
+        input_tokens=tokens("input_tokens") + cache_read + cache_write,
+        output_tokens=tokens("output_tokens"),
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
         requests=1,
@@ -415,7 +440,11 @@ async def _read_stream(response: httpx.Response) -> AsyncIterator[StreamChunk]:
     calls = 0
     async for _event, raw in read_stream_errors(response, NAME):
         payload = load_json(raw, NAME, "stream event")
-        kind = payload.get("type") if isinstance(payload, dict) else None
+        if not isinstance(payload, dict):
+            raise wrong_type(NAME, "a stream event", payload)
+        kind = payload.get("type")
+        if not isinstance(kind, str):
+            raise wrong_type(NAME, "a stream event's type", kind)
         if kind == "content_block_delta":
             block = blocks.get(payload.get("index", -1))
             delta = payload.get("delta") or {}
@@ -447,6 +476,7 @@ async def _read_stream(response: httpx.Response) -> AsyncIterator[StreamChunk]:
             block = {"type": start.get("type"), "start": start, "pieces": []}
             blocks[payload.get("index", len(blocks))] = block
             if block["type"] == "tool_use":
+                _input(start)  # read at the end, if no deltas came: checked now
                 block["call"] = calls
                 calls += 1
                 yield ToolCallChunk(block["call"], _field(start, "id"), _field(start, "name"), "")
@@ -474,9 +504,7 @@ async def _read_stream(response: httpx.Response) -> AsyncIterator[StreamChunk]:
         elif kind == "error":
             raise _answered_error(payload, raw, "in the stream")
         # ping, content_block_stop and unknown events carry nothing to keep.
-    raise MalformedResponseError(
-        f"{NAME}: the stream ended before message_stop (the answer may be cut short)",
-        provider=NAME)
+    raise cut_short(NAME, "the stream ended before message_stop (the answer may be cut short)")
 
 
 def _assemble(block: dict[str, Any]) -> Part:
@@ -485,7 +513,7 @@ def _assemble(block: dict[str, Any]) -> Part:
         return Text(text)
     if kind == "tool_use":
         if not block["pieces"] and start.get("input"):
-            text = json.dumps(start["input"], ensure_ascii=False)
+            text = json.dumps(_input(start), ensure_ascii=False)
         return ToolCall(start["id"], start["name"], text or "{}")
     if kind == "thinking":
         return Reasoning(text, NAME, block.get("signature"))
@@ -495,7 +523,7 @@ def _assemble(block: dict[str, Any]) -> Part:
     kept = dict(start)
     if block["pieces"]:
         try:
-            kept["input"] = json.loads(text)
+            kept["input"] = decode_json(text)
         except ValueError:
             kept["partial_json"] = text
     return Reasoning("", NAME, provider_data={"block": kept})

@@ -74,6 +74,7 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
+from tether.providers.boundary import checked
 from tether.providers.http import (
     HTTPTransport,
     RetryBudget,
@@ -81,11 +82,15 @@ from tether.providers.http import (
     Sleep,
     Timeouts,
     classify_status,
+    count,
+    cut_short,
+    decode_json,
     load_json,
     parse_retry_after,
     read_stream_errors,
     resolve_api_key,
     retry_before_first_chunk,
+    wrong_type,
 )
 from tether.tools import ToolSpec
 
@@ -177,7 +182,8 @@ class Gemini:
         """
         budget = self._transport.budget(request_body(request))
         async for chunk in retry_before_first_chunk(
-                lambda: self._attempt(request, budget), budget, self._transport.sleep):
+                lambda: checked(self._attempt(request, budget), NAME, request.stream), budget,
+                self._transport.sleep):
             yield chunk
 
     async def _attempt(
@@ -250,7 +256,7 @@ def classify_error(status: int, headers: Mapping[str, str], body: str) -> Provid
 
 def _error_object(body: str) -> dict[str, Any]:
     try:
-        data = json.loads(body)
+        data = decode_json(body)
     except ValueError:
         return {}
     if isinstance(data, list) and data:
@@ -261,7 +267,8 @@ def _error_object(body: str) -> dict[str, Any]:
 
 def _retry_delay(error: Mapping[str, Any]) -> float | None:
     """``google.rpc.RetryInfo.retryDelay`` (``"37s"``, ``"1.5s"``) from an error's details."""
-    for detail in error.get("details") or ():
+    details = error.get("details")
+    for detail in details if isinstance(details, list) else ():
         if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("RetryInfo"):
             delay = str(detail.get("retryDelay", ""))
             try:
@@ -379,7 +386,8 @@ def _function_call(call: ToolCall, wire_ids: dict[str, str]) -> list[dict[str, A
     call_json: dict[str, Any] = {"name": call.name}
     out: list[dict[str, Any]] = []
     try:
-        args = call.parsed_arguments()
+        # decode_json: arguments nested past the parser's depth are not an object either.
+        args = decode_json(call.arguments) if call.arguments.strip() else {}
     except ValueError:
         args = None
     if isinstance(args, dict):
@@ -451,13 +459,17 @@ def _tool_call(part: Mapping[str, Any]) -> ToolCall:
                                      provider=NAME)
     data: dict[str, Any] = {"provider": NAME}
     wire_id = call.get("id")
+    if wire_id is not None and not isinstance(wire_id, str):
+        raise wrong_type(NAME, "a functionCall's id", wire_id)
     if wire_id:
         data["id"] = wire_id
     if part.get("thoughtSignature"):
         data["thoughtSignature"] = part["thoughtSignature"]
     args = call.get("args")
+    if args is not None and not isinstance(args, dict):
+        raise wrong_type(NAME, "a functionCall's args", args)
     arguments = json.dumps(args if args is not None else {}, ensure_ascii=False)
-    return ToolCall(str(wire_id) if wire_id else _new_call_id(), call["name"], arguments, data)
+    return ToolCall(wire_id or _new_call_id(), call["name"], arguments, data)
 
 
 def _parts(wire_parts: Sequence[Any]) -> list[Part]:
@@ -498,15 +510,20 @@ def _parts(wire_parts: Sequence[Any]) -> list[Part]:
 
 
 def _usage(meta: Mapping[str, Any] | None) -> Usage:
+    if meta is not None and not isinstance(meta, dict):
+        raise wrong_type(NAME, "usageMetadata", meta)
     if not meta:
         return Usage(requests=1)
-    prompt = (meta.get("promptTokenCount") or 0) + (meta.get("toolUsePromptTokenCount") or 0)
-    cached = meta.get("cachedContentTokenCount") or 0
-    thoughts = meta.get("thoughtsTokenCount") or 0
+    def tokens(key: str) -> int:
+        return count(meta.get(key), NAME, key)
+
+    prompt = tokens("promptTokenCount") + tokens("toolUsePromptTokenCount")
+    cached = tokens("cachedContentTokenCount")
+    thoughts = tokens("thoughtsTokenCount")
     details = {"reasoning_tokens": thoughts} if thoughts else {}
     return Usage(
         input_tokens=prompt,
-        output_tokens=(meta.get("candidatesTokenCount") or 0) + thoughts,
+        output_tokens=tokens("candidatesTokenCount") + thoughts,
         cache_read_tokens=cached,
         requests=1,
         details=details,
@@ -550,12 +567,19 @@ def parse_response(data: Any, model: str) -> ModelResponse:
 def _candidate(data: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     """The first candidate and its finish reason; a blocked prompt has no candidate."""
     candidates = data.get("candidates")
+    feedback = data.get("promptFeedback") or {}
+    if not isinstance(feedback, dict):
+        raise wrong_type(NAME, "promptFeedback", feedback)
     if candidates:
+        if not isinstance(candidates, list):
+            raise wrong_type(NAME, "candidates", candidates)
         candidate = candidates[0]
         if not isinstance(candidate, dict):
             raise MalformedResponseError(f"{NAME}: a candidate is not an object", provider=NAME)
-        return candidate, candidate.get("finishReason")
-    feedback = data.get("promptFeedback") or {}
+        finish = candidate.get("finishReason")
+        if not isinstance(finish, str | None):
+            raise wrong_type(NAME, "finishReason", finish)
+        return candidate, finish
     if feedback.get("blockReason"):
         return None, f"{_PROMPT_BLOCKED}{feedback['blockReason']}"
     return None, None
@@ -584,9 +608,16 @@ class _Accumulator:
         if "error" in data:
             raise _stream_error(data)
         self.chunks += 1
-        self.meta = data.get("usageMetadata") or self.meta
-        self.model = data.get("modelVersion") or self.model
-        self.response_id = data.get("responseId") or self.response_id
+        # A later chunk's values replace these: each is checked as it comes.
+        meta, model, response_id = (data.get("usageMetadata"), data.get("modelVersion"),
+                                    data.get("responseId"))
+        if meta is not None:
+            _usage(meta)
+        if not isinstance(model, str | None) or not isinstance(response_id, str | None):
+            raise wrong_type(NAME, "modelVersion or responseId", [model, response_id])
+        self.meta = meta or self.meta
+        self.model = model or self.model
+        self.response_id = response_id or self.response_id
         candidate, raw_stop = _candidate(data)
         self.raw_stop = raw_stop or self.raw_stop
         out: list[StreamChunk] = []
@@ -622,8 +653,7 @@ class _Accumulator:
 
     def response(self) -> ModelResponse:
         if not self.chunks:
-            raise MalformedResponseError(f"{NAME}: the stream ended before its first chunk",
-                                         provider=NAME)
+            raise cut_short(NAME, "the stream ended before its first chunk")
         return _response(_parts(self.parts), self.raw_stop, self.meta, self.model,
                          self.response_id)
 
@@ -639,9 +669,18 @@ def _merge_chunks(chunks: Sequence[Any], model: str) -> ModelResponse:
 
 
 async def _read_stream(response: httpx.Response, model: str) -> AsyncIterator[StreamChunk]:
+    """The chunks of an SSE stream, then ``Completed``.
+
+    Gemini's stream has no terminal event of its own: its last chunk carries the
+    candidate's ``finishReason`` (or, for a refused prompt, ``promptFeedback.blockReason``).
+    A stream that ends before any chunk said so was cut short (a gateway's ``[DONE]``
+    counts as an end too).
+    """
     acc = _Accumulator(model)
+    done = False
     async for _event, data in read_stream_errors(response, NAME):
         if data == "[DONE]":
+            done = True
             break
         chunk = load_json(data, NAME, "stream chunk")
         if not isinstance(chunk, dict):
@@ -649,4 +688,7 @@ async def _read_stream(response: httpx.Response, model: str) -> AsyncIterator[St
                                          provider=NAME)
         for item in acc.feed(chunk):
             yield item
+    if acc.chunks and acc.raw_stop is None and not done:
+        raise cut_short(NAME, "the stream ended before a chunk with a finishReason (the "
+                              "answer may be cut short)")
     yield Completed(acc.response())

@@ -10,15 +10,25 @@ a response starts, and ``retry_before_first_chunk`` re-opens a stream when the e
 inside a 200 before any content (a streamed llama-server parse error, an Anthropic
 ``overloaded_error`` event). Both spend one ``RetryBudget`` per request, so a request makes
 at most ``1 + max_retries`` attempts whichever layer saw its failures.
+
+Everything a server sends is hostile input. httpx errors never leave this module untyped
+(``transport_error``); a body that is not the encoding it claims (``content-encoding``) is
+a ``MalformedResponseError`` that is retried like a broken connection, and so is a stream
+that ends before its terminal event (``cut_short``); JSON is parsed by ``decode_json``,
+which refuses nesting deeper than ``MAX_JSON_DEPTH``. Bodies are read as UTF-8 whatever
+charset a server names (JSON is UTF-8), with invalid bytes replaced.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
 import os
 import random
+import re
+import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -43,6 +53,7 @@ from tether.errors import (
     ServerError,
 )
 from tether.providers.base import Retrying, StreamChunk
+from tether.textrepair import repair
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +203,14 @@ def resolve_api_key(api_key: str | None, api_key_env: str | None, provider: str)
 
 
 class HTTPTransport:
-    """An httpx client with tether's retry policy. Created lazily, closed by ``aclose``."""
+    """An httpx client with tether's retry policy. Created lazily, closed by ``aclose``.
+
+    A client belongs to the event loop it was made on (its connections are that loop's
+    sockets). A request on another loop (a second ``asyncio.run``, ``run_sync`` twice)
+    gets a new client; the old one is dropped without awaiting anything on its loop,
+    which has ended or is not ours to use. A client passed in is the caller's to manage
+    and is never replaced.
+    """
 
     def __init__(
         self,
@@ -214,23 +232,31 @@ class HTTPTransport:
         self.timeouts = timeouts
         self.sleep = sleep
         self._client = client
+        self._owned = client is None
+        # The loop self._client was made on (None: not made yet, or passed in).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def client(self) -> httpx.AsyncClient:
-        if self._client is None:
+        """The client for the running event loop (made on first use on each loop)."""
+        loop = _running_loop()
+        if self._client is None or (self._owned and self._loop is not loop):
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.timeouts.read, connect=self.timeouts.connect),
                 headers=self.headers,
                 # trust_env=False: proxies from the environment must not silently see traffic
                 # meant for a local model server.
                 trust_env=False,
+                verify=_tls_context(),
             )
+            self._owned = True
+            self._loop = loop
         return self._client
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        client, self._client = self._client, None
+        if client is not None and (not self._owned or self._loop is _running_loop()):
+            await client.aclose()
 
     def budget(self, body: Any, revise: Revise | None = None) -> RetryBudget:
         """A fresh ``RetryBudget`` for one request with this transport's policy."""
@@ -281,14 +307,15 @@ class HTTPTransport:
         self, url: str, content: bytes, headers: dict[str, str],
         params: Mapping[str, str] | None, stream: bool,
     ) -> httpx.Response:
-        request = self.client.build_request("POST", url, content=content, headers=headers,
-                                            params=params)
+        client = self.client  # one client for the whole exchange, whatever another loop does
+        request = client.build_request("POST", url, content=content, headers=headers,
+                                       params=params)
         try:
             if stream:
-                response = await self.client.send(request, stream=True)
+                response = await client.send(request, stream=True)
             else:
                 async with asyncio.timeout(self.timeouts.total):
-                    response = await self.client.send(request)
+                    response = await client.send(request)
         except (httpx.TimeoutException, TimeoutError):
             raise ProviderTimeout(
                 f"{self.provider}: no answer from {url} in time", provider=self.provider
@@ -298,6 +325,13 @@ class HTTPTransport:
                 f"{self.provider}: cannot reach {url}: {e or type(e).__name__}",
                 provider=self.provider,
             ) from None
+        except httpx.InvalidURL as e:
+            raise ConfigError(f"{self.provider}: {url} is not a usable URL: {e}") from None
+        except httpx.HTTPError as e:  # a body that did not decode, and any other kind
+            raise transport_error(e, self.provider, f"from {url}") from None
+        # JSON is UTF-8 (RFC 8259): a charset the server names is not trusted to decode it
+        # (a codec like "hex" or "rot13" would break the decoder); invalid bytes become U+FFFD.
+        response.encoding = "utf-8"
         if response.status_code >= 400:
             if stream:
                 await response.aread()
@@ -306,12 +340,81 @@ class HTTPTransport:
         return response
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """The TLS settings every client shares: loading the CA bundle takes ~20 ms, which a
+    client per event loop (``run_sync`` in a loop) would otherwise pay each time."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def _encode(body: Any) -> bytes:
     text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
     try:
         return text.encode()
-    except UnicodeEncodeError:  # a lone surrogate some server sent: JSON escapes it
-        return json.dumps(body, separators=(",", ":")).encode()
+    except UnicodeEncodeError:
+        # A lone surrogate from somewhere (a tool's output, a pasted prompt) would make the
+        # body unsendable: it goes as U+FFFD instead.
+        return repair(text).encode()
+
+
+def transport_error(error: httpx.HTTPError, provider: str, where: str) -> ProviderError:
+    """The tether error for an httpx error met while talking to ``provider``.
+
+    A body that does not decode as its ``content-encoding`` says is a malformed answer,
+    retried like a connection that broke (a proxy mangling bytes is the likely cause).
+    """
+    detail = str(error) or type(error).__name__
+    if isinstance(error, httpx.TimeoutException):
+        return ProviderTimeout(f"{provider}: no answer {where} in time", provider=provider)
+    if isinstance(error, httpx.DecodingError):
+        found = MalformedResponseError(
+            f"{provider}: the answer {where} does not decode as its content-encoding says: "
+            f"{detail}", provider=provider)
+        found.retryable = True
+        return found
+    if isinstance(error, httpx.TransportError):
+        return ProviderConnectionError(f"{provider}: the connection {where} failed: {detail}",
+                                       provider=provider)
+    return ProviderConnectionError(f"{provider}: the exchange {where} failed: {detail}",
+                                   provider=provider)
+
+
+def cut_short(provider: str, message: str) -> MalformedResponseError:
+    """A stream that ended before its terminal event. Retried (before any content came
+    out) like a connection that broke, which is what it most likely was."""
+    error = MalformedResponseError(f"{provider}: {message}", provider=provider)
+    error.retryable = True
+    return error
+
+
+def count(value: Any, provider: str, what: str) -> int:
+    """A token count: a non-negative JSON integer (0 when absent or null)."""
+    if value is None:
+        return 0
+    if type(value) is int and value >= 0:
+        return value
+    if type(value) is float and value.is_integer() and value >= 0:
+        return int(value)
+    raise wrong_type(provider, what, value)
+
+
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", int: "a number",
+               float: "a number", bool: "a boolean", type(None): "null"}
+
+
+def wrong_type(provider: str, what: str, value: Any) -> MalformedResponseError:
+    """The error for a field whose JSON type is not the one the wire format gives it."""
+    kind = _JSON_TYPES.get(type(value), type(value).__name__)
+    return MalformedResponseError(
+        f"{provider}: {what} is {kind} ({json.dumps(value, default=repr)[:80]}), which the "
+        f"wire format does not allow", provider=provider)
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
@@ -346,7 +449,7 @@ _PARSE_HINTS = ("does not match the expected", "failed to parse", "parse tool ca
 def error_message(body: str) -> str:
     """The human part of a JSON error body (``{"error": {"message": ...}}`` and kin)."""
     try:
-        data = json.loads(body)
+        data = decode_json(body)
     except ValueError:
         return body.strip()[:500]
     if isinstance(data, list) and data:
@@ -414,12 +517,47 @@ async def iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
         yield event, "\n".join(data)
 
 
-def load_json(text: str, provider: str, what: str = "response") -> Any:
+MAX_JSON_DEPTH = 512
+"""The deepest nesting of arrays and objects tether reads from a provider. Python's own
+parser stops near its recursion limit, which depends on how deep the caller already is;
+a fixed bound below it means what was read can always be written again (the next
+request, the session store)."""
+
+# Strings (whose brackets do not nest) and runs of anything that is not a bracket.
+_NOT_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[^"\[\]{}]+')
+
+
+def decode_json(text: str | bytes) -> Any:
+    """``json.loads`` for text from outside: also a ``ValueError`` for nesting deeper than
+    ``MAX_JSON_DEPTH`` (and never a ``RecursionError``)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    # Cheap first: fewer brackets than the limit cannot nest past it.
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _nesting(text) > MAX_JSON_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         return json.loads(text)
-    except ValueError:
+    except RecursionError:
+        raise ValueError("nested deeper than the parser allows") from None
+
+
+def _nesting(text: str) -> int:
+    depth = deepest = 0
+    for char in _NOT_NESTING.sub("", text):
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char != '"':  # a quote left over: the text is not JSON, json.loads says so
+            depth -= 1
+    return deepest
+
+
+def load_json(text: str, provider: str, what: str = "response") -> Any:
+    try:
+        return decode_json(text)
+    except ValueError as e:
         raise MalformedResponseError(
-            f"{provider}: the {what} is not JSON: {text[:200]!r}", provider=provider
+            f"{provider}: the {what} is not JSON ({e}): {text[:200]!r}", provider=provider
         ) from None
 
 
@@ -438,3 +576,5 @@ async def read_stream_errors(
         raise ProviderConnectionError(
             f"{provider}: the stream broke: {e or type(e).__name__}", provider=provider
         ) from None
+    except httpx.HTTPError as e:
+        raise transport_error(e, provider, "in the stream") from None

@@ -52,6 +52,7 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
+from tether.providers.boundary import checked
 from tether.providers.http import (
     HTTPTransport,
     RetryBudget,
@@ -59,9 +60,13 @@ from tether.providers.http import (
     Sleep,
     Timeouts,
     classify_status,
+    count,
+    cut_short,
+    decode_json,
     read_stream_errors,
     resolve_api_key,
     retry_before_first_chunk,
+    wrong_type,
 )
 from tether.providers.profiles import OpenAICompatProfile, profile_for
 from tether.tools import ToolSpec
@@ -173,7 +178,8 @@ class OpenAIChat:
         """
         budget = self._transport.budget(self.request_body(request), warmer_after_parse_error)
         async for chunk in retry_before_first_chunk(
-                lambda: self._attempt(request, budget), budget, self._transport.sleep):
+                lambda: checked(self._attempt(request, budget), NAME, request.stream), budget,
+                self._transport.sleep):
             yield chunk
 
     async def _attempt(
@@ -188,13 +194,13 @@ class OpenAIChat:
                 response = item
         assert response is not None, "the transport yields a response or raises"
         if not request.stream:
-            yield Completed(self._completion(_json_body(response.content), request))
+            yield Completed(self._completion(_json_body(response.text), request))
             return
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 # Asked to stream, answered whole (some proxies and servers do): same answer.
                 await response.aread()
-                yield Completed(self._completion(_json_body(response.content), request))
+                yield Completed(self._completion(_json_body(response.text), request))
                 return
             async for chunk in self._read_stream(response, request):
                 yield chunk
@@ -229,6 +235,8 @@ class OpenAIChat:
             raise MalformedResponseError(
                 f"{NAME}: expected a JSON object, got {type(data).__name__}", provider=NAME)
         choices = data.get("choices")
+        if choices is not None and not isinstance(choices, list):
+            raise wrong_type(NAME, "choices", choices)
         if not choices:
             if data.get("error"):  # OpenRouter reports upstream failures as HTTP 200
                 raise _stream_error(data)
@@ -240,8 +248,8 @@ class OpenAIChat:
         seed = f"{response_id}|{len(request.messages)}"
         parts: list[Part] = []
         for field in _REASONING_FIELDS:
-            thought = message.get(field)
-            if isinstance(thought, str) and thought:
+            thought = _optional_text(message.get(field), field)
+            if thought:
                 parts.append(Reasoning(thought, NAME, provider_data={"field": field}))
                 break
         raw_calls = list(message.get("tool_calls") or ())
@@ -253,13 +261,13 @@ class OpenAIChat:
         for index, raw in enumerate(raw_calls):
             function = raw.get("function") or {}
             calls.append(ToolCall(_call_id(raw.get("id"), seed, index, seen),
-                                  str(function.get("name") or ""),
+                                  _optional_text(function.get("name"), "a tool call's name"),
                                   _arguments_text(function.get("arguments"))))
         text = _content_text(message.get("content"))
-        refusal = message.get("refusal")
+        refusal = _optional_text(message.get("refusal"), "refusal")
         if text and not (calls and is_fence_debris(text)):
             parts.append(Text(text))
-        elif isinstance(refusal, str) and refusal:
+        elif refusal:
             parts.append(Text(refusal))
         parts.extend(calls)
         finish = choice.get("finish_reason")
@@ -293,10 +301,10 @@ class OpenAIChat:
                 done = True
                 break
             try:
-                chunk = json.loads(data)
-            except ValueError:
+                chunk = decode_json(data)
+            except ValueError as e:
                 raise MalformedResponseError(
-                    f"{NAME}: a stream event is not JSON: {data[:200]!r}", provider=NAME
+                    f"{NAME}: a stream event is not JSON ({e}): {data[:200]!r}", provider=NAME
                 ) from None
             if not isinstance(chunk, dict):
                 raise MalformedResponseError(
@@ -313,7 +321,10 @@ class OpenAIChat:
             if not choices:
                 continue
             choice = choices[0]
-            if choice.get("index", 0) != 0:
+            index = choice.get("index")
+            if index is not None and index != 0:
+                if type(index) is not int:
+                    raise wrong_type(NAME, "a choice's index", index)
                 continue
             # A few servers put the last piece under "message" instead of "delta".
             delta = choice.get("delta") or choice.get("message")
@@ -326,7 +337,9 @@ class OpenAIChat:
                     yield TextChunk(content)
                 for field in _REASONING_FIELDS:
                     thought = delta.get(field)
-                    if thought and isinstance(thought, str):
+                    if thought:
+                        if not isinstance(thought, str):
+                            raise wrong_type(NAME, field, thought)
                         thoughts.append(thought)
                         thought_field = field
                         yield ReasoningChunk(thought)
@@ -345,9 +358,8 @@ class OpenAIChat:
         if done:
             await _drain(events)
         if finish is None and not done:
-            raise MalformedResponseError(
-                f"{NAME}: the stream ended before the model finished (no finish_reason, no "
-                f"[DONE]); the answer may be cut off", provider=NAME)
+            raise cut_short(NAME, "the stream ended before the model finished (no "
+                                  "finish_reason, no [DONE]); the answer may be cut off")
         parts: list[Part] = []
         if thoughts:
             parts.append(Reasoning("".join(thoughts), NAME,
@@ -410,6 +422,8 @@ class _CallAssembler:
             slot = self.slots[-1] if self.slots else None
         function = raw.get("function") or {}
         name = function.get("name")
+        if name is not None and not isinstance(name, str):
+            raise wrong_type(NAME, "a tool call's name", name)
         arguments = _arguments_text(function.get("arguments"))
         if slot is None:
             position = len(self.slots)
@@ -518,21 +532,38 @@ def _tool_choice(
 # --- response pieces ---------------------------------------------------------------------
 
 
-def _json_body(content: bytes) -> Any:
+def _json_body(content: str) -> Any:
     try:
-        return json.loads(content)
-    except ValueError:
+        return decode_json(content)
+    except ValueError as e:
         raise MalformedResponseError(
-            f"{NAME}: the response is not JSON: {content[:200]!r}", provider=NAME) from None
+            f"{NAME}: the response is not JSON ({e}): {content[:200]!r}", provider=NAME) from None
 
 
 def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    if isinstance(content, list):  # content as parts (Mistral-style servers)
-        return "".join(str(p.get("text") or "") for p in content
-                       if isinstance(p, dict) and p.get("type", "text") == "text")
-    return ""
+    if content is None:
+        return ""
+    if not isinstance(content, list):
+        raise wrong_type(NAME, "a message's content", content)
+    # Content as parts (Mistral-style servers).
+    texts = []
+    for part in content:
+        if not isinstance(part, dict):
+            raise wrong_type(NAME, "a content part", part)
+        if part.get("type", "text") == "text":
+            texts.append(_optional_text(part.get("text"), "a content part's text"))
+    return "".join(texts)
+
+
+def _optional_text(value: Any, what: str) -> str:
+    """A string field ("" when absent or null); any other type is a malformed answer."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise wrong_type(NAME, what, value)
+    return value
 
 
 def is_fence_debris(text: str) -> bool:
@@ -585,21 +616,23 @@ def _stop_reason(finish: Any, has_calls: bool, refused: bool) -> StopReason:
 
 
 def _usage(raw: Any) -> Usage:
-    if not isinstance(raw, dict):
+    if raw is None:
         return Usage(requests=1)
-    prompt = raw.get("prompt_tokens") or 0
-    completion = raw.get("completion_tokens") or 0
+    if not isinstance(raw, dict):
+        raise wrong_type(NAME, "usage", raw)
+    prompt = count(raw.get("prompt_tokens"), NAME, "prompt_tokens")
+    completion = count(raw.get("completion_tokens"), NAME, "completion_tokens")
     cached = 0
     details: dict[str, int] = {}
     prompt_details = raw.get("prompt_tokens_details")
     if isinstance(prompt_details, dict):
-        cached = prompt_details.get("cached_tokens") or 0
+        cached = count(prompt_details.get("cached_tokens"), NAME, "cached_tokens")
     completion_details = raw.get("completion_tokens_details")
     if isinstance(completion_details, dict):
-        reasoning = completion_details.get("reasoning_tokens")
+        reasoning = count(completion_details.get("reasoning_tokens"), NAME, "reasoning_tokens")
         if reasoning:
-            details["reasoning_tokens"] = int(reasoning)
-    return Usage(int(prompt), int(completion), int(cached), 0, 1, details)
+            details["reasoning_tokens"] = reasoning
+    return Usage(prompt, completion, cached, 0, 1, details)
 
 
 async def _drain(events: AsyncIterator[Any]) -> None:
@@ -643,7 +676,7 @@ def _stream_error(data: Mapping[str, Any]) -> ProviderError:
     """An ``error`` object inside a 200 answer or a stream, as the error its code means."""
     error = data.get("error")
     code = error.get("code") if isinstance(error, dict) else None
-    if isinstance(code, str) and code.isdigit():
+    if isinstance(code, str) and code.isascii() and code.isdigit():
         code = int(code)
     status = code if isinstance(code, int) and 400 <= code < 600 else 500
     return _classify(status, {}, json.dumps(data))

@@ -56,6 +56,7 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
+from tether.providers.boundary import checked
 from tether.providers.http import (
     HTTPTransport,
     RetryBudget,
@@ -63,10 +64,14 @@ from tether.providers.http import (
     Sleep,
     Timeouts,
     classify_status,
+    count,
+    cut_short,
+    decode_json,
     load_json,
     read_stream_errors,
     resolve_api_key,
     retry_before_first_chunk,
+    wrong_type,
 )
 from tether.tools import ToolSpec
 
@@ -145,7 +150,8 @@ class OpenAIResponses:
             request, model=self.model, store=self.store,
             include_encrypted=self._include_encrypted(), reasoning=self.reasoning))
         async for chunk in retry_before_first_chunk(
-                lambda: self._attempt(request, budget), budget, self._transport.sleep):
+                lambda: checked(self._attempt(request, budget), NAME, request.stream), budget,
+                self._transport.sleep):
             yield chunk
 
     async def _attempt(
@@ -346,13 +352,13 @@ def _message(output: Sequence[Any]) -> tuple[Message, bool]:
     last_reasoning: dict[str, Any] | None = None
     for item in output:
         if not isinstance(item, dict):
-            continue
+            raise wrong_type(NAME, "an output item", item)
         kind = item.get("type")
         if kind == "message":
             texts: list[str] = []
-            for content in item.get("content") or ():
+            for content in _array(item.get("content"), "a message's content"):
                 if not isinstance(content, dict):
-                    continue
+                    raise wrong_type(NAME, "a message's content part", content)
                 if content.get("type") == "output_text":
                     texts.append(content.get("text") or "")
                 elif content.get("type") == "refusal":
@@ -366,8 +372,11 @@ def _message(output: Sequence[Any]) -> tuple[Message, bool]:
         elif kind == "function_call":
             call_id = item.get("call_id") or item.get("id") or f"call_{len(parts)}"
             provider_data = {"id": item["id"]} if item.get("id") else None
-            parts.append(ToolCall(str(call_id), str(item.get("name") or ""),
-                                  item.get("arguments") or "", provider_data))
+            name = item.get("name")
+            if not isinstance(call_id, str) or not isinstance(name, str | None):
+                raise wrong_type(NAME, "a function call's call_id or name", [call_id, name])
+            parts.append(ToolCall(call_id, name or "", item.get("arguments") or "",
+                                  provider_data))
         elif kind == "reasoning":
             last_reasoning = {"id": item.get("id"), "summary": item.get("summary") or [],
                               "encrypted_content": item.get("encrypted_content")}
@@ -377,19 +386,32 @@ def _message(output: Sequence[Any]) -> tuple[Message, bool]:
 
 
 def _reasoning_text(item: Mapping[str, Any]) -> str:
-    summary = [s.get("text") or "" for s in item.get("summary") or () if isinstance(s, dict)]
+    summary = [s.get("text") or "" for s in _array(item.get("summary"), "a reasoning summary")
+               if isinstance(s, dict)]
     if summary:
         return "\n\n".join(summary)
     # Open-weight servers (gpt-oss on vLLM, Ollama) send the raw reasoning as content.
-    return "".join(c.get("text") or "" for c in item.get("content") or ()
+    return "".join(c.get("text") or "" for c in _array(item.get("content"), "reasoning content")
                    if isinstance(c, dict))
+
+
+def _array(value: Any, what: str) -> Sequence[Any]:
+    """A JSON array field (empty when absent or null); any other type is malformed."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise wrong_type(NAME, what, value)
+    return value
 
 
 def _stop_reason(data: Mapping[str, Any], has_calls: bool,
                  refused: bool) -> tuple[StopReason, str | None]:
     status = data.get("status")
+    details = data.get("incomplete_details")
+    if details is not None and not isinstance(details, dict):
+        raise wrong_type(NAME, "incomplete_details", details)
     if status == "incomplete":
-        reason = (data.get("incomplete_details") or {}).get("reason")
+        reason = (details or {}).get("reason")
         if reason == "max_output_tokens":
             return "max_tokens", reason
         if reason == "content_filter":
@@ -405,13 +427,18 @@ def _stop_reason(data: Mapping[str, Any], has_calls: bool,
 
 
 def _usage(usage: Any) -> Usage:
-    if not isinstance(usage, dict):
+    if usage is None:
         return Usage(requests=1)
-    cached = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
-    reasoning = (usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
-    return Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0),
-                 cache_read_tokens=int(cached), requests=1,
-                 details={"reasoning_tokens": int(reasoning)} if reasoning else {})
+    if not isinstance(usage, dict):
+        raise wrong_type(NAME, "usage", usage)
+    cached = count((usage.get("input_tokens_details") or {}).get("cached_tokens"), NAME,
+                   "cached_tokens")
+    reasoning = count((usage.get("output_tokens_details") or {}).get("reasoning_tokens"), NAME,
+                      "reasoning_tokens")
+    return Usage(count(usage.get("input_tokens"), NAME, "input_tokens"),
+                 count(usage.get("output_tokens"), NAME, "output_tokens"),
+                 cache_read_tokens=cached, requests=1,
+                 details={"reasoning_tokens": reasoning} if reasoning else {})
 
 
 # --- streaming -------------------------------------------------------------------------------
@@ -431,6 +458,8 @@ class _StreamState:
             raise MalformedResponseError(f"{NAME}: a stream event is not an object: {data!r:.200}",
                                          provider=NAME)
         kind = data.get("type") or event
+        if not isinstance(kind, str):
+            raise wrong_type(NAME, "a stream event's type", kind)
         if kind == "response.output_text.delta":
             delta = data.get("delta") or ""
             self._item(data, "message")["_text"] += delta
@@ -451,11 +480,15 @@ class _StreamState:
             return self._added(data)
         if kind == "response.output_item.done":
             item = data.get("item")
-            if isinstance(item, dict):
-                self.items[int(data.get("output_index", len(self.items)))] = item
+            if not isinstance(item, dict):
+                raise wrong_type(NAME, "the item of response.output_item.done", item)
+            self.items[int(data.get("output_index", len(self.items)))] = item
             return []
         if kind in ("response.completed", "response.incomplete"):
-            self.final = data.get("response") if isinstance(data.get("response"), dict) else {}
+            final = data.get("response")
+            if final is not None and not isinstance(final, dict):
+                raise wrong_type(NAME, f"the response of {kind}", final)
+            self.final = final or {}
             return []
         if kind == "response.failed":
             response = data.get("response") or {}
@@ -467,7 +500,7 @@ class _StreamState:
     def _added(self, data: Mapping[str, Any]) -> list[StreamChunk]:
         item = data.get("item")
         if not isinstance(item, dict):
-            return []
+            raise wrong_type(NAME, "the item of response.output_item.added", item)
         index = int(data.get("output_index", len(self.items)))
         item = {**item, "_text": ""}
         if item.get("type") == "function_call":
@@ -506,8 +539,7 @@ class _StreamState:
 
     def finish(self) -> ModelResponse:
         if self.final is None:
-            raise MalformedResponseError(
-                f"{NAME}: the stream ended before response.completed", provider=NAME)
+            raise cut_short(NAME, "the stream ended before response.completed")
         final = dict(self.final)
         if not final.get("output"):
             # Some servers send the final response without its output; rebuild it from the
@@ -577,7 +609,7 @@ def _classify(status: int, headers: Mapping[str, str], body: str) -> ProviderErr
 
 def _error_code(body: str) -> str | None:
     try:
-        data = json.loads(body)
+        data = decode_json(body)
     except ValueError:
         return None
     error = data.get("error") if isinstance(data, dict) else None

@@ -1,0 +1,237 @@
+"""The four provider wires as the fault tests need them: an adapter aimed at a server, a
+whole answer, and a streamed answer as a list of events (text, a tool call, reasoning where
+the wire has it), each well formed, for the tests to break."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tether.messages import Message
+from tether.providers import (
+    Anthropic,
+    Gemini,
+    OpenAIChat,
+    OpenAIResponses,
+    anthropic,
+    gemini,
+    openai_responses,
+)
+from tether.providers.base import ModelRequest, Provider
+from tether.providers.http import RetryPolicy, Timeouts
+
+# Retries are tested in tests/test_http.py; here a fault is met once, and a retry that does
+# happen waits no time.
+NO_RETRY = RetryPolicy(max_retries=0)
+
+
+async def no_sleep(_seconds: float) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Wire:
+    name: str
+    make: Callable[..., Provider]
+    # A whole (non-streamed) answer saying ``text``.
+    body: Callable[[str], dict[str, Any]]
+    # A streamed answer: text deltas, then (with ``call``) one tool call in argument pieces.
+    events: Callable[[Sequence[str], Sequence[str] | None], list[Any]]
+    # Events are ``(name, payload)`` pairs written with an ``event:`` line.
+    named: bool = False
+    # The body of the next request, for a conversation holding ``message``.
+    replay: Callable[[ModelRequest], Any] = lambda _request: None
+    # Whether an event is the one that ends the stream (what a cut stream lacks).
+    terminal: Callable[[Any], bool] = lambda _event: False
+    # The stream ends with ``data: [DONE]``.
+    done: bool = False
+
+    def provider(self, base_url: str, retry: RetryPolicy = NO_RETRY, **kw: Any) -> Provider:
+        return self.make(base_url, retry=retry, sleep=no_sleep,
+                         timeouts=kw.pop("timeouts", Timeouts(read=30)), **kw)
+
+    def next_body(self, answer: Message) -> bytes:
+        """The next request's body after ``answer``, encoded as it goes on the wire (strict
+        UTF-8: nothing is repaired on the way)."""
+        request = ModelRequest((Message.user("hi"), answer, Message.user("go on")))
+        return json.dumps(self.replay(request), ensure_ascii=False).encode("utf-8")
+
+    def sse(self, deltas: Sequence[str], call: Sequence[str] | None = None) -> list[bytes]:
+        """The stream as SSE frames, one bytes object per event."""
+        return self.frames(self.events(deltas, call), done=self.done)
+
+    def cut(self, deltas: Sequence[str], call: Sequence[str] | None = None) -> list[bytes]:
+        """The stream up to (not including) the event that ends it: a stream cut short
+        after its content."""
+        events = self.events(deltas, call)
+        end = next(i for i, e in enumerate(events) if self.terminal(e))
+        return self.frames(events[:end], done=False)
+
+    def frames(self, events: Sequence[Any], done: bool = False) -> list[bytes]:
+        out = []
+        for item in events:
+            if self.named:
+                name, payload = item
+                out.append(f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode())
+            else:
+                out.append(f"data: {json.dumps(item)}\n\n".encode())
+        if done:
+            out.append(b"data: [DONE]\n\n")
+        return out
+
+
+# --- Chat Completions ---------------------------------------------------------------------------
+
+def _chat_body(text: str) -> dict[str, Any]:
+    return {"id": "chatcmpl-1", "object": "chat.completion", "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+
+
+def _chat_events(deltas: Sequence[str], call: Sequence[str] | None) -> list[Any]:
+    def ev(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "m",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [ev({"role": "assistant", "content": ""})]
+    out += [ev({"content": d}) for d in deltas]
+    if call is not None:
+        out.append(ev({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                       "function": {"name": "add", "arguments": ""}}]}))
+        out += [ev({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}) for a in call]
+    out.append(ev({}, "tool_calls" if call is not None else "stop"))
+    out.append({"id": "chatcmpl-1", "choices": [],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2}})
+    return out
+
+
+# --- Responses ----------------------------------------------------------------------------------
+
+def _responses_body(text: str) -> dict[str, Any]:
+    return {"id": "resp_1", "object": "response", "status": "completed", "model": "m",
+            "output": [{"type": "message", "id": "msg_1", "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+            "usage": {"input_tokens": 3, "output_tokens": 2}}
+
+
+def _responses_events(deltas: Sequence[str], call: Sequence[str] | None) -> list[Any]:
+    def ev(kind: str, **fields: Any) -> tuple[str, dict[str, Any]]:
+        return kind, {"type": kind, **fields}
+
+    out = [ev("response.created", response={"id": "resp_1", "status": "in_progress",
+                                            "output": []}),
+           ev("response.output_item.added", output_index=0,
+              item={"type": "reasoning", "id": "rs_1", "summary": []}),
+           ev("response.reasoning_summary_text.delta", output_index=0, item_id="rs_1",
+              delta="thinking"),
+           ev("response.output_item.added", output_index=1,
+              item={"type": "message", "id": "msg_1", "role": "assistant", "content": []})]
+    out += [ev("response.output_text.delta", output_index=1, item_id="msg_1", delta=d)
+            for d in deltas]
+    if call is not None:
+        out.append(ev("response.output_item.added", output_index=2,
+                      item={"type": "function_call", "id": "fc_1", "call_id": "call_1",
+                            "name": "add", "arguments": ""}))
+        out += [ev("response.function_call_arguments.delta", output_index=2, item_id="fc_1",
+                   delta=a) for a in call]
+    out.append(ev("response.completed", response={
+        "id": "resp_1", "status": "completed", "model": "m", "output": [],
+        "usage": {"input_tokens": 3, "output_tokens": 2}}))
+    return out
+
+
+# --- Anthropic ----------------------------------------------------------------------------------
+
+def _anthropic_body(text: str) -> dict[str, Any]:
+    return {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 3, "output_tokens": 2}}
+
+
+def _anthropic_events(deltas: Sequence[str], call: Sequence[str] | None) -> list[Any]:
+    def ev(kind: str, **fields: Any) -> tuple[str, dict[str, Any]]:
+        return kind, {"type": kind, **fields}
+
+    out = [ev("message_start", message={"id": "msg_1", "type": "message", "role": "assistant",
+                                        "model": "m", "content": [],
+                                        "usage": {"input_tokens": 3, "output_tokens": 1}}),
+           ev("content_block_start", index=0,
+              content_block={"type": "thinking", "thinking": "", "signature": ""}),
+           ev("content_block_delta", index=0, delta={"type": "thinking_delta",
+                                                     "thinking": "thinking"}),
+           ev("content_block_delta", index=0, delta={"type": "signature_delta",
+                                                     "signature": "sig"}),
+           ev("content_block_stop", index=0),
+           ev("content_block_start", index=1, content_block={"type": "text", "text": ""})]
+    out += [ev("content_block_delta", index=1, delta={"type": "text_delta", "text": d})
+            for d in deltas]
+    out.append(ev("content_block_stop", index=1))
+    if call is not None:
+        out.append(ev("content_block_start", index=2, content_block={
+            "type": "tool_use", "id": "toolu_1", "name": "add", "input": {}}))
+        out += [ev("content_block_delta", index=2, delta={"type": "input_json_delta",
+                                                          "partial_json": a}) for a in call]
+        out.append(ev("content_block_stop", index=2))
+    out.append(ev("message_delta", delta={"stop_reason": "tool_use" if call else "end_turn"},
+                  usage={"output_tokens": 2}))
+    out.append(ev("message_stop"))
+    return out
+
+
+# --- Gemini -------------------------------------------------------------------------------------
+
+def _gemini_chunk(parts: list[dict[str, Any]], finish: str | None = None) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if finish:
+        candidate["finishReason"] = finish
+    return {"candidates": [candidate], "modelVersion": "m", "responseId": "r1",
+            "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2}}
+
+
+def _gemini_body(text: str) -> dict[str, Any]:
+    return _gemini_chunk([{"text": text}], "STOP")
+
+
+def _gemini_events(deltas: Sequence[str], call: Sequence[str] | None) -> list[Any]:
+    out = [_gemini_chunk([{"text": "thinking", "thought": True}])]
+    out += [_gemini_chunk([{"text": d}]) for d in deltas]
+    last: list[dict[str, Any]] = []
+    if call is not None:
+        # Gemini sends a call whole, its arguments an object: the pieces joined.
+        joined = "".join(call)
+        try:
+            args = json.loads(joined)
+        except ValueError:
+            args = {"text": joined}
+        last = [{"functionCall": {"name": "add", "args": args}, "thoughtSignature": "sig"}]
+    out.append(_gemini_chunk(last, "STOP"))
+    return out
+
+
+WIRES: dict[str, Wire] = {
+    "openai-chat": Wire(
+        "openai-chat",
+        lambda url, **kw: OpenAIChat(f"{url}/v1", "m", api_key="k", profile="openai", **kw),
+        _chat_body, _chat_events,
+        replay=lambda r: OpenAIChat("http://127.0.0.1:1/v1", "m").request_body(r),
+        terminal=lambda e: any(c.get("finish_reason") for c in e["choices"]), done=True),
+    "openai-responses": Wire(
+        "openai-responses",
+        lambda url, **kw: OpenAIResponses(f"{url}/v1", "m", api_key="k", **kw),
+        _responses_body, _responses_events, named=True,
+        replay=lambda r: openai_responses.build_body(r, model="m"),
+        terminal=lambda e: e[0] == "response.completed"),
+    "anthropic": Wire(
+        "anthropic", lambda url, **kw: Anthropic(url, "m", api_key="k", **kw),
+        _anthropic_body, _anthropic_events, named=True,
+        replay=lambda r: anthropic.request_body(r, "m", 100),
+        terminal=lambda e: e[0] == "message_delta"),
+    "gemini": Wire(
+        "gemini", lambda url, **kw: Gemini(f"{url}/v1beta", "m", api_key="k", **kw),
+        _gemini_body, _gemini_events, replay=gemini.request_body,
+        terminal=lambda e: "finishReason" in e["candidates"][0]),
+}
