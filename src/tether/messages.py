@@ -52,22 +52,24 @@ class ToolCall:
     def parsed_arguments(self) -> Any:
         """The arguments as JSON; raises ``ValueError`` when the model wrote invalid JSON,
         or JSON nested deeper than ``MAX_ARGUMENT_DEPTH`` levels."""
-        text = self.arguments
-        if not text.strip():
-            return {}
-        if text.count("[") + text.count("{") <= MAX_ARGUMENT_DEPTH:
-            return json.loads(text)  # too few brackets to nest too deep
-        try:
-            value = json.loads(text)
-        except RecursionError:
-            value = None
-            too_deep = True
-        else:
-            too_deep = _nests_deeper(value, MAX_ARGUMENT_DEPTH)
-        if too_deep:
-            raise ValueError(f"the JSON nests deeper than {MAX_ARGUMENT_DEPTH} levels "
-                             f"(arrays and objects inside each other)")
-        return value
+        return loads_bounded(self.arguments) if self.arguments.strip() else {}
+
+
+def loads_bounded(text: str, max_depth: int = MAX_ARGUMENT_DEPTH) -> Any:
+    """``json.loads`` for text from outside: ``ValueError`` for invalid JSON and for JSON
+    whose arrays and objects nest deeper than ``max_depth`` (never ``RecursionError``)."""
+    if text.count("[") + text.count("{") <= max_depth:
+        return json.loads(text)  # too few brackets to nest too deep
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        too_deep = True
+    else:
+        too_deep = _nests_deeper(value, max_depth)
+    if too_deep:
+        raise ValueError(f"the JSON nests deeper than {max_depth} levels (arrays and objects "
+                         f"inside each other)")
+    return value
 
 
 def _nests_deeper(value: Any, limit: int) -> bool:
