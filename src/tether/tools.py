@@ -7,19 +7,16 @@ sub-agent), has this one shape, so the agent loop passes all of them through one
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import contextvars
 import inspect
 import json
 import re
-import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
 
 from tether.errors import ToolError
+from tether.threads import in_daemon_thread
 from tether.trust import NO_CAPABILITIES, Capabilities, SecurityConfig, Taint
 
 if TYPE_CHECKING:
@@ -348,51 +345,11 @@ def _tool_from_function(
             return await fn(**kwargs)
         # Sync tools run in a thread so a slow one cannot stall the event loop (and several
         # calls of one turn really run side by side).
-        return await _in_daemon_thread(fn, kwargs)
+        return await in_daemon_thread(fn, **kwargs)
 
     spec = ToolSpec(tool_name, description if description is not None else summary, schema,
                     title, needs_approval)
     return Tool(spec, handler, capabilities, validate, cache_approval, source="python")
-
-
-async def _in_daemon_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """``fn(**kwargs)`` in a daemon thread of its own, awaited.
-
-    Not ``asyncio.to_thread``: the default executor's threads are joined when
-    ``asyncio.run`` ends and at interpreter exit, so a sync tool that never returns would
-    hold ``run_sync`` and the CLI long after ``tool_timeout_secs`` gave up on it. A daemon
-    thread is abandoned instead: the wait ends, and the process may exit while it runs.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def settle(value: Any, error: BaseException | None) -> None:
-        if future.done():  # nobody waits any more (a timeout, a cancelled run)
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-
-    def work() -> None:
-        value: Any = None
-        error: BaseException | None = None
-        try:
-            value = context.run(fn, **kwargs)
-        except (StopIteration, StopAsyncIteration) as e:  # a future refuses these two
-            error = RuntimeError(f"{type(e).__name__}: {e}")
-        except Exception as e:  # handed to the awaiting task: the tool's failure
-            error = e
-        except BaseException as e:  # SystemExit in a tool ends the tool, not the process
-            error = RuntimeError(f"{type(e).__name__}: {e}")
-        # The loop is closed when the run ended long ago: the result has nowhere to go.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(settle, value, error)
-
-    name = getattr(fn, "__name__", "tool")
-    threading.Thread(target=work, name=f"tether tool {name}", daemon=True).start()
-    return await future
 
 
 def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:

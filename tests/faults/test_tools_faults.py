@@ -208,3 +208,4 @@ def test_run_sync_with_a_hung_tool_leaves_no_thread_that_blocks_interpreter_exit
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "done"
+
