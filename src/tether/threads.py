@@ -5,8 +5,8 @@ ends and at interpreter exit, so a sync tool that never returns would hold ``run
 and the CLI long after ``tool_timeout_secs`` gave up on it. A daemon thread is abandoned
 instead: the wait ends, and the process may exit while the thread still runs.
 
-Not for reading ``sys.stdin``: a daemon thread blocked in it holds the stream's lock, and
-the interpreter aborts when it finalizes the stream at exit.
+Not for ``sys.stdin``: a daemon thread still blocked reading it (or writing ``sys.stdout``)
+when the interpreter exits holds the stream's lock, and finalizing the stream aborts.
 """
 
 from __future__ import annotations
