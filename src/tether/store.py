@@ -645,7 +645,10 @@ class Session:
 
         conv = Conversation([message_from_dict(m) for m in self._record.messages],
                             self._record.taint, set(self._record.approvals))
-        conv.on_append = self._on_append
+        # A function, not the bound method: copy.deepcopy (dataclasses.asdict of a RunResult)
+        # keeps a function as it is, but would copy the session, store and locks behind a
+        # bound method, and fail.
+        conv.on_append = lambda message, taint: self._on_append(message, taint)
         self._conversation = conv
         if conv.pending_calls and self._record.pending is None:
             from tether.messages import Message, ToolResult

@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +31,7 @@ from tether.providers.base import (
     TextChunk,
 )
 from tether.render import EventRenderer
+from tether.store import Session, SQLiteStore
 
 
 @tool
@@ -90,6 +92,19 @@ async def test_a_parent_result_holds_each_child_run_finished_and_still_no_cycle(
     assert child.path and child.result.text == "Short."
     assert not any(isinstance(e, ev.RunFinished) for e in child.result.events)
     dataclasses.asdict(result)
+
+
+async def test_the_result_of_a_stored_session_run_converts_with_asdict(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "sessions.db")
+    try:
+        session = Session.create(store)
+        result = await Agent(Scripted(["hi"])).run("go", session=session)
+        assert dataclasses.asdict(result)["text"] == "hi"
+        assert copy.deepcopy(result).text == "hi"
+        session.conversation().append(Message.user("still recorded"))
+        assert Session.load(session.id, store).messages[-1].text == "still recorded"
+    finally:
+        store.close()
 
 
 async def test_the_result_on_a_raised_error_is_free_of_cycles_too() -> None:
