@@ -159,3 +159,32 @@ def test_tether_tools_leaves_no_helper_behind_even_into_a_closed_pipe(tmp_path: 
     piped = into_a_closed_pipe(ws, "tools", "--json")
     assert piped.returncode == EXIT_PIPE, piped.stderr
     assert not running(int(helper_file.read_text()))
+
+
+async def test_a_server_that_ignores_its_stdin_closing_and_sigterm_is_killed_on_close(
+        tmp_path: Path) -> None:
+    fifo = tmp_path / "deaf.pid"
+    os.mkfifo(fifo)  # opening it blocks until both ends are open: a rendezvous, no polling
+    deaf = McpServer.stdio("deaf", sys.executable, ["-c", (
+        "import os, signal\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"open({str(fifo)!r}, 'w').write(str(os.getpid()))\n"
+        "while True:\n"
+        "    signal.pause()\n")], start_timeout_secs=600)
+    notices = asyncio.create_task(deaf.start())
+    async with asyncio.timeout(BOUND):
+        pid = int(await asyncio.to_thread(fifo.read_text))  # the server is up
+        await deaf.aclose()  # stdin closed, 2 s, SIGTERM ignored, 2 s, SIGKILL
+        [notice] = await notices
+    assert "closed while starting" in notice.message
+    assert not running(pid)
+
+
+async def test_a_call_past_the_servers_timeout_says_it_may_still_take_effect() -> None:
+    server = McpServer.stdio("k", sys.executable, [
+        str(Path(__file__).parent.parent / "mcp_servers" / "kitchen.py")],
+        timeout_secs=0.3, start_timeout_secs=60)
+    async with started(server):
+        out = await server.call("hang", {})
+    assert out.is_error and "did not answer within 0.3s" in out.content
+    assert "may still take effect" in out.content

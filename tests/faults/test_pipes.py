@@ -36,12 +36,15 @@ def command(ws: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "tether.cli", "-w", str(ws), *args]
 
 
-def into_a_closed_pipe(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def into_a_closed_pipe(ws: Path, *args: str, typed: str | None = None
+                       ) -> subprocess.CompletedProcess[str]:
+    """The command with its stdout a pipe nobody reads (and ``typed`` on its stdin)."""
     read, write = os.pipe()
     os.close(read)  # nobody will ever read: the first write that reaches the pipe fails
     try:
         proc = subprocess.run(command(ws, *args), stdout=write, stderr=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL, text=True, env=environment(ws),
+                              input=typed, stdin=None if typed is not None else
+                              subprocess.DEVNULL, text=True, env=environment(ws),
                               cwd=ws, timeout=WAIT)
     finally:
         os.close(write)
@@ -92,6 +95,22 @@ def test_a_run_whose_reader_is_gone_exits_quietly(ws: Path, server: LoopbackServ
                                                  json_flag: bool) -> None:
     server.queue(answer("The answer."))
     out = into_a_closed_pipe(ws, "run", "go", *(["--json"] if json_flag else []))
+    assert out.returncode == EXIT_PIPE, out.stderr
+    assert quiet(out.stderr), out.stderr
+
+
+def test_a_chat_whose_reader_is_gone_exits_quietly(ws: Path, server: LoopbackServer) -> None:
+    server.queue(answer("Hello to you."))
+    out = into_a_closed_pipe(ws, "chat", typed="hello\n")
+    assert out.returncode == EXIT_PIPE, out.stderr
+    assert quiet(out.stderr), out.stderr
+
+
+def test_sessions_show_whose_reader_is_gone_exits_quietly(ws: Path) -> None:
+    store = SQLiteStore(ws / "sessions.db")
+    [info] = store.list(limit=1)
+    store.close()
+    out = into_a_closed_pipe(ws, "sessions", "show", info.id)
     assert out.returncode == EXIT_PIPE, out.stderr
     assert quiet(out.stderr), out.stderr
 

@@ -423,8 +423,10 @@ class McpServer:
                                   is_error=True, from_outside=False)
             if e.code == REQUEST_TIMEOUT:
                 return ToolOutput(f"Error: {tool_name} (MCP server {self.name!r}) did not "
-                                  f"answer within {self.timeout_secs:g}s; the call was "
-                                  f"cancelled.", is_error=True, from_outside=False)
+                                  f"answer within {self.timeout_secs:g}s. The server was "
+                                  f"asked to cancel the call, but it may still finish, and "
+                                  f"what it does may still take effect.",
+                                  is_error=True, from_outside=False)
             return ToolOutput(f"Error: the MCP server {self.name!r} refused the call to "
                               f"{tool_name}: {e.error.message}", is_error=True,
                               from_outside=True)
