@@ -188,3 +188,19 @@ async def test_a_call_past_the_servers_timeout_says_it_may_still_take_effect() -
         out = await server.call("hang", {})
     assert out.is_error and "did not answer within 0.3s" in out.content
     assert "may still take effect" in out.content
+
+
+async def test_a_server_that_closes_its_output_but_keeps_running_is_lost_and_ended() -> None:
+    mute = McpServer.stdio("m", sys.executable, [FAMILY, "--no-pipe-holder"], timeout_secs=600)
+    async with started(mute):
+        server_pid = await pid_of(mute, "pid")
+        async with asyncio.timeout(BOUND):
+            out = await mute.call("mute", {})
+            assert out.is_error and "stopped during the call" in out.content
+            # Bounded by BOUND: the exit it waits for (an exiting process closes its
+            # output too) does not come, so the 2 s grace runs out and it is ended.
+            while mute.error is None or "output" not in mute.error:
+                await asyncio.sleep(0.05)
+        later = await mute.call("pid", {})
+        assert later.is_error and "closed its output while running" in later.content
+        assert not running(server_pid)

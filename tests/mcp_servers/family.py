@@ -7,7 +7,8 @@ and 1 once it serves, so later helpers do not inherit it). Tools: ``pipe_holder`
 helper's pid; ``helper`` starts another and returns its pid; ``nested`` starts a helper
 that starts its own child and returns the grandchild's pid; ``stubborn`` starts a helper
 that ignores SIGTERM; ``leave`` exits before it answers; ``pid`` is the server's own.
-``--helper-file PATH`` writes the pipe holder's pid to PATH.
+``mute`` closes its end of the wire and keeps running. ``--helper-file PATH`` writes the
+pipe holder's pid to PATH; ``--no-pipe-holder`` starts none (``true`` instead).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ NESTED = ("import subprocess, sys\n"
           "print(child.pid, flush=True)\n"
           "child.wait()\n")
 
-PIPE_HOLDER = subprocess.Popen(["sleep", "1000"])  # inherits fds 0 and 1: the wire
+WIRE_OUT = os.readlink("/proc/self/fd/1") if os.path.exists("/proc/self/fd/1") else ""
+# Inherits fds 0 and 1, the wire (unless --no-pipe-holder).
+PIPE_HOLDER = subprocess.Popen(["true" if "--no-pipe-holder" in sys.argv else "sleep", "1000"])
 server = MCPServer("family")
 
 
@@ -54,7 +57,19 @@ def pid() -> str:
     return str(os.getpid())
 
 
-for fn in (pipe_holder, helper, nested, stubborn, leave, pid):
+def mute() -> str:
+    """Closes the wire (every fd that is a pipe to tether) and keeps running."""
+    for fd in range(3, 256):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == WIRE_OUT:
+                os.close(fd)
+        except OSError:
+            continue
+    os.close(1)
+    return "never seen"
+
+
+for fn in (pipe_holder, helper, nested, stubborn, leave, pid, mute):
     server.add_tool(fn, name=fn.__name__, description=f"the {fn.__name__} tool",
                     annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
 

@@ -317,7 +317,7 @@ class McpServer:
 
                 async with stdio_server_streams(
                         transport.command, transport.args, env=env, cwd=transport.cwd,
-                        errlog=errlog, on_exit=self._on_exit) as streams:
+                        errlog=errlog, on_gone=self._on_gone) as streams:
                     yield streams
         else:
             import httpx2
@@ -435,14 +435,13 @@ class McpServer:
         await self._refresh_settled()
         return output_from_result(result)
 
-    def _on_exit(self, returncode: int) -> None:
-        """The stdio server's process exited. Unless we closed it, it is gone: calls from
-        now on fail at once (the ones in flight fail as the connection closes)."""
+    def _on_gone(self, how: str) -> None:
+        """The stdio server is lost (its process exited, or its output closed). Unless we
+        closed it: calls from now on fail at once (the ones in flight fail as the
+        connection closes)."""
         if self._stop.is_set():
             return
         self._session = None
-        how = f"it exited with code {returncode}" if returncode >= 0 else \
-            f"it was killed by signal {-returncode}"
         self._down = how
         self.error = f"the server stopped: {how}{self._stderr_tail()}"
 

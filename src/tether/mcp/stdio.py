@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    import anyio
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from mcp.shared.message import SessionMessage
 
@@ -86,17 +87,18 @@ async def stdio_server_streams(
     env: Mapping[str, str],
     cwd: str | None,
     errlog: TextIO,
-    on_exit: Callable[[int], None],
+    on_gone: Callable[[str], None],
 ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception],
                          MemoryObjectSendStream[SessionMessage]]]:
     """Run ``command`` with exactly ``env``, in a new session (so its process group holds
     it and every helper it starts), and bridge its stdin/stdout to the streams an MCP
     ``ClientSession`` reads and writes.
 
-    ``on_exit(returncode)`` is called the moment the server process exits (whoever holds
-    its pipes); then its group is ended and the read stream closes, so calls in flight
-    fail at once. Leaving the context closes stdin, waits ``GRACE_SECS`` for the server to
-    exit, and ends its group: SIGTERM, then SIGKILL ``GRACE_SECS`` later.
+    ``on_gone(how)`` is called the moment the server is lost: its process exited (whoever
+    holds its pipes), or it closed its stdout; ``how`` says which ("it exited with code
+    3"). Then its group is ended and the read stream closes, so calls in flight fail at
+    once. Leaving the context closes stdin, waits ``GRACE_SECS`` for the server to exit,
+    and ends its group: SIGTERM, then SIGKILL ``GRACE_SECS`` later.
     """
     import anyio
     from mcp.shared.message import SessionMessage
@@ -112,6 +114,7 @@ async def stdio_server_streams(
     to_server, from_session = anyio.create_memory_object_stream[SessionMessage](0)
     read_scope = anyio.CancelScope()
     read_done = anyio.Event()
+    output_ended = asyncio.Event()  # the server closed its stdout (or sent garbage)
 
     async def read() -> None:
         buffer = bytearray()
@@ -130,7 +133,8 @@ async def stdio_server_streams(
                             await to_session.send(ValueError(
                                 f"the server sent a message longer than {_MAX_MESSAGE} "
                                 f"bytes; the connection is closed"))
-                            return
+                            break
+                    output_ended.set()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # the session is gone: nobody reads any more
         finally:
@@ -152,9 +156,13 @@ async def stdio_server_streams(
         await to_session.aclose()
 
     async def watch() -> None:
-        await watched.exited.wait()
-        returncode = transport.get_returncode()
-        on_exit(returncode if returncode is not None else -1)
+        async with anyio.create_task_group() as either:  # the exit, or the end of its output
+            for event in (watched.exited, output_ended):
+                either.start_soon(_cancel_when_set, event, either.cancel_scope)
+        if not watched.exited.is_set():  # an exiting process closes its output too
+            with anyio.move_on_after(GRACE_SECS):
+                await watched.exited.wait()
+        on_gone(_how_gone(transport.get_returncode()))
         await end_group(group)  # its helpers go with it; they may hold the pipes
         with anyio.move_on_after(GRACE_SECS):
             await read_done.wait()  # what it wrote before it exited is delivered first
@@ -182,6 +190,19 @@ async def stdio_server_streams(
         transport.close()
         for stream in (to_session, from_server, to_server, from_session):
             stream.close()
+
+
+async def _cancel_when_set(event: asyncio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+def _how_gone(returncode: int | None) -> str:
+    if returncode is None:
+        return "it closed its output while running"
+    if returncode < 0:
+        return f"it was killed by signal {-returncode}"
+    return f"it exited with code {returncode}"
 
 
 async def end_group(group: int) -> None:
