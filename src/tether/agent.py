@@ -850,7 +850,7 @@ async def _call_handler(name: str, tool: Tool, arguments: dict[str, Any], ctx: T
     try:
         task = asyncio.ensure_future(tool.handler(arguments, ctx))
     except Exception as e:  # a handler that is not async, or fails before its first await
-        return ToolOutput(f"Error: {name} failed: {type(e).__name__}: {e}", is_error=True)
+        return ToolOutput(f"Error: {name} failed: {_described(e)}", is_error=True)
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout)
     except asyncio.CancelledError:  # the run is cancelled: so is the tool, which may clean up
@@ -873,7 +873,14 @@ async def _call_handler(name: str, tool: Tool, arguments: dict[str, Any], ctx: T
         value = task.result()
         return value if isinstance(value, ToolOutput) else ToolOutput(_render(value))
     except Exception as e:  # a tool's failure is the model's information, not a crash
-        return ToolOutput(f"Error: {name} failed: {type(e).__name__}: {e}", is_error=True)
+        return ToolOutput(f"Error: {name} failed: {_described(e)}", is_error=True)
+
+
+def _described(error: Exception) -> str:
+    try:
+        return f"{type(error).__name__}: {error}"
+    except Exception:  # an exception whose own message fails
+        return f"{type(error).__name__} (its message could not be shown)"
 
 
 def _forget(task: asyncio.Future[Any]) -> None:

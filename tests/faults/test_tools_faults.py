@@ -166,6 +166,21 @@ def _nested(depth: int) -> Any:
     return value
 
 
+class _Unspeakable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no words for this")
+
+
+async def test_an_exception_whose_message_fails_is_still_an_error_result() -> None:
+    @tool
+    def mumble() -> str:
+        """Fails without words."""
+        raise _Unspeakable
+
+    result = await Agent(Scripted([call("mumble"), "it mumbled"]), tools=[mumble]).run("go")
+    assert statuses(result) == ["error"] and "_Unspeakable" in result.tool_calls[0].output
+
+
 @pytest.mark.parametrize("value", [_Unprintable(), _nested(100_000)],
                          ids=["str raises", "nested too deep"])
 async def test_a_tool_result_that_cannot_be_rendered_is_an_error_result(value: Any) -> None:
