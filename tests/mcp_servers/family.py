@@ -58,14 +58,15 @@ def pid() -> str:
 
 
 def mute() -> str:
-    """Closes the wire (every fd that is a pipe to tether) and keeps running."""
-    for fd in range(3, 256):
+    """Closes its end of the wire to tether and keeps running: every fd on that pipe is
+    pointed at /dev/null, so what the server writes next vanishes without an error."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in range(256):
         try:
-            if os.readlink(f"/proc/self/fd/{fd}") == WIRE_OUT:
-                os.close(fd)
+            if fd != devnull and os.readlink(f"/proc/self/fd/{fd}") == WIRE_OUT:
+                os.dup2(devnull, fd)
         except OSError:
             continue
-    os.close(1)
     return "never seen"
 
 
