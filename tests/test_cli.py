@@ -204,7 +204,10 @@ def test_ctrl_c_stops_the_run_at_its_next_step_with_exit_130(tmp_path: Path,
             assert line, f"tether exited early: {seen}"
             seen += line
         gate.set()
-        _, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        # Through the same reader as readline: communicate() reads the pipe directly and
+        # would miss a line readline had already buffered with the one it returned.
+        err = proc.stderr.read()  # type: ignore[union-attr]
     finally:
         gate.set()
         if proc.poll() is None:

@@ -785,6 +785,8 @@ class _Run:
         finally:
             for task in tasks:
                 task.cancel()
+            if not all(task.done() for task in tasks):
+                await asyncio.wait(tasks)  # a cancelled run: its tools clean up first
         for task in tasks:
             task.result()  # re-raise what the gate itself got wrong; tools' errors are results
 
@@ -798,18 +800,7 @@ class _Run:
                           emit, {"agent": agent, "path": (*self.path, call.id),
                                  "interrupt": self.interrupt})
         started = time.perf_counter()
-        try:
-            async with asyncio.timeout(agent.tool_timeout_secs):
-                value = await tool.handler(arguments, ctx)
-            output = value if isinstance(value, ToolOutput) else ToolOutput(_render(value))
-        except TimeoutError:
-            output = ToolOutput(f"Error: {call.name} did not finish within "
-                                f"{agent.tool_timeout_secs:g}s and was stopped.", is_error=True)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # a tool's failure is the model's information, not a crash
-            output = ToolOutput(f"Error: {call.name} failed: {type(e).__name__}: {e}",
-                                is_error=True)
+        output = await _call_handler(call.name, tool, arguments, ctx, agent.tool_timeout_secs)
         if output.usage is not None:
             self.usage = self.usage + output.usage
         from_outside = output.from_outside if output.from_outside is not None \
@@ -938,7 +929,9 @@ class _Run:
             malformed_tool_args=self.malformed,
             conversation=conv,
             new_messages=conv.messages[self.start:],
-            events=self.events,
+            # A copy taken before RunFinished joins: the result must not contain the event
+            # that contains it (dataclasses.asdict, deepcopy and repr would recurse).
+            events=list(self.events),
             error=self.error,
             pending=self.pending,
             output=self.output.value if self.output is not None else None,
@@ -978,6 +971,57 @@ def _same_arguments(tool: Tool, decided: Any, arguments: dict[str, Any]) -> bool
         return tool.validate(copy.deepcopy(decided)) == arguments
     except ValueError:
         return False
+
+
+async def _call_handler(name: str, tool: Tool, arguments: dict[str, Any], ctx: ToolContext,
+                        timeout: float | None) -> ToolOutput:
+    """What the tool's handler returned, or an error output the model can act on: a
+    failure, a timeout, a cancellation the run did not ask for.
+
+    The handler runs in a task of its own, so a timeout stops the wait at once: a handler
+    that ignores its cancellation (or a sync tool's thread, which cannot be stopped) is
+    abandoned, not waited for. Only the run's own cancellation propagates.
+    """
+    try:
+        task = asyncio.ensure_future(tool.handler(arguments, ctx))
+    except Exception as e:  # a handler that is not async, or fails before its first await
+        return ToolOutput(f"Error: {name} failed: {_described(e)}", is_error=True)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:  # the run is cancelled: so is the tool, which may clean up
+        task.cancel()
+        await asyncio.wait({task})
+        raise
+    if not done:
+        task.cancel()
+        task.add_done_callback(_forget)
+        assert timeout is not None
+        return ToolOutput(
+            f"Error: {name} did not finish within {timeout:g}s. The run stopped waiting for "
+            f"it, but nothing it did was undone: it may still be running, and what it does "
+            f"may still take effect. Check before you call it again.", is_error=True)
+    if task.cancelled():  # the handler raised CancelledError itself: the run goes on
+        return ToolOutput(f"Error: {name} failed: it was cancelled (CancelledError) while "
+                          f"the run was not; it may not have finished its work.",
+                          is_error=True)
+    try:
+        value = task.result()
+        return value if isinstance(value, ToolOutput) else ToolOutput(_render(value))
+    except Exception as e:  # a tool's failure is the model's information, not a crash
+        return ToolOutput(f"Error: {name} failed: {_described(e)}", is_error=True)
+
+
+def _described(error: Exception) -> str:
+    try:
+        return f"{type(error).__name__}: {error}"
+    except Exception:  # an exception whose own message fails
+        return f"{type(error).__name__} (its message could not be shown)"
+
+
+def _forget(task: asyncio.Future[Any]) -> None:
+    """An abandoned handler's outcome is nobody's: retrieve it so asyncio does not warn."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _render(value: Any) -> str:

@@ -17,6 +17,7 @@ that need approval are refused (``tether batch --yes`` allows them).
 from __future__ import annotations
 
 import asyncio
+import codecs
 import inspect
 import json
 import sys
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tether.errors import TetherError
-from tether.messages import Usage, usage_to_dict
+from tether.messages import Usage, loads_bounded, usage_to_dict
 from tether.trust import CLEAN, Taint
 
 if TYPE_CHECKING:
@@ -141,25 +142,51 @@ def item_from_value(value: Any, index: int, where: str = "item") -> BatchItem:
 
 
 def read_items(path: str | Path) -> list[BatchItem]:
-    """Every item of a JSONL file (blank lines skipped); a bad line is a ``BatchError``
-    naming it, before anything runs."""
+    """Every item of a JSONL file (UTF-8, blank lines skipped); a bad line is a
+    ``BatchError`` naming its number, before anything runs."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as e:
         raise BatchError(f"cannot read {path}: {e}") from None
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise BatchError(f"{path}: the file is UTF-16; JSONL input must be UTF-8: save it as "
+                         f"UTF-8")
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
     items: list[BatchItem] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
+    # Lines end at "\n" only: str.splitlines would also split inside a JSON string that
+    # holds U+2028 or a form feed, which JSON allows there.
+    for number, raw in enumerate(data.split(b"\n"), 1):
         where = f"{path} line {number}"
         try:
-            value = json.loads(line)
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BatchError(f"{where}: not UTF-8 (byte 0x{raw[e.start]:02x} at byte "
+                             f"{e.start + 1} of the line); JSONL input must be UTF-8: save "
+                             f"it as UTF-8") from None
+        if not line.strip():
+            continue
+        try:
+            value = loads_bounded(line)
         except ValueError as e:
             raise BatchError(f"{where}: not JSON ({e}); each line is a JSON string or "
                              f"{{\"id\", \"prompt\", \"meta\"}}") from None
-        items.append(item_from_value(value, number, where))
+        item = item_from_value(value, number, where)
+        if not _encodable(item.turns):
+            raise BatchError(f"{where}: the prompt holds a lone surrogate escape (such as "
+                             f"\\ud800), which is not text")
+        items.append(item)
     return _check_unique(items)
+
+
+def _encodable(texts: Iterable[str]) -> bool:
+    try:
+        for text in texts:
+            text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_unique(items: list[BatchItem]) -> list[BatchItem]:
@@ -173,19 +200,23 @@ def _check_unique(items: list[BatchItem]) -> list[BatchItem]:
 
 
 def finished_ids(out: str | Path) -> set[str]:
-    """The ids with a result line in ``out`` (a cut-off last line does not count)."""
+    """The ids with a whole result line in ``out``. A line a kill cut short, wherever it
+    was cut (inside a multi-byte character too), does not count: its item runs again."""
     path = Path(out)
-    if not path.exists():
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
         return set()
+    except OSError as e:
+        raise BatchError(f"cannot read {path} to resume: {e}") from None
     ids: set[str] = set()
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue  # a line cut by a kill; its item runs again
-            if isinstance(record, dict) and "id" in record:
-                ids.add(str(record["id"]))
+    for raw in data.split(b"\n"):
+        try:
+            record = loads_bounded(raw.decode("utf-8"))
+        except ValueError:  # not UTF-8 or not JSON: a line cut by a kill
+            continue
+        if isinstance(record, dict) and "id" in record:
+            ids.add(str(record["id"]))
     return ids
 
 
@@ -255,8 +286,13 @@ async def run_batch(
             result = await _run_item(agent, item)
             results.append(result)
             if sink is not None:
-                sink.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
-                sink.flush()
+                line = json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n"
+                try:
+                    sink.write(line)
+                    sink.flush()
+                except OSError as e:  # the disk is full, the file system went away
+                    raise BatchError(f"cannot write the result of {result.id!r} to {out}: "
+                                     f"{e}") from None
             report(running=progress.running - 1, ok=progress.ok + result.ok,
                    failed=progress.failed + (not result.ok),
                    usage=progress.usage + result.usage, last=result)
@@ -267,10 +303,11 @@ async def run_batch(
         await asyncio.gather(*workers)
         report(state="finished", last=None)
     except asyncio.CancelledError:
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+        await _stop(workers)
         report(state="interrupted", running=0, last=None)
+        raise
+    except BatchError:
+        await _stop(workers)
         raise
     finally:
         if sink is not None:
@@ -278,14 +315,25 @@ async def run_batch(
     return results
 
 
+async def _stop(workers: list[asyncio.Task[None]]) -> None:
+    for task in workers:
+        task.cancel()
+    await asyncio.gather(*workers, return_exceptions=True)
+
+
 def _open_sink(out: Path) -> TextIO:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    sink = out.open("a", encoding="utf-8")
-    if out.stat().st_size > 0:
-        with out.open("rb") as f:
-            f.seek(-1, 2)
-            if f.read(1) != b"\n":
-                sink.write("\n")  # a line cut by a kill must not swallow the next result
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # backslashreplace: a lone surrogate (a model can send "\ud800") can only sit inside
+        # a JSON string, where its \uXXXX escape is valid JSON and reads back the same.
+        sink = out.open("a", encoding="utf-8", errors="backslashreplace")
+        if out.stat().st_size > 0:
+            with out.open("rb") as f:
+                f.seek(-1, 2)
+                if f.read(1) != b"\n":
+                    sink.write("\n")  # a line cut by a kill must not swallow the next result
+    except OSError as e:
+        raise BatchError(f"cannot write results to {out}: {e}") from None
     return sink
 
 

@@ -2,7 +2,8 @@
 
 Exit codes: 0 answered, 1 error, 2 refused (the run ended without an answer after the gate
 refused a call, or paused waiting for approval), 3 no answer, 130 interrupted (Ctrl-C: the
-first press stops the run cleanly, a second aborts).
+first press stops the run cleanly, a second aborts), 141 the reader of the output left
+(``tether tools --json | head -1``), quietly.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -22,6 +24,7 @@ from tether.errors import ConfigError, OutputFailure, ProviderConnectionError, T
 
 EXIT_OK, EXIT_ERROR, EXIT_REFUSED, EXIT_NO_ANSWER = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # as a shell reports a process ended by Ctrl-C
+EXIT_PIPE = 141  # as a shell reports a process ended by SIGPIPE: the reader left
 
 # Extra `tether doctor` checks registered by optional parts (MCP, the session store):
 # each returns (ok, label, detail).
@@ -29,6 +32,37 @@ DoctorCheck = Callable[[Any], "asyncio.Future[list[tuple[bool, str, str]]] | Any
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _main(argv)
+        finally:
+            # A reader that left shows here, not in the flush at interpreter exit.
+            if sys.stdout is not None:
+                sys.stdout.flush()
+    except BrokenPipeError:
+        _reader_gone()
+        return EXIT_PIPE
+    except SystemExit as e:
+        if isinstance(e.__context__, BrokenPipeError):  # rich's Console.on_broken_pipe
+            _reader_gone()
+            return EXIT_PIPE
+        raise
+
+
+def _reader_gone() -> None:
+    """The reader of our output closed it early (``| head -1``). Whatever is still buffered
+    goes nowhere: the streams are pointed at /dev/null, so the flush at interpreter exit
+    cannot fail again and print a traceback. Tool sources were closed on the way out."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):

@@ -190,7 +190,7 @@ def load_config(
     own: list[Any] = [*default_locations(env), user, project]
     layers: list[Mapping[str, Any]] = []
     for path in (user, project):
-        if path.is_file():
+        if _is_file(path):
             layer = _read_toml(path)
             layers.append(layer)
             _merge(merged, layer)
@@ -228,14 +228,77 @@ def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
     return out
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError) as e:  # a folder it may not enter, a NUL in the name
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+        data = path.read_bytes()
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e}") from None
+    try:
+        document = tomllib.loads(_toml_text(path, data))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: arrays or inline tables nest too deep")\
+            from None
+    _refuse_nul(path, document, ())
+    return document
+
+
+def _toml_text(path: Path, data: bytes) -> str:
+    """The file's text: TOML is UTF-8 (a UTF-8 byte order mark is skipped). Anything else
+    is a ConfigError that names the encoding it looks like and the line."""
+    import codecs
+
+    if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        raise ConfigError(f"{path}: the file is UTF-32 (it starts with a UTF-32 byte order "
+                          f"mark); TOML files must be UTF-8: save it as UTF-8")
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or _looks_utf16(data):
+        raise ConfigError(f"{path}: the file is UTF-16; TOML files must be UTF-8: save it "
+                          f"as UTF-8")
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ConfigError(
+            f"{path}: line {line} is not UTF-8 (byte 0x{data[e.start]:02x}); TOML files must "
+            f"be UTF-8. Was it saved as Latin-1 or another legacy encoding? Save it as "
+            f"UTF-8") from None
+
+
+def _looks_utf16(data: bytes) -> bool:
+    """UTF-16 without a byte order mark: ASCII text with a NUL beside every character."""
+    if len(data) < 4 or len(data) % 2:
+        return False
+    half = len(data) // 2
+    return data[0::2].count(0) > half // 2 or data[1::2].count(0) > half // 2
+
+
+def _refuse_nul(path: Path, value: Any, where: tuple[str, ...]) -> None:
+    """No string of the file holds a NUL: no path, command, name or header can."""
+    def name(keys: tuple[str, ...]) -> str:
+        return ".".join(keys) or "(top level)"
+
+    if isinstance(value, str) and "\x00" in value:
+        raise ConfigError(f"{path}: {name(where)} contains a NUL character (\\u0000), which "
+                          f"no path, command, name or header can hold")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in key:
+                raise ConfigError(f"{path}: a key in {name(where)} contains a NUL character "
+                                  f"(\\u0000): {key!r}")
+            _refuse_nul(path, item, (*where, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _refuse_nul(path, item, (*where, str(index)))
 
 
 def _env_layer(env: Mapping[str, str], merged: dict[str, Any]) -> dict[str, Any]:
@@ -245,7 +308,8 @@ def _env_layer(env: Mapping[str, str], merged: dict[str, Any]) -> dict[str, Any]
         layer["default_provider"] = provider
     name = provider or merged.get("default_provider", "local")
     for var, key in (("TETHER_MODEL", "model"), ("TETHER_BASE_URL", "base_url")):
-        if env.get(var):
+        # A default_provider that is not a name is reported by the validation below.
+        if env.get(var) and isinstance(name, str):
             layer.setdefault("providers", {}).setdefault(name, {})[key] = env[var]
     if env.get("TETHER_MAX_TURNS"):
         try:

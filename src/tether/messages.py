@@ -12,6 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+
+# How deep a tool call's arguments may nest. Real arguments stay far below it; deeper JSON
+# is refused before anything walks it (schema validation, the session store, rendering
+# and every encoder recurse once per level, and Python's recursion limit is near 1000).
+MAX_ARGUMENT_DEPTH = 64
 Trust: TypeAlias = Literal["trusted", "untrusted"]
 
 StopReason: TypeAlias = Literal[
@@ -45,8 +50,38 @@ class ToolCall:
     kind: Literal["tool_call"] = "tool_call"
 
     def parsed_arguments(self) -> Any:
-        """The arguments as JSON; raises ``ValueError`` when the model wrote invalid JSON."""
-        return json.loads(self.arguments) if self.arguments.strip() else {}
+        """The arguments as JSON; raises ``ValueError`` when the model wrote invalid JSON,
+        or JSON nested deeper than ``MAX_ARGUMENT_DEPTH`` levels."""
+        return loads_bounded(self.arguments) if self.arguments.strip() else {}
+
+
+def loads_bounded(text: str, max_depth: int = MAX_ARGUMENT_DEPTH) -> Any:
+    """``json.loads`` for text from outside: ``ValueError`` for invalid JSON and for JSON
+    whose arrays and objects nest deeper than ``max_depth`` (never ``RecursionError``)."""
+    if text.count("[") + text.count("{") <= max_depth:
+        return json.loads(text)  # too few brackets to nest too deep
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        too_deep = True
+    else:
+        too_deep = _nests_deeper(value, max_depth)
+    if too_deep:
+        raise ValueError(f"the JSON nests deeper than {max_depth} levels (arrays and objects "
+                         f"inside each other)")
+    return value
+
+
+def _nests_deeper(value: Any, limit: int) -> bool:
+    """Whether ``value`` has arrays/objects nested more than ``limit`` levels (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,7 +73,8 @@ class RunResult:
       conversation has seen, at the end; ``malformed_tool_args``: calls whose arguments did
       not parse or fit the schema.
     - ``conversation`` (pass it to the next run to continue), ``new_messages`` (this run's),
-      ``events`` (every event of the run), ``error`` (when the provider failed),
+      ``events`` (every event of the run up to, not including, its own
+      ``RunFinished``, which holds this result), ``error`` (when the provider failed),
       ``pending`` (calls awaiting a decision when paused), ``output`` (a structured-output
       run's value), ``cost_usd`` (when prices are known).
     """

@@ -659,7 +659,10 @@ class Session:
             from tether.pending import calls_from_dict
 
             conv.pending = list(calls_from_dict(self._record.pending, conv.pending_calls))
-        conv.on_append = self._on_append
+        # A function, not the bound method: copy.deepcopy (dataclasses.asdict of a RunResult)
+        # keeps a function as it is, but would copy the session, store and locks behind a
+        # bound method, and fail.
+        conv.on_append = lambda message, taint: self._on_append(message, taint)
         self._conversation = conv
         if conv.pending_calls and self._record.pending is None:
             from tether.messages import Message, ToolResult

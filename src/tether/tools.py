@@ -7,7 +7,6 @@ sub-agent), has this one shape, so the agent loop passes all of them through one
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import re
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
 
 from tether.errors import ToolError
+from tether.threads import in_daemon_thread
 from tether.trust import NO_CAPABILITIES, Capabilities, SecurityConfig, Taint
 
 if TYPE_CHECKING:
@@ -349,9 +349,9 @@ def _tool_from_function(
             kwargs[context_param] = ctx
         if is_async:
             return await fn(**kwargs)
-        # Sync tools run in a worker thread so a slow one cannot stall the event loop (and
-        # several calls of one turn really run side by side).
-        return await asyncio.to_thread(fn, **kwargs)
+        # Sync tools run in a thread so a slow one cannot stall the event loop (and several
+        # calls of one turn really run side by side).
+        return await in_daemon_thread(fn, **kwargs)
 
     spec = ToolSpec(tool_name, description if description is not None else summary, schema,
                     title, needs_approval)

@@ -8,6 +8,7 @@ import contextlib
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from tether.errors import ConfigError
 from tether.events import Notice
-from tether.mcp.environment import child_environment, exact_env_command
+from tether.mcp.environment import child_environment
 from tether.mcp.mapping import Hints, map_hints, output_from_result, schema_problem
 from tether.tools import Tool, ToolContext, ToolOutput
 from tether.trust import NO_CAPABILITIES, Capabilities
@@ -303,24 +304,32 @@ class McpServer:
     async def _connect(self) -> AsyncIterator[Any]:
         transport = self.transport
         if isinstance(transport, _Stdio):
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
             env = child_environment(transport.env, transport.env_passthrough)
             if transport.cwd is None and \
                     shutil.which(transport.command, path=env.get("PATH")) is None:
                 raise _StartFailure(f"the command {transport.command!r} was not found "
                                     f"(on the PATH the server gets)")
-            command, args = exact_env_command(transport.command, transport.args, env)
             errlog = self._errlog
             if errlog is None:
                 if self._stderr is None:
                     self._stderr = tempfile.TemporaryFile(  # noqa: SIM115 (closed in aclose)
                         "w+", encoding="utf-8", errors="replace")
                 errlog = self._stderr
-            params = StdioServerParameters(command=command, args=args, env=env,
-                                           cwd=transport.cwd)
-            async with stdio_client(params, errlog=errlog) as streams:
-                yield streams
+            if sys.platform == "win32":  # no process groups: the SDK's Job Object instead
+                from mcp.client.stdio import StdioServerParameters, stdio_client
+
+                params = StdioServerParameters(command=transport.command,
+                                               args=list(transport.args), env=env,
+                                               cwd=transport.cwd)
+                async with stdio_client(params, errlog=errlog) as streams:
+                    yield streams
+            else:
+                from tether.mcp.stdio import stdio_server_streams
+
+                async with stdio_server_streams(
+                        transport.command, transport.args, env=env, cwd=transport.cwd,
+                        errlog=errlog, on_gone=self._on_gone) as streams:
+                    yield streams
         else:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
@@ -416,9 +425,11 @@ class McpServer:
                                              read_timeout_seconds=self.timeout_secs)
         except MCPError as e:
             if e.code == CONNECTION_CLOSED:
-                self.error = f"the server stopped during a call to {tool_name}" \
-                             f"{self._stderr_tail()}"
-                self._down, self._session = "it stopped during an earlier call", None
+                if self._down is None:  # else its exit, seen first, already says how
+                    self.error = f"the server stopped during a call to {tool_name}" \
+                                 f"{self._stderr_tail()}"
+                    self._down = "it stopped during an earlier call"
+                self._session = None
                 return ToolOutput(f"Error: the MCP server {self.name!r} stopped during the "
                                   f"call (it crashed or exited); {tool_name} may or may not "
                                   f"have done its work. The server's tools are unavailable "
@@ -426,8 +437,10 @@ class McpServer:
                                   is_error=True, from_outside=False)
             if e.code == REQUEST_TIMEOUT:
                 return ToolOutput(f"Error: {tool_name} (MCP server {self.name!r}) did not "
-                                  f"answer within {self.timeout_secs:g}s; the call was "
-                                  f"cancelled.", is_error=True, from_outside=False)
+                                  f"answer within {self.timeout_secs:g}s. The server was "
+                                  f"asked to cancel the call, but it may still finish, and "
+                                  f"what it does may still take effect.",
+                                  is_error=True, from_outside=False)
             return ToolOutput(f"Error: the MCP server {self.name!r} refused the call to "
                               f"{tool_name}: {e.error.message}", is_error=True,
                               from_outside=True)
@@ -435,6 +448,16 @@ class McpServer:
         # once the new list is in, so the next turn offers the new tools.
         await self._refresh_settled()
         return output_from_result(result)
+
+    def _on_gone(self, how: str) -> None:
+        """The stdio server is lost (its process exited, or its output closed). Unless we
+        closed it: calls from now on fail at once (the ones in flight fail as the
+        connection closes)."""
+        if self._stop.is_set():
+            return
+        self._session = None
+        self._down = how
+        self.error = f"the server stopped: {how}{self._stderr_tail()}"
 
     async def _on_message(self, message: IncomingMessage) -> None:
         from mcp_types import ToolListChangedNotification
