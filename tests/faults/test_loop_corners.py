@@ -124,7 +124,8 @@ async def test_a_resumed_run_that_pauses_again_ends_paused_with_the_call_still_p
                   approver=approver)
     paused = await agent.run("wipe it")
     assert paused.stop_cause == "paused" and [p.call_id for p in paused.pending] == ["w1"]
-    again = await agent.resume(paused.conversation, {"w1": Decision.defer()})
+    # No decision for w1: the approver is asked again, and defers again.
+    again = await agent.resume(paused.conversation, {})
     assert again.stop_cause == StopCause.PAUSED and again.turns == 0
     assert [p.call_id for p in again.pending] == ["w1"]
     assert isinstance(again.events[-1], ev.RunPaused)
