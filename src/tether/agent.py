@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
     from tether.output import OutputPlan, OutputReservation, OutputSpec, PreparedRun
     from tether.pending import Decisions, PendingState
     from tether.subagents import SubagentProfile
+    from tether.telemetry import Instrumentation
 
 
 class Agent:
@@ -104,6 +106,7 @@ class Agent:
         output_retries: int = 2,
         max_cost_usd: float | None = None,
         prices: Prices | None = None,
+        instrument: bool | Instrumentation | None = False,
     ) -> None:
         if max_turns < 1:
             raise ConfigError(f"max_turns must be at least 1, not {max_turns}")
@@ -130,6 +133,13 @@ class Agent:
                               "[providers.NAME.prices] in tether.toml)")
         self.max_cost_usd = max_cost_usd
         self.prices = prices
+        # OpenTelemetry spans and metrics of every run (tether.telemetry); None: off, and
+        # nothing of OpenTelemetry is imported.
+        self.instrument: Instrumentation | None = None
+        if instrument:
+            from tether.telemetry import instrumentation
+
+            self.instrument = instrumentation(instrument)
         self._sources = ensure_tools(tools)
         self._static: dict[str, Tool] | None = None
         # What starting the sources (MCP servers) had to say; the next run emits it.
@@ -239,7 +249,7 @@ class Agent:
             raise TetherError("the prompt is empty: say what the agent should do")
         parts = (Text(prompt),) if isinstance(prompt, str) else tuple(prompt)
         run = _Run(self, conversation, _stream_requests, _output, _path, interrupt=interrupt)
-        async for event in _recorded(run.execute(Message("user", parts)), session):
+        async for event in _observed(run, _recorded(run.execute(Message("user", parts)), session)):
             yield event
 
     async def resume(
@@ -266,7 +276,7 @@ class Agent:
             session, conversation = conversation, _bind_session(None, conversation)
         bound = bind_decisions(_pending_of(conversation), decisions)
         run = _Run(self, conversation, stream, None, (), decisions=bound)
-        result = await _collect(_recorded(run.execute(None), session))
+        result = await _collect(_observed(run, _recorded(run.execute(None), session)))
         if result.error is not None:
             result.error.result = result  # type: ignore[attr-defined]
             raise result.error
@@ -433,6 +443,20 @@ async def _recorded(events: AsyncIterator[ev.Event], session: Any) -> AsyncItera
         yield event
 
 
+def _observed(run: _Run, events: AsyncIterator[ev.Event]) -> AsyncIterator[ev.Event]:
+    """The events as they are, seen by the agent's instrumentation when it has one (spans
+    and metrics made from them, tether.telemetry). Without one, nothing is added."""
+    if run.agent.instrument is None:
+        return events
+    from tether.telemetry import RunTelemetry
+
+    telemetry = RunTelemetry(run.agent.instrument, run.agent, run.conversation, run.path,
+                             run.stream_requests)
+    # The tools of a turn run in tasks of their own: each starts in its call's span.
+    run.tool_context = telemetry.tool_context
+    return telemetry.record(events)
+
+
 class _Run:
     """The state of one run; ``execute`` is the loop."""
 
@@ -464,6 +488,9 @@ class _Run:
         self.start = len(conversation.messages)
         self.pending: list[PendingCall] = []
         self.error: TetherError | None = None
+        # The context a tool call's task starts in (None: a copy of the current one); set by
+        # an instrumented run, so what a tool does is traced under its call's span.
+        self.tool_context: Callable[[ToolCall], contextvars.Context | None] | None = None
 
     async def execute(self, prompt: Message | None) -> AsyncIterator[ev.Event]:
         agent, conv = self.agent, self.conversation
@@ -500,7 +527,7 @@ class _Run:
                 stop = StopCause.MAX_TURNS
                 break
             self.turns += 1
-            yield self._event(ev.TurnStarted(self.turns))
+            yield self._event(ev.TurnStarted(self.turns, max_output_tokens=self._allowance()))
             offered = self._offered_taint()
             if offered is not None:
                 yield offered
@@ -535,7 +562,9 @@ class _Run:
             message = response.message
             conv.append(message)
             self.usage = self.usage + response.usage
-            yield self._event(ev.ModelResponded(message, response.stop_reason, response.usage))
+            yield self._event(ev.ModelResponded(
+                message, response.stop_reason, response.usage, model=response.model,
+                response_id=response.id, raw_stop_reason=response.raw_stop_reason))
             yield self._event(ev.UsageUpdated(response.usage, self.usage))
             text = message.text
 
@@ -773,7 +802,10 @@ class _Run:
             finally:
                 queue.put_nowait(None)
 
-        tasks = [asyncio.create_task(run_one(*item)) for item in runnable]
+        within = self.tool_context
+        tasks = [asyncio.create_task(run_one(*item),
+                                     context=None if within is None else within(item[1]))
+                 for item in runnable]
         try:
             remaining = len(tasks)
             while remaining:
@@ -861,18 +893,20 @@ class _Run:
         choice: ToolChoice = "auto"
         if self.output is not None:
             choice = self.output.tool_choice()
-        max_tokens = agent.max_output_tokens
-        if max_tokens is not None:
-            max_tokens = max(1, max_tokens - self.usage.output_tokens)
         return ModelRequest(
             messages=tuple(self.conversation.messages),
             system=agent.system_prompt,
             tools=specs,
             tool_choice=choice if specs or choice == "none" else "auto",
-            max_output_tokens=max_tokens,
+            max_output_tokens=self._allowance(),
             temperature=agent.temperature,
             stream=self.stream_requests,
         )
+
+    def _allowance(self) -> int | None:
+        """The output tokens the next request may ask for: the budget less what is spent."""
+        budget = self.agent.max_output_tokens
+        return None if budget is None else max(1, budget - self.usage.output_tokens)
 
     def _offered_taint(self) -> ev.Event | None:
         """Tools an untrusted source described (an untrusted MCP server's) show the model

@@ -33,9 +33,13 @@ class RunStarted:
 
 @dataclass(frozen=True, slots=True)
 class TurnStarted:
+    """A model turn begins. ``max_output_tokens`` is what its request allows the model to
+    write (the run's output token budget, less what it has spent), ``None`` for no bound."""
+
     turn: int
     path: tuple[str, ...] = ()
     kind: Literal["turn_started"] = "turn_started"
+    max_output_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +58,18 @@ class ReasoningDelta:
 
 @dataclass(frozen=True, slots=True)
 class ModelResponded:
-    """One model turn finished: the assistant message as it will be kept."""
+    """One model turn finished: the assistant message as it will be kept. ``model``,
+    ``response_id`` and ``raw_stop_reason`` are what the provider said (the model that
+    answered, its id for the response, its own word for why it stopped), when it said it."""
 
     message: Message
     stop_reason: str
     usage: Usage
     path: tuple[str, ...] = ()
     kind: Literal["model_responded"] = "model_responded"
+    model: str = ""
+    response_id: str | None = None
+    raw_stop_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

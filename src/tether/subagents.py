@@ -207,7 +207,8 @@ async def run_subagent(
                   permission_mode=parent.permission_mode, workspace=parent.workspace,
                   providers=parent.providers,
                   approval_timeout_secs=parent.approval_timeout_secs,
-                  tool_timeout_secs=parent.tool_timeout_secs, temperature=parent.temperature)
+                  tool_timeout_secs=parent.tool_timeout_secs, temperature=parent.temperature,
+                  instrument=_child_instrumentation(parent, profile))
     emit = ctx.emit
     path = ctx.extras.get("path", (ctx.call_id,))
     if emit is not None:
@@ -267,6 +268,16 @@ async def run_subagent(
     exposure = result.taint
     return ToolOutput(content, is_error=is_error, from_outside=not trusted, usage=result.usage,
                       taint=exposure)
+
+
+def _child_instrumentation(parent: Agent, profile: SubagentProfile) -> Any:
+    """The parent's instrumentation, naming the child: its run is a span of its own, under
+    the delegating call's (tether.telemetry)."""
+    if parent.instrument is None:
+        return None
+    import dataclasses
+
+    return dataclasses.replace(parent.instrument, agent_name=profile.name)
 
 
 def _child_model(profile: SubagentProfile, parent: Agent) -> Provider:
