@@ -13,7 +13,7 @@ import contextlib
 import contextvars
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -249,8 +249,14 @@ class Agent:
             raise TetherError("the prompt is empty: say what the agent should do")
         parts = (Text(prompt),) if isinstance(prompt, str) else tuple(prompt)
         run = _Run(self, conversation, _stream_requests, _output, _path, interrupt=interrupt)
-        async for event in _observed(run, _recorded(run.execute(Message("user", parts)), session)):
-            yield event
+        events = _observed(run, _recorded(run.execute(Message("user", parts)), session))
+        try:
+            async for event in events:
+                yield event
+        finally:
+            # A reader that stops early closes this stream: what it wraps learns it now (an
+            # instrumented run ends its open spans), not when the collector finds it.
+            await events.aclose()
 
     async def resume(
         self,
@@ -354,15 +360,17 @@ def _start_notices(agent: Agent) -> list[ev.Notice]:
 
 
 async def _until(
-    interrupt: asyncio.Event | None, chunks: AsyncIterator[StreamChunk]
+    interrupt: asyncio.Event | None, chunks: AsyncIterator[StreamChunk],
+    context: contextvars.Context | None = None,
 ) -> AsyncIterator[StreamChunk]:
     """A model's chunks until ``interrupt`` is set; then the response is abandoned at once
     (the provider closes its connection) instead of running to its end.
 
     The provider's stream is read in a task of its own, so its HTTP client's cancel scopes
-    stay in one task, and cancelling that task is how the response is abandoned.
+    stay in one task, and cancelling that task is how the response is abandoned. The task
+    runs in ``context`` when one is given (an instrumented run's: its model call's span).
     """
-    if interrupt is None:
+    if interrupt is None and context is None:
         async for chunk in chunks:
             yield chunk
         return
@@ -378,11 +386,13 @@ async def _until(
         except BaseException as e:  # handed over whole: the loop decides what it means
             queue.put_nowait(e)
 
-    async def watch() -> None:
+    async def watch(interrupt: asyncio.Event) -> None:
         await interrupt.wait()
         queue.put_nowait(None)  # ends the iteration; the loop sees the interrupt is set
 
-    tasks = (asyncio.create_task(read()), asyncio.create_task(watch()))
+    tasks = [asyncio.create_task(read(), context=context)]
+    if interrupt is not None:
+        tasks.append(asyncio.create_task(watch(interrupt)))
     try:
         while (item := await queue.get()) is not None:
             if isinstance(item, BaseException):
@@ -434,7 +444,8 @@ def _pending_of(conversation: Conversation) -> list[PendingCall]:
     return calls
 
 
-async def _recorded(events: AsyncIterator[ev.Event], session: Any) -> AsyncIterator[ev.Event]:
+async def _recorded(events: AsyncIterator[ev.Event], session: Any
+                    ) -> AsyncGenerator[ev.Event, None]:
     """The events, each handed to ``session.record`` (a stored session) before it is seen."""
     record = getattr(session, "record", None) if session is not None else None
     async for event in events:
@@ -443,7 +454,8 @@ async def _recorded(events: AsyncIterator[ev.Event], session: Any) -> AsyncItera
         yield event
 
 
-def _observed(run: _Run, events: AsyncIterator[ev.Event]) -> AsyncIterator[ev.Event]:
+def _observed(run: _Run, events: AsyncGenerator[ev.Event, None]
+              ) -> AsyncGenerator[ev.Event, None]:
     """The events as they are, seen by the agent's instrumentation when it has one (spans
     and metrics made from them, tether.telemetry). Without one, nothing is added."""
     if run.agent.instrument is None:
@@ -452,7 +464,8 @@ def _observed(run: _Run, events: AsyncIterator[ev.Event]) -> AsyncIterator[ev.Ev
 
     telemetry = RunTelemetry(run.agent.instrument, run.agent, run.conversation, run.path,
                              run.stream_requests)
-    # The tools of a turn run in tasks of their own: each starts in its call's span.
+    # A model call and each tool call run in tasks of their own, each in its call's span.
+    run.model_context = telemetry.model_context
     run.tool_context = telemetry.tool_context
     return telemetry.record(events)
 
@@ -488,8 +501,10 @@ class _Run:
         self.start = len(conversation.messages)
         self.pending: list[PendingCall] = []
         self.error: TetherError | None = None
-        # The context a tool call's task starts in (None: a copy of the current one); set by
-        # an instrumented run, so what a tool does is traced under its call's span.
+        # The contexts a model call and a tool call's task run in (None: a copy of the
+        # current one); set by an instrumented run, so what the provider and a tool do is
+        # traced under the call's span (tether.telemetry).
+        self.model_context: Callable[[], contextvars.Context | None] | None = None
         self.tool_context: Callable[[ToolCall], contextvars.Context | None] | None = None
 
     async def execute(self, prompt: Message | None) -> AsyncIterator[ev.Event]:
@@ -534,7 +549,9 @@ class _Run:
 
             response: ModelResponse | None = None
             try:
-                async for chunk in _until(self.interrupt, agent.model.stream(self._request())):
+                within = None if self.model_context is None else self.model_context()
+                async for chunk in _until(self.interrupt, agent.model.stream(self._request()),
+                                          within):
                     if isinstance(chunk, TextChunk):
                         yield self._event(ev.TextDelta(chunk.text))
                     elif isinstance(chunk, ReasoningChunk):

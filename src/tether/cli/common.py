@@ -63,6 +63,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         out.setdefault("tools", {})["permission_mode"] = "allow"
     if getattr(args, "read_only", False):
         out.setdefault("tools", {})["permission_mode"] = "read-only"
+    if getattr(args, "otel", False):
+        out.setdefault("telemetry", {})["enabled"] = True
     return out
 
 

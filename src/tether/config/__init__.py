@@ -1,4 +1,4 @@
-"""tether.toml: providers, agent, tools, security, sub-agents, MCP servers, store.
+"""tether.toml: providers, agent, tools, security, sub-agents, MCP servers, store, telemetry.
 
 Layers, later wins: built-in defaults -> the user file (~/.config/tether/config.toml) ->
 ./tether.toml in the workspace -> TETHER_* environment variables -> flags. Unknown keys are
@@ -34,6 +34,7 @@ from tether.config.schema import (
     SecuritySection,
     StoreSection,
     SubagentSection,
+    TelemetrySection,
     ToolsConfig,
 )
 from tether.config.template import INIT_TEMPLATE
@@ -52,6 +53,7 @@ __all__ = [
     "SecuritySection",
     "StoreSection",
     "SubagentSection",
+    "TelemetrySection",
     "ToolsConfig",
     "agent_from_config",
     "build_provider",

@@ -137,6 +137,11 @@ def agent_from_config(
         "temperature": cfg.agent.temperature,
         "output_retries": cfg.agent.output_retries,
     }
+    if cfg.telemetry.enabled:
+        from tether.telemetry import Instrumentation
+
+        kwargs["instrument"] = Instrumentation(include_content=cfg.telemetry.include_content,
+                                               agent_name=cfg.telemetry.agent_name)
     kwargs.update(overrides)
     return Agent(model, selected, **kwargs)
 

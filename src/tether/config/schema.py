@@ -120,6 +120,15 @@ class LocalSection(_Strict):
     port: int = 8080
 
 
+class TelemetrySection(_Strict):
+    """OpenTelemetry spans and metrics of every run (docs/telemetry.md)."""
+
+    enabled: bool = False
+    # Prompts, answers, tool arguments and results on the spans: off, they may be private.
+    include_content: bool = False
+    agent_name: str = Field(default="tether", min_length=1)
+
+
 class Config(_Strict):
     default_provider: str = "local"
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
@@ -130,6 +139,7 @@ class Config(_Strict):
     mcp: list[McpSection] = Field(default_factory=list)
     store: StoreSection = Field(default_factory=StoreSection)
     local: LocalSection = Field(default_factory=LocalSection)
+    telemetry: TelemetrySection = Field(default_factory=TelemetrySection)
     # Where each layer came from, for `tether config show`.
     sources: list[str] = Field(default_factory=list, exclude=True)
     # tether's own files as every layer names them (config files, stores, caches, tool

@@ -3,15 +3,17 @@
 One ``RunTelemetry`` reads one run's events as the loop yields them (a sub-agent's run has
 its own, in the delegating call's task, so its spans nest under that call's):
 
-- ``invoke_agent {agent}``: RunStarted to RunFinished, the current span while the run's
-  events are read (what the host does meanwhile nests under it);
-- ``chat {model}``: TurnStarted to ModelResponded (or the error that ended the turn), the
-  current span meanwhile, so the provider's HTTP request (the host's httpx
-  instrumentation) nests under it;
+- ``invoke_agent {agent}``: RunStarted to RunFinished, a child of the span current where
+  the run starts (the host's, or the delegating call's);
+- ``chat {model}``: TurnStarted to ModelResponded (or the error that ended the turn); the
+  model call is read in a task that runs in it (``model_context``), so the provider's
+  HTTP request (the host's httpx instrumentation) nests under it;
 - ``execute_tool {tool}``: ToolCallRequested to ToolFinished, with the gate's verdict on
-  it; the tool's task starts in it (``tool_context``), so what the tool does (a
+  it; the tool's task runs in it (``tool_context``), so what the tool does (a
   sub-agent's whole run) nests under it.
 
+No span is made current in the reader's own context: a reader may stop reading at any
+event, or drop the stream unclosed, and nothing of the run's must stay attached there.
 Only the run's own events are read (their ``path``); a sub-agent's are its own recorder's.
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +60,6 @@ _MAX_NAME = 128
 @dataclass(slots=True)
 class _Chat:
     span: Span
-    token: object
     started: float
     response_model: str = ""
 
@@ -89,14 +90,13 @@ class RunTelemetry:
                                        "gen_ai.request.model": model.model, **server_of(model)}
         self.run_span: Span | None = None
         self.run_context: otel_context.Context | None = None
-        self.run_token: object | None = None
         self.chat: _Chat | None = None
         # A call is known by its id here (events carry no position); calls that share an id
         # are told apart by their order (see _gated and _running).
         self.calls: dict[str, list[_Call]] = {}
         self.taint = Taint()
 
-    async def record(self, events: AsyncIterator[ev.Event]) -> AsyncIterator[ev.Event]:
+    async def record(self, events: AsyncIterator[ev.Event]) -> AsyncGenerator[ev.Event, None]:
         try:
             async for event in events:
                 if event.path == self.path:
@@ -111,15 +111,16 @@ class RunTelemetry:
             raise
         self._close(None)
 
+    def model_context(self) -> contextvars.Context | None:
+        """The context the task reading this turn's model call runs in: its chat span."""
+        return None if self.chat is None else _within(self.chat.span)
+
     def tool_context(self, call: ToolCall) -> contextvars.Context | None:
-        """The context the task running ``call`` starts in: this call's span current."""
+        """The context the task running ``call`` runs in: this call's span current."""
         for entry in self.calls.get(call.id, ()):
             if not entry.claimed:
                 entry.claimed = True
-                context = contextvars.copy_context()
-                # Set inside the copy only; the copy is the task's and ends with it.
-                context.run(otel_context.attach, trace.set_span_in_context(entry.span))
-                return context
+                return _within(entry.span)
         return None
 
     # --- the run ------------------------------------------------------------------------
@@ -141,7 +142,6 @@ class RunTelemetry:
                 span.set_attribute("gen_ai.system_instructions", system_json(agent.system_prompt))
         self.run_span = span
         self.run_context = trace.set_span_in_context(span)
-        self.run_token = otel_context.attach(self.run_context)
         self.taint = event.taint
 
     def _run_finished(self, event: ev.RunFinished) -> None:
@@ -205,8 +205,7 @@ class RunTelemetry:
                                messages_json(self.conversation.messages))
             if agent.system_prompt:
                 span.set_attribute("gen_ai.system_instructions", system_json(agent.system_prompt))
-        token = otel_context.attach(trace.set_span_in_context(span))
-        self.chat = _Chat(span, token, time.perf_counter())
+        self.chat = _Chat(span, time.perf_counter())
 
     def _provider_retry(self, event: ev.ProviderRetry) -> None:
         if self.chat is not None:
@@ -249,7 +248,6 @@ class RunTelemetry:
             measured["error.type"] = type(error).__name__
             _failed(chat.span, measured["error.type"], str(error))
         self.duration.record(time.perf_counter() - chat.started, measured)
-        _detach(chat.token, chat.span)
         chat.span.end()
 
     def _metric_attributes(self, chat: _Chat) -> dict[str, Any]:
@@ -385,12 +383,8 @@ class RunTelemetry:
 
     def _end_run(self) -> None:
         span, self.run_span = self.run_span, None
-        if span is None:
-            return
-        if self.run_token is not None:
-            _detach(self.run_token, span)
-            self.run_token = None
-        span.end()
+        if span is not None:
+            span.end()
 
     def _close(self, error: BaseException | None) -> None:
         """End what is still open (the run stopped without RunFinished)."""
@@ -467,9 +461,9 @@ def _failed(span: Span, error_type: str, description: str | None) -> None:
     span.set_status(Status(StatusCode.ERROR, description))
 
 
-def _detach(token: object, span: Span) -> None:
-    """Undo an attach, in the context it was made in. A run whose reader went away may be
-    closed from elsewhere (the event loop finalizing it): there the span is not current,
-    and that context is gone with its attach."""
-    if trace.get_current_span() is span:
-        otel_context.detach(token)  # type: ignore[arg-type]
+def _within(span: Span) -> contextvars.Context:
+    """A copy of the current context with ``span`` current in it (for a task to run in);
+    the reader's own context is left as it is."""
+    context = contextvars.copy_context()
+    context.run(otel_context.attach, trace.set_span_in_context(span))
+    return context
