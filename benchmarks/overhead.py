@@ -7,9 +7,12 @@ add(2, 3) -> the tool runs -> the model answers, four ways:
 - tether, not streamed (``Agent.run``)    vs a plain httpx loop posting JSON
 - tether, streamed (``Agent.stream``)     vs a plain httpx loop reading SSE
 
-The kinds alternate over a few rounds and the median round counts, so drift (other
-processes, CPU frequency) hits both sides alike. Also prints ``import tether`` time,
-measured in fresh interpreters. Targets: tether <= 1.5x the plain loop; import <= 200 ms.
+and both again with telemetry on (``instrument=``: every span recorded by
+opentelemetry-sdk's in-memory exporter, the metrics by its in-memory reader), when the
+SDK is installed. The kinds alternate over a few rounds and the median round counts, so
+drift (other processes, CPU frequency) hits both sides alike. Also prints ``import tether``
+time, measured in fresh interpreters. Targets: tether <= 1.5x the plain loop, with
+telemetry on or off; import <= 200 ms.
 
 usage: .venv/bin/python benchmarks/overhead.py [N]     (N runs per kind and round; default 200)
 """
@@ -177,14 +180,16 @@ def plain_runs(base_url: str) -> tuple[Run, Run, Callable[[], Awaitable[None]]]:
     return run_json, run_sse, http.aclose
 
 
-def tether_runs(base_url: str) -> tuple[Run, Run, Callable[[], Awaitable[None]]]:
+def tether_runs(base_url: str, instrument: Any = False
+                ) -> tuple[Run, Run, Callable[[], Awaitable[None]]]:
     from tether import Agent, tool
     from tether.events import RunFinished
     from tether.providers import OpenAIChat
 
     # The llama-server profile asks for streamed usage, as the plain loop does.
     agent = Agent(model=OpenAIChat(base_url=base_url, model="m", api_key="x",
-                                   profile="llama-server"), tools=[tool(add)])
+                                   profile="llama-server"), tools=[tool(add)],
+                  instrument=instrument)
 
     async def run_json() -> str:
         return (await agent.run("What is 2+3?")).text
@@ -207,19 +212,59 @@ async def cpu_ms_per_run(run: Run, n: int) -> float:
     return 1000 * (time.process_time() - start) / n
 
 
+def in_memory_telemetry() -> Any:
+    """An ``Instrumentation`` recording every span and metric in memory, and the span
+    exporter (each run's spans are checked and cleared, so memory stays flat); None
+    without the SDK."""
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+    except ImportError:
+        return None
+    from tether.telemetry import Instrumentation
+
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    settings = Instrumentation(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    return settings, spans
+
+
 async def measure(base_url: str, n: int) -> dict[str, float]:
     plain_json, plain_sse, close_plain = plain_runs(base_url)
     tether_json, tether_sse, close_tether = tether_runs(base_url)
     kinds = {"plain json": plain_json, "tether json": tether_json,
              "plain sse": plain_sse, "tether sse": tether_sse}
+    closers = [close_plain, close_tether]
+    telemetry = in_memory_telemetry()
+    if telemetry is not None:
+        settings, spans = telemetry
+        otel_json, otel_sse, close_otel = tether_runs(base_url, settings)
+        closers.append(close_otel)
+
+        def recorded(run: Run) -> Run:
+            async def once() -> str:
+                text = await run()
+                assert len(spans.get_finished_spans()) == 4  # invoke_agent, 2 chats, a tool
+                spans.clear()
+                return text
+            return once
+
+        kinds |= {"otel json": recorded(otel_json), "otel sse": recorded(otel_sse)}
     samples: dict[str, list[float]] = {k: [] for k in kinds}
     try:
         for _ in range(ROUNDS):
             for kind, run in kinds.items():
                 samples[kind].append(await cpu_ms_per_run(run, n))
     finally:
-        await close_plain()
-        await close_tether()
+        for close in closers:
+            await close()
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
@@ -248,12 +293,19 @@ def main() -> None:
     print(f"CPU ms per agent run (prompt -> add(2, 3) -> answer), N={n}, median of {ROUNDS} "
           f"rounds:")
     ok = True
-    for mode, label in (("json", "not streamed (Agent.run)"), ("sse", "streamed (Agent.stream)")):
-        plain, ours = cpu[f"plain {mode}"], cpu[f"tether {mode}"]
+    rows = [("tether", "json", "not streamed (Agent.run)"),
+            ("tether", "sse", "streamed (Agent.stream)")]
+    if "otel json" in cpu:
+        rows += [("otel", "json", "not streamed, telemetry on"),
+                 ("otel", "sse", "streamed, telemetry on")]
+    for kind, mode, label in rows:
+        plain, ours = cpu[f"plain {mode}"], cpu[f"{kind} {mode}"]
         ratio = ours / plain
         ok &= ratio <= TARGET_RATIO
-        print(f"  {label:<26} tether {ours:6.2f} ms   plain httpx loop {plain:6.2f} ms   "
+        print(f"  {label:<28} tether {ours:6.2f} ms   plain httpx loop {plain:6.2f} ms   "
               f"ratio {ratio:.2f}x (target <= {TARGET_RATIO}x)")
+    if "otel json" not in cpu:
+        print("  (telemetry on: not measured, opentelemetry-sdk is not installed)")
     ok &= imported <= TARGET_IMPORT_MS
     print(f"import tether: {imported:.0f} ms (target <= {TARGET_IMPORT_MS} ms)")
     print("all targets met" if ok else "a target was missed")

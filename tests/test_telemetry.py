@@ -629,3 +629,32 @@ enabled = ["calculator"]
     assert run.service_name == "tether-test"
     assert spans["execute_tool calculator"].attributes["tether.gate.verdict"] == "allowed"
     assert {"gen_ai.client.token.usage", "gen_ai.client.operation.duration"} <= metric_names
+
+
+@pytest.mark.parametrize("command", ["chat", "batch"])
+def test_chat_and_batch_take_otel_as_run_does(
+        command: str, tmp_path: Path, server: LoopbackServer) -> None:
+    server.queue(completion({"content": "391"}, "stop"))
+    (tmp_path / "tether.toml").write_text(f"""
+default_provider = "test"
+[providers.test]
+kind = "openai-chat"
+base_url = "{server.url}/v1"
+model = "m"
+max_retries = 0
+""")
+    (tmp_path / "in.jsonl").write_text('"What is 17 * 23?"\n')
+    argv = {"chat": ["chat", "--no-store", "--otel"],
+            "batch": ["batch", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out.jsonl"),
+                      "--otel"]}[command]
+    with OtlpReceiver() as otlp:
+        env = {**os.environ, "TETHER_CONFIG": str(tmp_path / "none.toml"),
+               "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url}
+        out = subprocess.run(
+            [sys.executable, "-m", "tether.cli", "-w", str(tmp_path), *argv],
+            input="What is 17 * 23?\n", capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        names = sorted(s.name for s in otlp.spans)
+        metric_names = set(otlp.metric_names)
+    assert names == ["chat m", "invoke_agent tether"]
+    assert "gen_ai.client.token.usage" in metric_names

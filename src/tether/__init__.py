@@ -66,6 +66,7 @@ _EXPORTS: dict[str, str] = {
     "PendingState": "tether.pending",
     "DeferringApprover": "tether.pending",
     "run_batch": "tether.batch",
+    "Instrumentation": "tether.telemetry",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -103,6 +104,7 @@ if TYPE_CHECKING:
     from tether.result import Prices, RunResult, StopCause, ToolCallRecord
     from tether.store import Session, SQLiteStore
     from tether.subagents import SubagentProfile
+    from tether.telemetry import Instrumentation
     from tether.tools import (
         Tool,
         ToolContext,

@@ -45,13 +45,15 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) -> list[ItemResult]:
-    from tether.cli.common import make_agent
+    from tether.cli.common import make_agent, telemetry_export
 
     # Unattended: nobody to ask, so `ask` refuses gated calls (unless --yes).
-    agent, _ = make_agent(args, approver=None)
-    async with agent:
-        return await run_batch(agent, items, concurrency=args.concurrency, limit=args.limit,
-                               out=args.out, resume=args.resume, on_progress=view)
+    agent, cfg = make_agent(args, approver=None)
+    with telemetry_export(cfg):
+        async with agent:
+            return await run_batch(agent, items, concurrency=args.concurrency,
+                                   limit=args.limit, out=args.out, resume=args.resume,
+                                   on_progress=view)
 
 
 def _tokens(usage: Usage) -> str:

@@ -63,7 +63,7 @@ async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
     """The chat loop over ``stdin``; ``state["session"]`` is set as soon as it exists."""
     from tether.agent import Conversation
     from tether.approval import ConsoleApprover
-    from tether.cli.common import make_agent
+    from tether.cli.common import make_agent, telemetry_export
     from tether.cli.sessions import open_session, prefer_session_provider, store_for
 
     state = state if state is not None else {}
@@ -90,22 +90,23 @@ async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
         err.print(f"[dim]continuing: {len(conversation.messages)} messages, taint "
                   f"{_taint_words(conversation.taint)}[/]")
 
-    async with agent:
-        if session is not None and session.pending is not None:
-            err.print("[yellow]this session paused waiting for approval; deciding now[/]")
-            await _resume_paused(agent, session, err)
-        while True:
-            line = await _read_line(stdin, err, interactive)
-            if line is None:
-                break
-            line = line.strip()
-            if not line:
-                continue
-            if line.startswith("/"):
-                if not _command(line, agent, conversation, session, err):
+    with telemetry_export(cfg):
+        async with agent:
+            if session is not None and session.pending is not None:
+                err.print("[yellow]this session paused waiting for approval; deciding now[/]")
+                await _resume_paused(agent, session, err)
+            while True:
+                line = await _read_line(stdin, err, interactive)
+                if line is None:
                     break
-                continue
-            await _turn(agent, line, conversation, session, err)
+                line = line.strip()
+                if not line:
+                    continue
+                if line.startswith("/"):
+                    if not _command(line, agent, conversation, session, err):
+                        break
+                    continue
+                await _turn(agent, line, conversation, session, err)
     if session is not None:
         err.print(f"[dim]saved; continue with: tether chat --session {session.id}[/]")
     return 0

@@ -32,6 +32,10 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="allow tools that need approval without asking (permission_mode=allow)")
     p.add_argument("--read-only", action="store_true",
                    help="only tools that change nothing may run (permission_mode=read-only)")
+    p.add_argument("--otel", action="store_true",
+                   help="trace the runs with OpenTelemetry, exported over OTLP as the "
+                        "OTEL_EXPORTER_OTLP_* variables say (needs opentelemetry-sdk and an "
+                        "OTLP exporter)")
 
 
 def error(message: str) -> None:
@@ -84,6 +88,17 @@ def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]
         agent_kwargs["approver"] = ConsoleApprover()
     agent = agent_from_config(args.workspace, config=cfg, **agent_kwargs)
     return agent, cfg
+
+
+def telemetry_export(cfg: Any) -> contextlib.AbstractContextManager[None]:
+    """While a command's agent runs: the OTLP export of its spans and metrics when its runs
+    are traced (``--otel``, or ``[telemetry] enabled``), nothing otherwise. A command is its
+    own host, so it sets up the export, and sends what is buffered before it exits."""
+    if not cfg.telemetry.enabled:
+        return contextlib.nullcontext()
+    from tether.telemetry.export import otlp_export
+
+    return otlp_export()
 
 
 def no_provider_help(cfg: Any, error: Exception) -> str:

@@ -18,6 +18,7 @@ from tether.cli.common import (
     graceful_interrupt,
     make_agent,
     no_provider_help,
+    telemetry_export,
 )
 from tether.errors import ConfigError, OutputFailure, ProviderConnectionError
 
@@ -36,10 +37,6 @@ def add_cli(sub: Any) -> None:
     run.add_argument("--tools", dest="tool_files", action="append", metavar="FILE.py[:NAME]",
                      help="offer the @tool functions of a Python file or module:attr "
                           "(repeatable)")
-    run.add_argument("--otel", action="store_true",
-                     help="trace the run with OpenTelemetry, exported over OTLP as the "
-                          "OTEL_EXPORTER_OTLP_* variables say (needs opentelemetry-sdk and "
-                          "an OTLP exporter)")
     run.set_defaults(handler=cmd_run)
 
 
@@ -58,13 +55,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 async def _run_agent(args: argparse.Namespace) -> int:
     agent, cfg = make_agent(args)
-    if not cfg.telemetry.enabled:
-        return await _run_made(agent, cfg, args)
-    # --otel, or [telemetry] enabled: this process is the host, so it sets up the export
-    # (and sends what is buffered before it exits).
-    from tether.telemetry.export import otlp_export
-
-    with otlp_export():
+    with telemetry_export(cfg):
         return await _run_made(agent, cfg, args)
 
 

@@ -267,7 +267,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 async def _resume(args: argparse.Namespace) -> int:
     from tether.approval import Decision
-    from tether.cli.common import exit_code, make_agent
+    from tether.cli.common import exit_code, make_agent, telemetry_export
     from tether.cli.render import EventRenderer
     from tether.display import literal
     from tether.store import Session
@@ -297,22 +297,23 @@ async def _resume(args: argparse.Namespace) -> int:
                             f"{', '.join(c.call_id for c in undecided)}: pass --allow CALL_ID "
                             f"or --deny CALL_ID (nobody is at a terminal to ask)")
 
-    agent, _ = make_agent(args)
+    agent, cfg = make_agent(args)
     renderer = EventRenderer(show_text=not args.json)
     session.listeners.append(renderer)
     result: RunResult | None = None
-    async with agent:
-        conv = session.conversation()  # closes calls a killed process left unanswered
-        in_flight = pending is not None or (
-            bool(conv.messages) and conv.messages[-1].role in ("user", "tool"))
-        if in_flight:
-            result = await _continue(agent, session, decisions)
-        if args.prompt and (result is None or result.stop_cause == "completed"):
-            async for event in agent.stream(args.prompt, session=session):
-                from tether.events import RunFinished
+    with telemetry_export(cfg):
+        async with agent:
+            conv = session.conversation()  # closes calls a killed process left unanswered
+            in_flight = pending is not None or (
+                bool(conv.messages) and conv.messages[-1].role in ("user", "tool"))
+            if in_flight:
+                result = await _continue(agent, session, decisions)
+            if args.prompt and (result is None or result.stop_cause == "completed"):
+                async for event in agent.stream(args.prompt, session=session):
+                    from tether.events import RunFinished
 
-                if isinstance(event, RunFinished) and not event.path:
-                    result = event.result
+                    if isinstance(event, RunFinished) and not event.path:
+                        result = event.result
     if result is None:
         print(f"session {session.id}: nothing to resume (its last run "
               f"{session.info.last_stop or 'did not start'}); give a prompt to continue it: "
