@@ -541,6 +541,37 @@ def test_import_tether_and_an_uninstrumented_run_import_no_opentelemetry() -> No
     assert out.stdout.strip() == "[]"
 
 
+def test_instrument_true_follows_global_providers_the_host_sets_after_a_run() -> None:
+    # A child process: the global providers can be set once per process.
+    code = """
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tether import Agent
+from tether.providers import Scripted
+agent = Agent(Scripted(['before', 'after']), instrument=True)
+agent.run_sync('hello')
+spans = InMemorySpanExporter()
+tracer_provider = TracerProvider()
+tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+trace.set_tracer_provider(tracer_provider)
+reader = InMemoryMetricReader()
+metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+agent.run_sync('hello again')
+print(sorted(s.name for s in spans.get_finished_spans()))
+data = reader.get_metrics_data()
+print(sorted(m.name for r in data.resource_metrics for s in r.scope_metrics for m in s.metrics))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.splitlines() == [
+        "['chat scripted', 'invoke_agent tether']",
+        "['gen_ai.client.operation.duration', 'gen_ai.client.token.usage']"]
+
+
 def test_instrument_without_the_opentelemetry_api_is_a_config_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)  # as if not installed
