@@ -53,8 +53,8 @@ mark_untrusted_output = true
 # command = "python"
 # args = ["-m", "my_mcp_server"]
 
-# OpenTelemetry spans and metrics of every run (pip install 'tether[otel]'); `tether run`
-# exports them over OTLP as OTEL_EXPORTER_OTLP_* say (see docs/telemetry.md).
+# OpenTelemetry spans and metrics of every run (pip install 'tether[otel]'); `tether run`,
+# `chat` and `batch` export them over OTLP as OTEL_EXPORTER_OTLP_* say (docs/telemetry.md).
 # [telemetry]
 # enabled = true
 # include_content = false       # prompts, answers, tool arguments and results on the spans
