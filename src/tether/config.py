@@ -14,7 +14,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+    model_validator,
+)
 
 from tether.errors import ConfigError
 
@@ -122,7 +129,28 @@ class McpSection(_Strict):
 
 
 class StoreSection(_Strict):
+    """Where sessions live: a SQLite file (``path``, the default) or a PostgreSQL database
+    that many processes and machines share (``url = "postgresql://user@host:5432/db"``)."""
+
     path: str | None = None
+    url: str | None = Field(default=None, repr=False)  # it may hold a password
+
+    @model_validator(mode="after")
+    def _one_store(self) -> StoreSection:
+        if self.path is not None and self.url is not None:
+            raise ValueError("set path (a SQLite file) or url (a PostgreSQL database), not both")
+        if self.url is not None and not self.url.lower().startswith(("postgresql://",
+                                                                     "postgres://")):
+            # The value is not repeated: it may hold a password.
+            raise ValueError("url must be a PostgreSQL URL: postgresql://user@host:5432/db")
+        return self
+
+    @field_serializer("url", when_used="json")
+    def _masked(self, url: str | None) -> str | None:
+        # `tether config show` prints the JSON form: never a password.
+        from tether.store_postgres import mask_url
+
+        return None if url is None else mask_url(url)
 
 
 class LocalSection(_Strict):

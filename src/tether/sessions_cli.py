@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from tether.approval import Decision
     from tether.config import Config
     from tether.conversation import PendingCall
-    from tether.store import Session, SessionInfo, SQLiteStore
+    from tether.store import Session, SessionInfo, SessionStore
 
 
 class SessionPaused(TetherError):
@@ -78,15 +78,16 @@ def add_cli(sub: Any, add_run_flags: Callable[[argparse.ArgumentParser], None],
 # --- shared helpers -------------------------------------------------------------------------
 
 
-def store_for(workspace: str) -> SQLiteStore:
-    """The store ``tether`` uses here: TETHER_STORE, [store] path, or the user's data dir."""
+def store_for(workspace: str) -> SessionStore:
+    """The store ``tether`` uses here: TETHER_STORE_URL or [store] url (PostgreSQL), else
+    TETHER_STORE, [store] path, or the user's data dir (SQLite)."""
     from tether.config import load_config
     from tether.store import open_store
 
     return open_store(config=load_config(workspace))
 
 
-def prefer_session_provider(args: argparse.Namespace, store: SQLiteStore) -> None:
+def prefer_session_provider(args: argparse.Namespace, store: SessionStore) -> None:
     """Continue a session on the provider it was created with, unless a flag says otherwise."""
     from tether.config import load_config
     from tether.store import SessionNotFound
@@ -102,7 +103,7 @@ def prefer_session_provider(args: argparse.Namespace, store: SQLiteStore) -> Non
 
 
 def open_session(args: argparse.Namespace, cfg: Config, session_id: str | None,
-                 store: SQLiteStore, title: str = "") -> Session:
+                 store: SessionStore, title: str = "") -> Session:
     """Session ``session_id`` (created with that id when new), or a new one."""
     from tether.store import Session
 
@@ -132,6 +133,11 @@ def session_for_run(args: argparse.Namespace, cfg: Config) -> Session:
                            title=args.prompt)
     refuse_if_paused(session)
     return session
+
+
+def where(store: SessionStore) -> str:
+    """Where a store keeps its sessions, fit to print (a file, or a URL without password)."""
+    return str(getattr(store, "where", None) or type(store).__name__)
 
 
 def _when(ts: float) -> str:
@@ -165,9 +171,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(json_dumps([_info_dict(i) for i in infos], indent=2))
         return 0
     if not infos:
-        print(literal(f"no sessions in {store.path}"))
+        print(literal(f"no sessions in {where(store)}"))
         return 0
-    table = Table(title=plain(f"sessions ({store.path})"), title_justify="left")
+    table = Table(title=plain(f"sessions ({where(store)})"), title_justify="left")
     for col in ("id", "updated", "model", "msgs", "taint", "last run", "title"):
         table.add_column(col, overflow="fold" if col == "title" else "ellipsis")
     for i in infos:
@@ -256,7 +262,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
     if missing:
         from tether.cli import _error
 
-        _error(f"no session {', '.join(missing)} in {store.path}")
+        _error(f"no session {', '.join(missing)} in {where(store)}")
         return 1
     return 0
 
@@ -365,21 +371,34 @@ async def _continue(agent: Agent, session: Session,
 
 
 async def check_store(cfg: Config) -> list[tuple[bool, str, str]]:
-    """`tether doctor`: can the session store be opened and written?"""
-    from tether.store import SessionInfo, SQLiteStore, default_store_path, new_session_id
+    """`tether doctor`: can the configured session store be opened and written? Names the
+    store (a PostgreSQL URL without its password), its schema version and its sessions."""
+    from tether.store import SessionInfo, default_store_path, default_store_url, new_session_id
 
-    path = default_store_path(cfg)
     label = "session store"
     try:
-        with SQLiteStore(path, busy_timeout_ms=2000, retries=1) as store:
+        url = default_store_url(cfg)
+        if url is not None:
+            from tether.store_postgres import PostgresStore
+
+            opened: Any = PostgresStore(url, connect_timeout=5, timeout=5, max_size=1)
+            kind = f"PostgreSQL {opened.server_version}"
+        else:
+            from tether.store import SQLiteStore
+
+            opened = SQLiteStore(default_store_path(cfg), busy_timeout_ms=2000, retries=1)
+            kind = "SQLite"
+        with opened as store:
             probe = f"doctor-{new_session_id()}"
             store.create_session(SessionInfo(probe, 0.0, 0.0, title="tether doctor probe"))
             store.delete(probe)
             count = len(store.list(limit=100_000))
             version = store.schema_version
+            shown = where(store)
     except TetherError as e:
         return [(False, label, str(e))]
-    return [(True, label, f"{path} writable (schema v{version}, {count} session(s))")]
+    return [(True, label, f"{shown} ({kind}) writable (schema v{version}, {count} session(s))")]
 
 
-__all__ = ["SessionPaused", "add_cli", "check_store", "open_session", "session_for_run"]
+__all__ = ["SessionPaused", "add_cli", "check_store", "open_session", "session_for_run",
+           "where"]

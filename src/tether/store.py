@@ -10,10 +10,12 @@ model response that was still streaming::
     session = Session.load(session_id)
     await agent.run("Now summarise them", session=session)   # same taint, never cleaner
 
-The storage behind it is a ``SessionStore``: a small protocol of plain JSON-ready values,
-so another backend (Postgres for several machines) can follow. ``SQLiteStore`` is the
-embedded default: one file under the user's data dir (``$XDG_DATA_HOME/tether/sessions.db``,
-else ``~/.local/share/tether/sessions.db``), or ``TETHER_STORE``, or ``[store] path``.
+The storage behind it is a ``SessionStore``: a small protocol of plain JSON-ready values.
+``SQLiteStore`` is the embedded default: one file under the user's data dir
+(``$XDG_DATA_HOME/tether/sessions.db``, else ``~/.local/share/tether/sessions.db``), or
+``TETHER_STORE``, or ``[store] path``. ``PostgresStore`` (``tether.store_postgres``) keeps
+them in one PostgreSQL database for many processes and machines: ``TETHER_STORE_URL`` or
+``[store] url``. ``open_store`` picks between them.
 """
 
 from __future__ import annotations
@@ -263,6 +265,7 @@ class SQLiteStore:
                  retries: int = 5) -> None:
         self.path = Path(path).expanduser()
         self.retries = retries
+        self.closed = False
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -298,6 +301,11 @@ class SQLiteStore:
     def schema_version(self) -> int:
         with self._lock:
             return _user_version(self._conn)
+
+    @property
+    def where(self) -> str:
+        """Where the sessions are, fit to print (the file's path)."""
+        return str(self.path)
 
     # --- transactions ---------------------------------------------------------------------
 
@@ -389,9 +397,14 @@ class SQLiteStore:
         now = time.time()
 
         def write(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO events (session_id, run_id, kind, event, created) "
-                         "VALUES (?, ?, ?, ?, ?)",
-                         (session_id, run_id, str(event.get("kind", "")), _dumps(event), now))
+            try:
+                conn.execute("INSERT INTO events (session_id, run_id, kind, event, created) "
+                             "VALUES (?, ?, ?, ?, ?)",
+                             (session_id, run_id, str(event.get("kind", "")), _dumps(event),
+                              now))
+            except sqlite3.IntegrityError:  # the foreign key: no such session
+                raise SessionNotFound(f"no session {session_id!r} in {self.path} "
+                                      f"(deleted?)") from None
 
         self._write(write)
 
@@ -425,6 +438,9 @@ class SQLiteStore:
 
     def record_approvals(self, session_id: str, tools: Sequence[str]) -> None:
         def write(conn: sqlite3.Connection) -> None:
+            if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() \
+                    is None:
+                raise SessionNotFound(f"no session {session_id!r} in {self.path} (deleted?)")
             conn.execute("DELETE FROM approvals WHERE session_id = ?", (session_id,))
             conn.executemany("INSERT INTO approvals (session_id, tool) VALUES (?, ?)",
                              [(session_id, t) for t in sorted(set(tools))])
@@ -509,6 +525,7 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            self.closed = True
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -528,19 +545,54 @@ def _text(value: str) -> str:
     return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-_DEFAULT_STORES: dict[Path, SQLiteStore] = {}
+_DEFAULT_STORES: dict[Path | str, SessionStore] = {}
 _DEFAULT_LOCK = threading.Lock()
 
 
-def open_store(path: str | Path | None = None, config: Config | None = None) -> SQLiteStore:
-    """The SQLite store at ``path`` (default: ``default_store_path(config)``), opened once per
-    process and shared."""
-    resolved = Path(path).expanduser() if path is not None else default_store_path(config)
-    resolved = resolved.resolve()
+def default_store_url(config: Config | None = None) -> str | None:
+    """The PostgreSQL store's URL when one is configured: ``TETHER_STORE_URL``, else
+    ``[store] url`` of the config unless ``TETHER_STORE`` names a file (the environment wins
+    over the files). None: the SQLite file of ``default_store_path``."""
+    from tether.errors import ConfigError
+
+    url, path = os.environ.get("TETHER_STORE_URL"), os.environ.get("TETHER_STORE")
+    if url and path:
+        raise ConfigError("TETHER_STORE (a SQLite file) and TETHER_STORE_URL (a PostgreSQL "
+                          "database) are both set; unset one")
+    if url:
+        return url
+    if path or config is None:
+        return None
+    return config.store.url
+
+
+def open_store(path: str | Path | None = None, config: Config | None = None, *,
+               url: str | None = None) -> SessionStore:
+    """The store sessions use, opened once per process and shared: the PostgreSQL database
+    at ``url`` (default: ``default_store_url(config)``), else the SQLite file at ``path``
+    (default: ``default_store_path(config)``)."""
+    from tether.errors import ConfigError
+
+    if path is not None and url is not None:
+        raise ConfigError("open_store: give a path (SQLite) or a url (PostgreSQL), not both")
+    if path is None and url is None:
+        url = default_store_url(config)
+    key: Path | str
+    if url is not None:
+        key = url
+    else:
+        key = (Path(path).expanduser() if path is not None else default_store_path(config))
+        key = key.resolve()
     with _DEFAULT_LOCK:
-        store = _DEFAULT_STORES.get(resolved)
-        if store is None:
-            store = _DEFAULT_STORES[resolved] = SQLiteStore(resolved)
+        store = _DEFAULT_STORES.get(key)
+        if store is None or getattr(store, "closed", False):
+            if isinstance(key, str):
+                from tether.store_postgres import PostgresStore
+
+                store = PostgresStore(key)
+            else:
+                store = SQLiteStore(key)
+            _DEFAULT_STORES[key] = store
         return store
 
 
@@ -727,6 +779,7 @@ __all__ = [
     "SessionStore",
     "StoreError",
     "default_store_path",
+    "default_store_url",
     "migrate",
     "open_store",
 ]
