@@ -27,6 +27,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 USER = "tether"  # the cluster's superuser, the one the tests connect as
+# A role that must give its password (SCRAM) over TCP, for the tests that a password is
+# used and never shown; everyone else is trusted on loopback.
+PASSWORD_USER, PASSWORD = "tether_pw", "s3cret-Pa55:w/rd"
+HBA = f"""\
+local all all trust
+host all {PASSWORD_USER} 127.0.0.1/32 scram-sha-256
+host all all 127.0.0.1/32 trust
+"""
 START_ATTEMPTS = 3  # a free port can be taken by another process before the server binds it
 
 
@@ -111,6 +119,10 @@ class PostgresServer:
     def start(self) -> None:
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", USER, "-A", "trust",
                   "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+        hba = self.data / "pg_hba.conf"
+        hba.write_text(HBA)
+        if self.prefix:
+            shutil.chown(hba, user=self.prefix[2])
         for attempt in range(START_ATTEMPTS):
             self.port = _free_port()
             options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} "
@@ -123,6 +135,7 @@ class PostgresServer:
                     raise
                 continue
             self.started = True
+            self.sql(f"CREATE ROLE {PASSWORD_USER} LOGIN SUPERUSER PASSWORD '{PASSWORD}'")
             return
 
     def stop(self) -> None:
@@ -134,8 +147,14 @@ class PostgresServer:
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def url(self, database: str = "postgres") -> str:
-        return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
+    def url(self, database: str = "postgres", *, password: str | None = None) -> str:
+        """The URL of ``database``; with ``password``, as the role that must give one."""
+        if password is None:
+            return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
+        from urllib.parse import quote
+
+        return (f"postgresql://{PASSWORD_USER}:{quote(password, safe='')}@127.0.0.1:"
+                f"{self.port}/{database}")
 
     def database(self) -> str:
         """A new empty database; its URL."""
