@@ -135,7 +135,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
-# pg_advisory_xact_lock key for migrations: "tether" in ASCII, one value for every tether.
+# pg_advisory_lock key for migrations: "tether" in ASCII, one value for every tether.
 _MIGRATION_LOCK = 0x746574686572
 
 
@@ -204,9 +204,9 @@ class PostgresStore:
                  retries: int = 3) -> None:
         if not is_postgres_url(url):
             raise StoreError(f"{mask_url(url)!r} is not a PostgreSQL URL (postgresql://...)")
-        self.where = mask_url(url)
         self.retries = retries
         self._secrets = _secrets(url)
+        self.where = self._scrub(mask_url(url))
         self._lock = threading.Lock()
         try:
             import psycopg
@@ -514,22 +514,28 @@ def _info(row: Sequence[Any]) -> SessionInfo:
 
 
 def migrate(conn: psycopg.Connection[Any], target: int = SCHEMA_VERSION) -> int:
-    """Bring the schema up to ``target``; returns the version found before. The steps run
-    in one transaction holding an advisory lock, so processes opening an old (or empty)
-    database at once upgrade it once; DDL in PostgreSQL is transactional, so a failed
-    step leaves the schema as it was."""
+    """Bring the schema up to ``target``; returns the version found before. ``conn`` is in
+    autocommit mode. The steps run in one transaction while an advisory lock is held, so
+    processes opening an old (or empty) database at once upgrade it once; DDL in
+    PostgreSQL is transactional, so a failed step leaves the schema as it was."""
     found = _schema_version(conn)
     _refuse_newer(found)
     if found >= target:
         return found
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        found = _schema_version(conn)  # another process may have got there first
-        _refuse_newer(found)
-        for version in range(found, target):
-            for statement in MIGRATIONS[version]:
-                conn.execute(statement)
-            conn.execute("UPDATE tether.schema_version SET version = %s", (version + 1,))
+    # A session lock, taken before the transaction begins: a transaction that waited for
+    # a lock inside itself would still see the catalog as it was when it began (and
+    # create the tables the first process just made).
+    conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+    try:
+        with conn.transaction():
+            found = _schema_version(conn)  # another process may have got there first
+            _refuse_newer(found)
+            for version in range(found, target):
+                for statement in MIGRATIONS[version]:
+                    conn.execute(statement)
+                conn.execute("UPDATE tether.schema_version SET version = %s", (version + 1,))
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
     return found
 
 
