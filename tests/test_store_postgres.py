@@ -284,7 +284,7 @@ def test_the_store_url_comes_from_env_then_config_and_the_file_stays_the_default
     monkeypatch.setenv("TETHER_STORE", str(tmp_path / "env.db"))  # the environment wins
     assert isinstance(open_store(config=cfg), SQLiteStore)
     monkeypatch.setenv("TETHER_STORE_URL", postgres_url)
-    with pytest.raises(ConfigError, match="TETHER_STORE .* and TETHER_STORE_URL .* are both"):
+    with pytest.raises(ConfigError, match=r"TETHER_STORE .* and TETHER_STORE_URL .* are both"):
         open_store(config=cfg)
     monkeypatch.delenv("TETHER_STORE")
     session = Session.create(title="from the environment")  # the default store: Postgres
@@ -297,7 +297,7 @@ def test_the_store_url_comes_from_env_then_config_and_the_file_stays_the_default
 def test_store_path_and_url_together_are_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "tether.toml").write_text(
         '[store]\npath = "s.db"\nurl = "postgresql://app:S3cretPw@db/t"\n')
-    with pytest.raises(ConfigError, match="store: .*path .* or url .*not both"):
+    with pytest.raises(ConfigError, match=r"store: .*path .* or url .*not both"):
         load_config(tmp_path, env={})
     (tmp_path / "tether.toml").write_text('[store]\nurl = "mysql://app:S3cretPw@db/t"\n')
     with pytest.raises(ConfigError, match="must be a PostgreSQL URL") as bad:
