@@ -91,7 +91,10 @@ class PostgresServer:
     shuts it down and removes its folder. ``database()`` makes a fresh database and gives
     its URL."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        # Tests trade crash safety of the throwaway cluster for speed (fsync off); a
+        # benchmark keeps the server's durable defaults.
+        self.durable = durable
         self.bin = find_binaries()
         self.prefix = _run_as()
         self.root = Path(tempfile.mkdtemp(prefix="tether-pg-"))
@@ -126,7 +129,9 @@ class PostgresServer:
         for attempt in range(START_ATTEMPTS):
             self.port = _free_port()
             options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} "
-                       f"-c max_connections=200 -c fsync=off -c full_page_writes=off")
+                       f"-c max_connections=200")
+            if not self.durable:
+                options += " -c fsync=off -c full_page_writes=off"
             try:
                 self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
                           "-w", "-t", "60", "-o", options, "start")
@@ -176,8 +181,8 @@ class PostgresServer:
 
 
 @contextlib.contextmanager
-def running() -> Iterator[PostgresServer]:
-    server = PostgresServer()
+def running(*, durable: bool = False) -> Iterator[PostgresServer]:
+    server = PostgresServer(durable=durable)
     try:
         server.start()
         yield server
