@@ -162,12 +162,26 @@ def test_connections_the_server_dropped_are_replaced_without_failing_a_write(
     session = Session.create(store)
     database = postgres_url.rsplit("/", 1)[1]
     with psycopg.connect(postgres_url, autocommit=True) as admin:
+        # With a timeout, pg_terminate_backend returns once the backend has exited: its
+        # connection is closed by then.
         ended = admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND "
-            "application_name = 'tether' AND pid <> pg_backend_pid()", (database,)).fetchall()
+            "SELECT pg_terminate_backend(pid, 60000) FROM pg_stat_activity WHERE datname = %s "
+            "AND application_name = 'tether' AND pid <> pg_backend_pid()",
+            (database,)).fetchall()
     assert ended and all(row[0] for row in ended)
     store.record_taint(session.id, Taint(private=True), "after the server dropped us")
     assert store.load(session.id).taint.private
+
+
+def test_a_server_restart_between_two_writes_costs_no_write(
+        postgres_server: PostgresServer, postgres_url: str,
+        opened: list[PostgresStore]) -> None:
+    store = _open(opened, postgres_url, max_size=2)
+    session = Session.create(store)
+    store.append_event(session.id, "r", {"kind": "before"})
+    postgres_server.restart()
+    store.append_event(session.id, "r", {"kind": "after"})
+    assert [e["kind"] for e in store.events(session.id)] == ["before", "after"]
 
 
 def test_a_pool_smaller_than_the_writers_makes_them_wait_not_fail(

@@ -194,7 +194,7 @@ class PostgresStore:
     libpq's environment variables and ``~/.pgpass`` apply as usual). Opening connects once,
     upgrades the schema if needed, then keeps a pool (``psycopg_pool``) of ``min_size`` to
     ``max_size`` connections: each write borrows one for a single committed statement or
-    transaction and gives it back, so threads share a store and a connection the server
+    transaction and gives it back, so threads share a store, and a connection the server
     dropped (a restart, an idle timeout) is replaced instead of failing a write.
     ``timeout`` bounds the wait for a pooled connection, ``connect_timeout`` the first one.
     """
@@ -222,7 +222,7 @@ class PostgresStore:
             self._pool: ConnectionPool = ConnectionPool(
                 url, kwargs={"autocommit": True, **kwargs}, min_size=min_size,
                 max_size=max_size, timeout=timeout, open=False, name="tether-store",
-                check=ConnectionPool.check_connection)
+                check=_check_connection)
             self._pool.open(wait=True, timeout=timeout)
 
     def _connect_kwargs(self, url: str, connect_timeout: float) -> dict[str, Any]:
@@ -481,6 +481,20 @@ class PostgresStore:
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.where!r})"
+
+
+def _check_connection(conn: psycopg.Connection[Any]) -> None:
+    """Before a pooled connection is lent: is it still alive? An idle connection has
+    nothing to read, so a readable socket means the server spoke first (it ended the
+    connection: a restart, an idle timeout, a proxy) and a real round trip decides; a quiet
+    one is lent as it is. That spares every write the round trip of psycopg_pool's
+    ``check_connection``, which a connection dropped without a word would not pass either."""
+    import select
+
+    from psycopg_pool import ConnectionPool
+
+    if conn.closed or conn.broken or select.select([conn.fileno()], [], [], 0)[0]:
+        ConnectionPool.check_connection(conn)
 
 
 # --- SQL shared by the methods ----------------------------------------------------------------

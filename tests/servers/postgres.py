@@ -143,6 +143,12 @@ class PostgresServer:
             self.sql(f"CREATE ROLE {PASSWORD_USER} LOGIN SUPERUSER PASSWORD '{PASSWORD}'")
             return
 
+    def restart(self) -> None:
+        """Stop the server (ending every connection) and start it again on the same port,
+        with the same options; returns once it accepts connections."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-m",
+                  "fast", "-w", "-t", "60", "restart")
+
     def stop(self) -> None:
         try:
             if self.started:
