@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -207,7 +206,6 @@ class PostgresStore:
         self.retries = retries
         self._secrets = _secrets(url)
         self.where = self._scrub(mask_url(url))
-        self._lock = threading.Lock()
         try:
             import psycopg
             from psycopg_pool import ConnectionPool
@@ -223,7 +221,11 @@ class PostgresStore:
                 url, kwargs={"autocommit": True, **kwargs}, min_size=min_size,
                 max_size=max_size, timeout=timeout, open=False, name="tether-store",
                 check=_check_connection)
-            self._pool.open(wait=True, timeout=timeout)
+            try:
+                self._pool.open(wait=True, timeout=timeout)
+            except BaseException:
+                self._pool.close()  # its workers would go on trying to connect
+                raise
 
     def _connect_kwargs(self, url: str, connect_timeout: float) -> dict[str, Any]:
         from psycopg.conninfo import conninfo_to_dict
@@ -470,8 +472,7 @@ class PostgresStore:
         return self._pool.closed
 
     def close(self) -> None:
-        with self._lock:
-            self._pool.close()
+        self._pool.close()
 
     def __enter__(self) -> PostgresStore:
         return self
