@@ -307,7 +307,7 @@ def run_store_benchmark(base_url: str, n: int) -> list[str]:
         stack.callback(stores["sqlite"].close)
         skipped = ""
         try:
-            from tether.store_postgres import PostgresStore
+            from tether.store.postgres import PostgresStore
 
             server = stack.enter_context(_postgres_helper().running(durable=True))
             stores["postgres"] = PostgresStore(server.database())

@@ -26,7 +26,7 @@ from tether.pending import DeferringApprover
 from tether.providers.base import ModelRequest, StreamChunk, TextChunk
 from tether.providers.scripted import Scripted, call, calls
 from tether.store import Session, SessionStore, SQLiteStore
-from tether.store_postgres import PostgresStore, is_postgres_url
+from tether.store.postgres import PostgresStore, is_postgres_url
 
 
 def say(line: str) -> None:

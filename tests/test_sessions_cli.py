@@ -20,7 +20,7 @@ from tether import Agent, Capabilities, tool
 from tether.pending import DeferringApprover
 from tether.providers.scripted import Scripted, call
 from tether.store import Session, SessionStore, SQLiteStore
-from tether.store_postgres import mask_url
+from tether.store.postgres import mask_url
 
 
 @dataclass
@@ -34,7 +34,7 @@ class CliStore:
 
     def open(self, tmp_path: Path) -> SessionStore:
         if self.url is not None:
-            from tether.store_postgres import PostgresStore
+            from tether.store.postgres import PostgresStore
 
             store: SessionStore = PostgresStore(self.url)
         else:

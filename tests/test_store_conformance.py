@@ -55,7 +55,7 @@ class Backend:
     def open(self) -> SessionStore:
         store: SessionStore
         if self.kind == "postgres":
-            from tether.store_postgres import PostgresStore
+            from tether.store.postgres import PostgresStore
 
             store = PostgresStore(self.target)
         else:

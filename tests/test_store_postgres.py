@@ -18,11 +18,12 @@ import pytest
 from tests.servers.postgres import PASSWORD, PASSWORD_USER, PostgresServer
 from tether import Agent, Capabilities, Decision, tool
 from tether.approval import ApprovalRequest
+from tether.cli.sessions import configured_store
 from tether.config import load_config
 from tether.errors import ConfigError
 from tether.providers.scripted import Scripted, call
-from tether.store import Session, SQLiteStore, StoreError, open_store
-from tether.store_postgres import SCHEMA_VERSION, PostgresStore, mask_url, migrate
+from tether.store import Session, SQLiteStore, StoreError, default_store_url, open_store
+from tether.store.postgres import SCHEMA_VERSION, PostgresStore, mask_url, migrate
 from tether.trust import Taint
 
 
@@ -285,22 +286,30 @@ def test_the_store_url_comes_from_env_then_config_and_the_file_stays_the_default
     plain = open_store()
     assert isinstance(plain, SQLiteStore)
     assert plain.path == tmp_path / "data" / "tether" / "sessions.db"
+    assert default_store_url() is None
 
     (tmp_path / "tether.toml").write_text(f'[store]\nurl = "{postgres_url}"\n')
     cfg = load_config(tmp_path, env={})
-    from_config = open_store(config=cfg)
+    assert default_store_url(cfg.store.url) == postgres_url
+    from_config = configured_store(cfg)  # what `tether` opens in this workspace
     assert isinstance(from_config, PostgresStore) and from_config.where == postgres_url
-    assert open_store(config=cfg) is from_config  # opened once per process
+    assert configured_store(cfg) is from_config  # opened once per process
+    assert open_store(url=postgres_url) is from_config
     from_config.close()
-    assert open_store(config=cfg) is not from_config  # a closed one is opened anew
-    open_store(config=cfg).close()
+    assert configured_store(cfg) is not from_config  # a closed one is opened anew
+    configured_store(cfg).close()
+    with pytest.raises(ConfigError, match="not both"):
+        open_store(tmp_path / "s.db", url=postgres_url)
 
     monkeypatch.setenv("TETHER_STORE", str(tmp_path / "env.db"))  # the environment wins
-    assert isinstance(open_store(config=cfg), SQLiteStore)
+    assert default_store_url(cfg.store.url) is None
+    assert isinstance(configured_store(cfg), SQLiteStore)
     monkeypatch.setenv("TETHER_STORE_URL", postgres_url)
     with pytest.raises(ConfigError, match=r"TETHER_STORE .* and TETHER_STORE_URL .* are both"):
-        open_store(config=cfg)
+        configured_store(cfg)
     monkeypatch.delenv("TETHER_STORE")
+    (tmp_path / "tether.toml").write_text('[store]\npath = "s.db"\n')
+    assert default_store_url(load_config(tmp_path, env={}).store.url) == postgres_url
     session = Session.create(title="from the environment")  # the default store: Postgres
     again = Session.load(session.id)
     assert again.info.title == "from the environment"
@@ -332,7 +341,7 @@ def test_the_config_never_shows_the_store_password(tmp_path: Path) -> None:
 
 def test_import_tether_and_a_config_naming_postgres_do_not_load_psycopg(tmp_path: Path) -> None:
     (tmp_path / "tether.toml").write_text('[store]\nurl = "postgresql://app@db/t"\n')
-    code = ("import sys, tether, tether.store, tether.store_postgres\n"
+    code = ("import sys, tether, tether.store, tether.store.postgres\n"
             "from tether.config import load_config\n"
             f"load_config({str(tmp_path)!r}, env={{}})\n"
             "print(sorted(m for m in sys.modules if m.startswith('psycopg')))")
@@ -343,7 +352,7 @@ def test_import_tether_and_a_config_naming_postgres_do_not_load_psycopg(tmp_path
 
 def test_without_psycopg_the_store_says_which_extra_to_install() -> None:
     code = ("import sys; sys.modules['psycopg'] = None\n"
-            "from tether.store_postgres import PostgresStore\n"
+            "from tether.store.postgres import PostgresStore\n"
             "from tether.store import StoreError\n"
             "try:\n    PostgresStore('postgresql://app@127.0.0.1:9/t')\n"
             "except StoreError as e:\n    print(e)")

@@ -63,7 +63,7 @@ _EXPORTS: dict[str, str] = {
     "OutputFailure": "tether.errors",
     "Session": "tether.store",
     "SQLiteStore": "tether.store",
-    "PostgresStore": "tether.store_postgres",
+    "PostgresStore": "tether.store.postgres",
     "PendingState": "tether.pending",
     "DeferringApprover": "tether.pending",
     "run_batch": "tether.batch",
@@ -103,7 +103,7 @@ if TYPE_CHECKING:
     from tether.pending import DeferringApprover, PendingState
     from tether.result import Prices, RunResult, StopCause, ToolCallRecord
     from tether.store import Session, SQLiteStore
-    from tether.store_postgres import PostgresStore
+    from tether.store.postgres import PostgresStore
     from tether.subagents import SubagentProfile
     from tether.tools import (
         Tool,

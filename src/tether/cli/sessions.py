@@ -12,7 +12,7 @@ import asyncio
 import datetime
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,19 +23,17 @@ if TYPE_CHECKING:
     from tether.approval import Decision
     from tether.config import Config
     from tether.conversation import PendingCall
-    from tether.store import Session, SessionInfo, SessionStore
+    from tether.store import Session, SessionInfo, SessionStore, SQLiteStore
+    from tether.store.postgres import PostgresStore
 
 
 class SessionPaused(TetherError):
     """The session waits for approval decisions before it can take a new prompt."""
 
 
-def add_cli(sub: Any, add_run_flags: Callable[[argparse.ArgumentParser], None],
-            doctor_checks: list[Callable[[Any], Any]]) -> None:
-    """Register ``tether sessions``, and the store's check in ``doctor_checks`` (the
-    caller's list: ``python -m tether.cli`` runs cli.py as a second module)."""
-    if check_store not in doctor_checks:
-        doctor_checks.append(check_store)
+def add_cli(sub: Any) -> None:
+    """Register ``tether sessions``."""
+    from tether.cli.common import add_run_flags
 
     p = sub.add_parser("sessions", help="stored conversations: list, show, resume, rm")
     actions = p.add_subparsers(dest="sessions_command", metavar="ACTION")
@@ -82,9 +80,18 @@ def store_for(workspace: str) -> SessionStore:
     """The store ``tether`` uses here: TETHER_STORE_URL or [store] url (PostgreSQL), else
     TETHER_STORE, [store] path, or the user's data dir (SQLite)."""
     from tether.config import load_config
-    from tether.store import open_store
 
-    return open_store(config=load_config(workspace))
+    return configured_store(load_config(workspace))
+
+
+def configured_store(cfg: Config) -> SessionStore:
+    """The store ``cfg`` chooses (the environment winning), opened once per process."""
+    from tether.store import default_store_path, default_store_url, open_store
+
+    url = default_store_url(cfg.store.url)
+    if url is not None:
+        return open_store(url=url)
+    return open_store(default_store_path(cfg.store.path))
 
 
 def prefer_session_provider(args: argparse.Namespace, store: SessionStore) -> None:
@@ -260,7 +267,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
         if i not in missing:
             print(f"deleted {i}")
     if missing:
-        from tether.cli import _error
+        from tether.cli.common import error as _error
 
         _error(f"no session {', '.join(missing)} in {where(store)}")
         return 1
@@ -276,9 +283,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 async def _resume(args: argparse.Namespace) -> int:
     from tether.approval import Decision
-    from tether.cli import exit_code, make_agent
+    from tether.cli.common import exit_code, make_agent
+    from tether.cli.render import EventRenderer
     from tether.display import literal
-    from tether.render import EventRenderer
     from tether.store import Session
 
     store = store_for(args.workspace)
@@ -377,16 +384,18 @@ async def check_store(cfg: Config) -> list[tuple[bool, str, str]]:
 
     label = "session store"
     try:
-        url = default_store_url(cfg)
+        url = default_store_url(cfg.store.url)
+        opened: SQLiteStore | PostgresStore
         if url is not None:
-            from tether.store_postgres import PostgresStore
+            from tether.store.postgres import PostgresStore
 
-            opened: Any = PostgresStore(url, connect_timeout=5, timeout=5, max_size=1)
+            opened = PostgresStore(url, connect_timeout=5, timeout=5, max_size=1)
             kind = f"PostgreSQL {opened.server_version}"
         else:
             from tether.store import SQLiteStore
 
-            opened = SQLiteStore(default_store_path(cfg), busy_timeout_ms=2000, retries=1)
+            opened = SQLiteStore(default_store_path(cfg.store.path), busy_timeout_ms=2000,
+                                 retries=1)
             kind = "SQLite"
         with opened as store:
             probe = f"doctor-{new_session_id()}"
@@ -400,5 +409,5 @@ async def check_store(cfg: Config) -> list[tuple[bool, str, str]]:
     return [(True, label, f"{shown} ({kind}) writable (schema v{version}, {count} session(s))")]
 
 
-__all__ = ["SessionPaused", "add_cli", "check_store", "open_session", "session_for_run",
-           "where"]
+__all__ = ["SessionPaused", "add_cli", "check_store", "configured_store", "open_session",
+           "session_for_run", "store_for", "where"]

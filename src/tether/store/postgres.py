@@ -9,7 +9,8 @@ share::
     session = Session.create(store, title="tidy the notes")
 
 ``[store] url = "postgresql://..."`` in tether.toml, or ``TETHER_STORE_URL``, makes it the
-store ``tether`` and ``Session.create()``/``Session.load()`` use (``open_store``). It needs
+store ``tether`` uses; ``TETHER_STORE_URL`` makes it the one ``Session.create()`` and
+``Session.load()`` use without a store (``tether.store.default``). It needs
 the ``postgres`` extra (``pip install 'tether[postgres]'``: psycopg 3 and psycopg_pool);
 psycopg is imported when a store is opened, never by ``import tether``.
 
@@ -27,7 +28,7 @@ How it holds the SQLite store's promises:
 - **One snapshot per read.** ``load``, ``events`` and ``list`` are each one statement, so
   they see one consistent state however many writers there are.
 - **Migrations.** Versioned like the SQLite file's (the same version numbers), applied
-  under a transaction-scoped advisory lock, so many processes starting at once upgrade
+  under an advisory lock, so many processes starting at once upgrade
   the schema once. A database written by a newer tether is refused.
 
 The tables live in their own schema, ``tether``, beside whatever else the database holds.
@@ -36,14 +37,14 @@ The tables live in their own schema, ``tether``, beside whatever else the databa
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from tether.store import (
+from tether.display import mask_url
+from tether.store.base import (
     SessionConflict,
     SessionInfo,
     SessionNotFound,
@@ -144,26 +145,6 @@ _MIGRATION_LOCK = 0x746574686572
 def is_postgres_url(url: str) -> bool:
     """Whether ``url`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
     return url.lower().startswith(SCHEMES)
-
-
-_QUERY_SECRET = re.compile(r"(?i)((?:^|[?&])(?:ssl)?password=)[^&#]*")
-
-
-def mask_url(url: str) -> str:
-    """``url`` fit to print: a password (``user:PASSWORD@``, ``?password=``) shown as
-    ``***``. ``postgresql://app:s3cret@db/tether`` -> ``postgresql://app:***@db/tether``."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return _QUERY_SECRET.sub(r"\1***", url)
-    # The authority ends at the first "/", "?" or "#"; its user info at its last "@".
-    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
-    authority, tail = rest[:end], rest[end:]
-    if "@" in authority:
-        userinfo, host = authority.rsplit("@", 1)
-        if ":" in userinfo:
-            userinfo = userinfo.split(":", 1)[0] + ":***"
-        authority = f"{userinfo}@{host}"
-    return f"{scheme}{sep}{authority}" + _QUERY_SECRET.sub(r"\1***", tail)
 
 
 def _secrets(url: str) -> list[str]:
