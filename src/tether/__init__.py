@@ -31,7 +31,8 @@ _EXPORTS: dict[str, str] = {
     "StopCause": "tether.result",
     "ToolCallRecord": "tether.result",
     "PendingCall": "tether.conversation",
-    "Prices": "tether.result",
+    "Prices": "tether.settings",
+    "AgentSettings": "tether.settings",
     "tool": "tether.tools",
     "Tool": "tether.tools",
     "ToolSpec": "tether.tools",
@@ -100,7 +101,8 @@ if TYPE_CHECKING:
     from tether.messages import Message, Usage
     from tether.output import OutputReport, OutputReservation, OutputSpec, PreparedRun
     from tether.pending import DeferringApprover, PendingState
-    from tether.result import Prices, RunResult, StopCause, ToolCallRecord
+    from tether.result import RunResult, StopCause, ToolCallRecord
+    from tether.settings import AgentSettings, Prices
     from tether.store import Session, SQLiteStore
     from tether.subagents import SubagentProfile
     from tether.tools import (

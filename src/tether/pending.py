@@ -173,7 +173,7 @@ class PendingState:
                                                    if k != "pending"})
         except (KeyError, TypeError, ValueError) as e:
             raise PendingStateError(f"the saved conversation cannot be read: {e}") from None
-        calls = calls_from_dict(d, conversation.pending_calls)
+        calls = calls_from_dict(d, conversation.unanswered_calls)
         conversation.pending = list(calls)
         return cls(calls, conversation, int(d["version"]))
 
@@ -222,7 +222,7 @@ def bind_decisions(
         assert call.position is not None
         if call.position in bound:
             raise PendingStateError(f"two decisions answer pending call {_describe(call)}")
-        if decision.scope == "defer":
+        if decision.verdict == "defer":
             raise PendingStateError(f"a decision cannot be defer ({_key(key)}): allow or deny "
                                     f"the call, or leave it out to ask the approver again")
         bound[call.position] = (call, decision)
