@@ -159,8 +159,8 @@ class Agent:
 
     @property
     def toolsets(self) -> tuple[Tool | Toolset, ...]:
-        """Where the tools come from, in order: delegations, then the tools and toolsets
-        given (a ``Tool`` is its own source)."""
+        """The tools and toolsets the agent was given, in order (delegations first): a
+        ``Tool`` stands for itself, a ``Toolset`` offers whatever tools it has now."""
         return tuple(self._toolsets)
 
     @property
@@ -187,7 +187,7 @@ class Agent:
                      if isinstance(t, ManagedToolset) and not t.started]
         if unstarted:
             names = ", ".join(repr(t.name) for t in unstarted)
-            notices.append(ev.Notice("warning", f"tool sources not started, their tools are "
+            notices.append(ev.Notice("warning", f"toolsets not started, their tools are "
                                                 f"missing: {names}. Use `async with agent:` "
                                                 f"(it starts and closes them)."))
         _, clashes = collect_tools(self._toolsets)

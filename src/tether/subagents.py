@@ -83,7 +83,7 @@ class SubagentProfile:
 
 
 def delegation_tools(profiles: Sequence[SubagentProfile], parent: Agent) -> list[Delegations]:
-    """The delegation tools of ``profiles`` as one tool source, checked against the
+    """The delegation tools of ``profiles`` as one toolset, checked against the
     parent's tools as they are now (tools of MCP servers are checked when they run)."""
     registry = parent.tools
     dynamic = any(not isinstance(s, Tool) for s in parent.toolsets)

@@ -12,7 +12,7 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, overload, runtime_checkable
 
@@ -152,8 +152,10 @@ class ToolContext:
     """What a running tool may know about its call. Declare a parameter of this type in a
     ``@tool`` function to receive it; it is not part of the model-visible schema.
 
-    ``run`` is the run the call belongs to (``None`` when a host calls a handler itself);
-    ``extras`` is the host's own: tether puts nothing in it."""
+    ``workspace`` and ``security`` are the running agent's; ``emit`` hands an event to the
+    run's listener (a sub-agent's events travel this way); ``run`` is the run the call
+    belongs to, everything delegation needs (``None`` when a host calls a handler itself).
+    Every field is typed: there is no bag of untyped extras to fish things out of."""
 
     call_id: str
     tool_name: str
@@ -161,7 +163,6 @@ class ToolContext:
     workspace: Path
     security: SecurityConfig
     emit: Callable[[Event], Awaitable[None]] | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
     run: RunScope | None = None
 
 
