@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "StopCause": "tether.result",
     "ToolCallRecord": "tether.result",
     "PendingCall": "tether.conversation",
+    "SessionLike": "tether.conversation",
     "Prices": "tether.settings",
     "AgentSettings": "tether.settings",
     "tool": "tether.tools",
@@ -89,7 +90,7 @@ if TYPE_CHECKING:
     from tether.agent import Agent
     from tether.approval import AllowAll, ApprovalRequest, Approver, Decision, DenyAll
     from tether.batch import run_batch
-    from tether.conversation import Conversation, PendingCall
+    from tether.conversation import Conversation, PendingCall, SessionLike
     from tether.errors import (
         ConfigError,
         OutputFailure,
