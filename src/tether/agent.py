@@ -261,14 +261,14 @@ class Agent:
         a later turn does inherits it. A key that answers no pending call raises
         ``PendingStateError`` naming the pending ones, as does an id two pending calls
         share. A pending call left without a decision goes to the approver again."""
-        from tether.pending import PendingState, bind_decisions
+        from tether.pending import PendingState, bind_decisions, paused_calls
 
         session: SessionLike | None = None
         if isinstance(conversation, PendingState):
             conversation = conversation.conversation
         elif not isinstance(conversation, Conversation):
             session, conversation = conversation, conversation.conversation()
-        bound = bind_decisions(_paused_calls(conversation), decisions)
+        bound = bind_decisions(paused_calls(conversation), decisions)
         run = _Run(self, conversation, stream_requests=stream, decisions=bound)
         return _raised(await _collect(_recorded(run.execute(None), session)))
 
@@ -382,28 +382,6 @@ async def _recorded(events: AsyncIterator[ev.Event],
         if session is not None:
             session.record(event)
         yield event
-
-
-def _paused_calls(conversation: Conversation) -> list[PendingCall]:
-    """The calls a paused conversation waits on, each at its position in the paused turn.
-
-    A conversation saved without them (by an older tether) waits on every unanswered call.
-    """
-    unanswered = conversation.unanswered_calls
-    if not unanswered:
-        return []
-    if conversation.pending:
-        from tether.pending import place_calls
-
-        return list(place_calls(conversation.pending, unanswered))
-    calls = []
-    for position, call in enumerate(unanswered):
-        try:
-            arguments = call.parsed_arguments()
-        except ValueError:
-            arguments = call.arguments
-        calls.append(PendingCall(call.id, call.name, arguments, "needs_approval", "", position))
-    return calls
 
 
 _OUTCOMES = (Final, RunAgain, Paused, Stopped)

@@ -182,6 +182,28 @@ class PendingState:
         check_decisions(self.calls, decisions)
 
 
+def paused_calls(conversation: Conversation) -> list[PendingCall]:
+    """The calls a paused conversation waits on, each at its position in the paused turn.
+
+    A conversation saved without them (by an older tether) waits on every unanswered call.
+    """
+    from tether.conversation import PendingCall
+
+    unanswered = conversation.unanswered_calls
+    if not unanswered:
+        return []
+    if conversation.pending:
+        return list(place_calls(conversation.pending, unanswered))
+    calls = []
+    for position, call in enumerate(unanswered):
+        try:
+            arguments = call.parsed_arguments()
+        except ValueError:
+            arguments = call.arguments
+        calls.append(PendingCall(call.id, call.name, arguments, "needs_approval", "", position))
+    return calls
+
+
 def bind_decisions(
     calls: Sequence[PendingCall], decisions: Decisions
 ) -> dict[int, tuple[PendingCall, Decision]]:
