@@ -161,7 +161,8 @@ def hints_of(cls: type) -> dict[str, Any]:
     import tether.messages
 
     return typing.get_type_hints(cls, {**vars(tether.approval), **vars(tether.messages),
-                                       **vars(ev), "RunResult": RunResult})
+                                       **vars(ev), "RunResult": RunResult,
+                                       "StopCause": StopCause})
 
 
 def test_closed_sets_are_literal_types() -> None:
@@ -181,6 +182,7 @@ def test_closed_sets_are_literal_types() -> None:
     assert literal(failure["reason"]) == {
         "prose", "bound", "mismatch", "provider", "empty_prompt"}
     assert {c.value for c in StopCause} >= {"completed", "max_turns", "paused", "error"}
+    assert hints_of(ev.SubagentFinished)["stop_cause"] is StopCause
 
 
 def test_a_tool_context_has_typed_fields_and_no_bag_of_extras() -> None:

@@ -17,7 +17,7 @@ from tether.trust import Taint
 
 if TYPE_CHECKING:
     from tether.approval import ApprovalReason, ApprovalVerdict, DecidedBy
-    from tether.result import RunResult
+    from tether.result import RunResult, StopCause
 
 # What became of a tool call: it ran (ok, or its own error), or the gate answered it.
 ToolStatus: TypeAlias = Literal["ok", "error", "denied", "blocked", "unknown_tool", "invalid_args"]
@@ -180,9 +180,12 @@ class SubagentStarted:
 
 @dataclass(frozen=True, slots=True)
 class SubagentFinished:
+    """A delegation's child run ended, with ``stop_cause``; ``trusted`` says whether its
+    answer reached the parent as trusted, ``reason`` why; ``usage`` is the child's own."""
+
     call_id: str
     profile: str
-    stop_cause: str
+    stop_cause: StopCause
     trusted: bool
     reason: str
     usage: Usage

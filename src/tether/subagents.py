@@ -270,7 +270,7 @@ async def run_subagent(
             why = "the child could read untrusted text and its profile vouches for nothing"
             content = raw
     if emit is not None:
-        await emit(ev.SubagentFinished(ctx.call_id, profile.name, str(result.stop_cause),
+        await emit(ev.SubagentFinished(ctx.call_id, profile.name, result.stop_cause,
                                        trusted, why, result.usage))
     # The child's real exposure joins the parent's, whatever the answer: its private and its
     # untrusted taint. A shaped answer earns trust for its *value* (the result is marked
