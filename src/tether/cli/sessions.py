@@ -370,8 +370,9 @@ async def _continue(agent: Agent, session: Session,
     try:
         return await agent.resume(session, decisions)
     except ProviderError as e:  # resume raises where stream reports; the CLI reports alike
-        result: RunResult = e.result  # type: ignore[attr-defined]
-        return result
+        if e.result is None:
+            raise
+        return e.result
 
 
 # --- doctor ---------------------------------------------------------------------------------
