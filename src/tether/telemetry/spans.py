@@ -334,7 +334,7 @@ class RunTelemetry:
             call.span.set_attribute("tether.subagent.trusted", event.trusted)
             call.span.add_event("tether.subagent.finished", {
                 "tether.subagent.profile": event.profile,
-                "tether.subagent.stop_cause": event.stop_cause,
+                "tether.subagent.stop_cause": str(event.stop_cause),
                 "tether.subagent.trusted": event.trusted,
                 "tether.subagent.reason": event.reason})
 
