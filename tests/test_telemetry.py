@@ -28,6 +28,7 @@ from tether import (
     Agent,
     AllowAll,
     Capabilities,
+    Decision,
     DeferringApprover,
     DenyAll,
     SecurityConfig,
@@ -415,6 +416,33 @@ async def test_a_paused_run_ends_its_pending_calls_spans_as_paused(otel: Otel) -
     run = otel.one("invoke_agent tether")
     assert run.attributes["tether.stop_cause"] == "paused"
     assert [e.name for e in run.events] == ["tether.run.paused"]
+
+
+async def test_a_resumed_run_is_a_span_of_its_own_whose_decided_call_runs_in_its_span(
+        otel: Otel) -> None:
+    seen_by_tool: list[trace.Span] = []
+
+    @tool(needs_approval=True)
+    def remove(path: str) -> str:
+        """Delete a file."""
+        seen_by_tool.append(trace.get_current_span())
+        return "deleted"
+
+    agent = Agent(Scripted([call("remove", path="a.txt"), "done"]), tools=[remove],
+                  approver=DeferringApprover(), instrument=otel.instrument())
+    paused = await agent.run("Delete a.txt")
+    assert paused.stop_cause == "paused"
+    otel.spans.clear()
+    result = await agent.resume(paused.conversation, {paused.pending[0]: Decision.allow()})
+    assert result.stop_cause == "completed"
+
+    run, tool_span = otel.one("invoke_agent tether"), otel.one("execute_tool remove")
+    assert run.attributes["tether.stop_cause"] == "completed"
+    assert parent_of(tool_span) == span_id(run)
+    assert tool_span.attributes["tether.gate.verdict"] == "allowed"
+    assert tool_span.attributes["tether.gate.decided_by"] == "approver"  # the host's word
+    assert [s.get_span_context().span_id for s in seen_by_tool] == [span_id(tool_span)]
+    assert [parent_of(c) for c in otel.named("chat scripted")] == [span_id(run)]
 
 
 async def test_a_call_to_a_tool_that_does_not_exist_is_an_error_span(otel: Otel) -> None:
