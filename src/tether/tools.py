@@ -150,7 +150,10 @@ class Tool:
     ``read_only`` overrides the derived rule (not destructive and no approval needed);
     MCP tools set it from ``readOnlyHint`` only. ``spec_from_outside`` says the spec (name,
     title, description, schema) was written by someone not trusted (an untrusted MCP
-    server): offering the tool shows the model untrusted text.
+    server): offering the tool shows the model untrusted text. ``idempotent`` says running
+    the call twice does no more than running it once: a durable engine (``tether.temporal``)
+    may then run it again when the worker running it died; otherwise such a call comes back
+    to the model as "may or may not have run". Off by default.
     """
 
     spec: ToolSpec
@@ -162,6 +165,7 @@ class Tool:
     read_only_hint: bool | None = None
     source_name: str | None = None
     spec_from_outside: bool = False
+    idempotent: bool = False
 
     @property
     def name(self) -> str:
@@ -261,6 +265,7 @@ def tool(
     needs_approval: bool = False,
     capabilities: Capabilities = NO_CAPABILITIES,
     cache_approval: bool = True,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -274,6 +279,7 @@ def tool(
     needs_approval: bool = False,
     capabilities: Capabilities = NO_CAPABILITIES,
     cache_approval: bool = True,
+    idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a sync or async function.
 
@@ -287,12 +293,15 @@ def tool(
 
         @tool(needs_approval=True, capabilities=Capabilities(destructive=True))
         def delete(path: str) -> str: ...
+
+    ``idempotent=True`` declares that running a call twice does no more than once (see
+    ``Tool.idempotent``).
     """
 
     def build(f: Callable[..., Any]) -> Tool:
         return _tool_from_function(f, name=name, title=title, description=description,
                                    needs_approval=needs_approval, capabilities=capabilities,
-                                   cache_approval=cache_approval)
+                                   cache_approval=cache_approval, idempotent=idempotent)
 
     return build(fn) if fn is not None else build
 
@@ -306,6 +315,7 @@ def _tool_from_function(
     needs_approval: bool,
     capabilities: Capabilities,
     cache_approval: bool,
+    idempotent: bool = False,
 ) -> Tool:
     from pydantic import ConfigDict, Field, ValidationError, create_model
 
@@ -355,7 +365,8 @@ def _tool_from_function(
 
     spec = ToolSpec(tool_name, description if description is not None else summary, schema,
                     title, needs_approval)
-    return Tool(spec, handler, capabilities, validate, cache_approval, source="python")
+    return Tool(spec, handler, capabilities, validate, cache_approval, source="python",
+                idempotent=idempotent)
 
 
 def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
