@@ -131,6 +131,28 @@ class LocalSection(_Strict):
     port: int = 8080
 
 
+class TemporalSection(_Strict):
+    """``[temporal]``: where durable runs go (``tether worker``, ``--engine temporal``); see
+    docs/scale.md."""
+
+    address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    task_queue: str = "tether"
+    # How long a worker may go silent before its activity counts as lost (and its
+    # idempotent tool calls and model requests move to another worker).
+    heartbeat_timeout_secs: float = Field(default=30.0, gt=0)
+    # How long a workflow cached on a worker that went away waits before another worker
+    # takes it (Temporal's sticky schedule-to-start timeout).
+    sticky_timeout_secs: float = Field(default=10.0, gt=0)
+    # How long a call waits for its approval signal; unset: until it is decided.
+    approval_timeout_secs: float | None = Field(default=None, gt=0)
+    # The content-addressed folder for what is passed by reference (every worker must
+    # reach the same folder); unset: $XDG_DATA_HOME/tether/temporal-blobs.
+    blob_dir: str | None = None
+    # Messages at least this large travel by reference, not inline in workflow history.
+    inline_limit_bytes: int = Field(default=16 * 1024, ge=0)
+
+
 class Config(_Strict):
     default_provider: str = "local"
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
@@ -141,6 +163,7 @@ class Config(_Strict):
     mcp: list[McpSection] = Field(default_factory=list)
     store: StoreSection = Field(default_factory=StoreSection)
     local: LocalSection = Field(default_factory=LocalSection)
+    temporal: TemporalSection = Field(default_factory=TemporalSection)
     # Where each layer came from, for `tether config show`.
     sources: list[str] = Field(default_factory=list, exclude=True)
     # tether's own files as every layer names them (config files, stores, caches, tool
@@ -218,6 +241,9 @@ def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
     store, local, tools = (layer.get(k) for k in ("store", "local", "tools"))
     if isinstance(store, Mapping) and isinstance(store.get("path"), str):
         out.extend(store_files(store["path"]))
+    temporal = layer.get("temporal")
+    if isinstance(temporal, Mapping) and isinstance(temporal.get("blob_dir"), str):
+        out.append(Path(temporal["blob_dir"]).expanduser())
     if isinstance(local, Mapping) and isinstance(local.get("cache_dir"), str):
         out.append(Path(local["cache_dir"]).expanduser())
     if isinstance(tools, Mapping) and isinstance(tools.get("python"), list):
