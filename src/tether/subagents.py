@@ -22,6 +22,7 @@ from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities
 if TYPE_CHECKING:
     from tether.agent import Agent
     from tether.providers.base import Provider
+    from tether.result import RunResult
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -187,7 +188,6 @@ async def run_subagent(
     (its tools are the child's to pick from); by default the agent running the call."""
     from tether.agent import Agent
     from tether.conversation import Conversation
-    from tether.result import StopCause
 
     parent: Agent = owner if owner is not None else ctx.extras["agent"]
     registry = parent.tools
@@ -224,6 +224,20 @@ async def run_subagent(
             await emit(event)
     assert result is not None
 
+    output, trusted, why = delegation_answer(profile, caps, result)
+    if emit is not None:
+        await emit(ev.SubagentFinished(ctx.call_id, profile.name, str(result.stop_cause),
+                                       trusted, why, result.usage))
+    return output
+
+
+def delegation_answer(profile: SubagentProfile, caps: Capabilities,
+                      result: RunResult) -> tuple[ToolOutput, bool, str]:
+    """What the parent gets from a child's run: the tool output, whether its answer is
+    trusted, and why. One rule wherever the child ran (in this process, or as a durable
+    child workflow: ``tether.temporal``)."""
+    from tether.result import StopCause
+
     could_read_untrusted = caps.untrusted_input or result.taint.untrusted
     raw = result.text
     shape = profile.shape
@@ -254,9 +268,6 @@ async def run_subagent(
         else:
             why = "the child could read untrusted text and its profile vouches for nothing"
             content = raw
-    if emit is not None:
-        await emit(ev.SubagentFinished(ctx.call_id, profile.name, str(result.stop_cause),
-                                       trusted, why, result.usage))
     # The child's real exposure joins the parent's, whatever the answer: its private and its
     # untrusted taint. A shaped answer earns trust for its *value* (the result is marked
     # trusted and crosses canonical), not a cleaner conversation: the parent's system has
@@ -265,8 +276,8 @@ async def run_subagent(
     # Seam for structured output in sub-agents: a profile's output schema would run the
     # child with ``child.prepare(task, output=...)`` here and vouch for the parsed value.
     exposure = result.taint
-    return ToolOutput(content, is_error=is_error, from_outside=not trusted, usage=result.usage,
-                      taint=exposure)
+    return (ToolOutput(content, is_error=is_error, from_outside=not trusted, usage=result.usage,
+                       taint=exposure), trusted, why)
 
 
 def _child_model(profile: SubagentProfile, parent: Agent) -> Provider:
