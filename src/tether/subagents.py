@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -193,13 +193,7 @@ async def run_subagent(
     registry = parent.tools
     missing = [n for n in profile.tools if n not in registry]
     if missing:
-        # Fail closed: a child without a tool its profile names is not the child the profile
-        # describes (an MCP server that did not start, a tool a server dropped).
-        return ToolOutput(
-            f"Error: the sub-agent {profile.name} was not run: its profile names tool(s) "
-            f"{', '.join(map(repr, missing))} that do not exist now (an MCP server that did "
-            f"not start, or a tool its server no longer offers). Tools that exist: "
-            f"{', '.join(sorted(registry)) or 'none'}.", is_error=True, from_outside=False)
+        return missing_tools_output(profile, missing, registry)
     model = _child_model(profile, parent)
     tools = [registry[n] for n in profile.tools]
     child = Agent(model, tools, profile.system_prompt, profile.max_turns,
@@ -229,6 +223,18 @@ async def run_subagent(
         await emit(ev.SubagentFinished(ctx.call_id, profile.name, str(result.stop_cause),
                                        trusted, why, result.usage))
     return output
+
+
+def missing_tools_output(profile: SubagentProfile, missing: Sequence[str],
+                         existing: Iterable[str]) -> ToolOutput:
+    """The answer of a delegation whose child would lack tools its profile names."""
+    # Fail closed: a child without a tool its profile names is not the child the profile
+    # describes (an MCP server that did not start, a tool a server dropped).
+    return ToolOutput(
+        f"Error: the sub-agent {profile.name} was not run: its profile names tool(s) "
+        f"{', '.join(map(repr, missing))} that do not exist now (an MCP server that did "
+        f"not start, or a tool its server no longer offers). Tools that exist: "
+        f"{', '.join(sorted(existing)) or 'none'}.", is_error=True, from_outside=False)
 
 
 def delegation_answer(profile: SubagentProfile, caps: Capabilities,
