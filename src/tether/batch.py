@@ -399,6 +399,9 @@ def add_cli(sub: Any, add_run_flags: Callable[[argparse.ArgumentParser], None]) 
     p.add_argument("--resume", action="store_true",
                    help="skip the ids already in OUT (after an interrupted batch)")
     add_run_flags(p)
+    from tether.temporal.cli import add_batch_flags
+
+    add_batch_flags(p)  # --engine temporal: the items as durable runs
     p.set_defaults(handler=cmd_batch)
 
 
@@ -420,6 +423,10 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) -> list[ItemResult]:
+    if getattr(args, "engine", "local") == "temporal":
+        from tether.temporal.cli import batch_on_temporal
+
+        return await batch_on_temporal(args, items, view)
     from tether.cli import make_agent
 
     # Unattended: nobody to ask, so `ask` refuses gated calls (unless --yes).

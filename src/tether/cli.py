@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tools", dest="tool_files", action="append", metavar="FILE.py[:NAME]",
                      help="offer the @tool functions of a Python file or module:attr "
                           "(repeatable)")
+    from tether.temporal import cli as temporal_cli  # no temporalio until a command runs
+
+    temporal_cli.add_engine_flag(run)
     run.set_defaults(handler=cmd_run)
 
     tools = sub.add_parser("tools", help="list tools with capabilities and approval flags")
@@ -128,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     from tether import local
 
     local.add_cli(sub)
+    temporal_cli.add_cli(sub)
     return parser
 
 
@@ -209,6 +213,10 @@ def _no_provider_help(cfg: Any, error: Exception) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if getattr(args, "engine", "local") == "temporal":
+        from tether.temporal.cli import run_on_temporal
+
+        return run_on_temporal(args)
     return asyncio.run(_run(args))
 
 

@@ -37,11 +37,33 @@ def signal_payload(call: PendingCall, decision: Decision) -> dict[str, Any]:
             "arguments": jsonable(call.arguments), "decision": decision.to_dict()}
 
 
-def shown(call: PendingCall) -> dict[str, Any]:
-    """A waiting call as a query shows it: JSON data, what a signal must name back."""
+def shown(call: PendingCall, request: ApprovalRequest | None = None) -> dict[str, Any]:
+    """A waiting call as a query shows it: JSON data, what a signal must name back, and
+    what a person is shown before deciding (title, capabilities, the conversation's taint,
+    whether it may be allowed for the session)."""
+    from .payloads import capabilities_to_dict
+
     d = pending_call_to_dict(call)
     d["arguments"] = jsonable(call.arguments)
+    if request is not None:
+        d.update(display_name=request.display_name, taint=request.taint.to_dict(),
+                 capabilities=capabilities_to_dict(request.capabilities),
+                 can_cache=request.can_cache)
     return d
+
+
+def request_of(d: Mapping[str, Any]) -> ApprovalRequest:
+    """The approval request a ``shown`` call describes (for a console approver)."""
+    from tether.trust import Taint
+
+    from .payloads import capabilities_from_dict
+
+    return ApprovalRequest(str(d["call_id"]), str(d["tool"]),
+                           str(d.get("display_name", d["tool"])), d.get("arguments"),
+                           d.get("reason", "needs_approval"),
+                           str(d.get("explanation", "")), Taint.from_dict(d.get("taint", {})),
+                           capabilities_from_dict(d.get("capabilities", {})),
+                           bool(d.get("can_cache", True)))
 
 
 def bind_signal(waiting: Sequence[PendingCall], payload: Any) -> Bound | str:
@@ -93,6 +115,7 @@ class SignalApprover:
                  interrupted: Callable[[], bool]) -> None:
         self.conversation = conversation
         self.waiting: list[PendingCall] = []
+        self.requests: dict[int, ApprovalRequest] = {}
         self.rejected: list[str] = []
         self._answers: dict[int, Decision] = {}
         self._wait = wait
@@ -105,11 +128,13 @@ class SignalApprover:
         call = PendingCall(request.call_id, request.tool, request.arguments, request.reason,
                            request.explanation, self._position(request))
         self.waiting.append(call)
+        self.requests[id(call)] = request
         self._changed()
         try:
             await self._wait(lambda: id(call) in self._answers or self._interrupted())
         finally:
             self.waiting.remove(call)
+            del self.requests[id(call)]
             self._changed()
         decision = self._answers.pop(id(call), None)
         if decision is None:

@@ -32,10 +32,13 @@ __all__ = ["connect", "decide", "pending", "pending_everywhere", "run", "start_r
 
 
 async def start_run(client: Any, prompt: str | Sequence[str], *, task_queue: str,
-                    overrides: Mapping[str, Any] | None = None, id: str | None = None) -> Any:
+                    overrides: Mapping[str, Any] | None = None, id: str | None = None,
+                    ask: bool = True) -> Any:
     """Start a run (a list of prompts runs them as turns of one conversation); returns its
     workflow handle. With ``id``, a run of that id that is running or completed is the one
-    returned: it is never started twice."""
+    returned: it is never started twice. ``ask=False`` runs with nobody to ask: calls that
+    need approval are refused (as in an unattended batch) instead of waiting for a
+    signal."""
     require()
     from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
     from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -44,7 +47,8 @@ async def start_run(client: Any, prompt: str | Sequence[str], *, task_queue: str
     workflow_id = id or f"tether-run-{uuid.uuid4().hex}"
     try:
         return await client.start_workflow(
-            WORKFLOW, {"prompt": turns, "overrides": dict(overrides or {})}, id=workflow_id,
+            WORKFLOW, {"prompt": turns, "overrides": dict(overrides or {}),
+                       "approvals": "signal" if ask else "refuse"}, id=workflow_id,
             task_queue=task_queue,
             # Running: attach to it. Completed: keep its result. Failed (a worker bug, a
             # termination): a new run may take the id.

@@ -8,9 +8,11 @@ approval waits for a ``decide`` signal (``approvals.py``); the ``pending`` query
 waits, and the ``wait_pending`` update returns when that changes. A sub-agent is a child
 workflow of this same type.
 
-Input (a dict): ``{"prompt": [turn, ...], "overrides": {...}}`` for a run (the overrides are
-flag values, as ``tether run`` makes them), or ``{"child": {...}, "plan": {...}}`` for a
-sub-agent. Output: the run's outcome (``RunResult.to_dict`` fields, summed over turns).
+Input (a dict): ``{"prompt": [turn, ...], "overrides": {...}, "approvals": "signal"}`` for a
+run (the overrides are flag values, as ``tether run`` makes them; ``approvals: "refuse"``
+runs with nobody to ask, as an unattended ``tether batch`` does), or ``{"child": {...},
+"plan": {...}}`` for a sub-agent. Output: the run's outcome (``RunResult.to_dict`` fields,
+summed over turns).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class TetherRun:
         self._seq = 0
         self._finished = False
         self._interrupt = asyncio.Event()
+        self._ask = True
 
     @workflow.run
     async def run(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +75,11 @@ class TetherRun:
             # A fresh conversation, seeded with the parent's taint: delegating cannot
             # launder it (as in process: tether.subagents.run_subagent).
             conversation = Conversation(taint=Taint.from_dict(child["taint"]))
-        agent = self._agent(plan, conversation, child)
+        ask = (child or request).get("approvals", "signal") != "refuse"
+        try:
+            agent = self._agent(plan, conversation, child, ask)
+        except TetherError as e:  # settings the loop refuses (a ConfigError)
+            raise ApplicationError(str(e), type=type(e).__name__, non_retryable=True) from None
         outcome = await self._turns(agent, turns, conversation)
         outcome["elapsed"] = round(workflow.time() - started, 3)
         outcome["workflow_id"] = workflow.info().workflow_id
@@ -106,7 +113,8 @@ class TetherRun:
             "workflow_id": workflow.info().workflow_id,
             "seq": self._seq,
             "finished": self._finished,
-            "pending": [shown(c) for c in approver.waiting] if approver else [],
+            "pending": [shown(c, approver.requests.get(id(c))) for c in approver.waiting]
+            if approver else [],
             "children": sorted(self._children),
             "rejected": [*self._early, *(approver.rejected if approver else [])],
         }
@@ -123,7 +131,7 @@ class TetherRun:
     # --- the agent ------------------------------------------------------------------------------
 
     def _agent(self, plan: dict[str, Any], conversation: Conversation,
-               child: dict[str, Any] | None) -> Agent:
+               child: dict[str, Any] | None, ask: bool) -> Agent:
         settings, temporal = plan["agent"], plan["temporal"]
         timing = Timing(float(temporal["heartbeat_timeout_secs"]), settings["tool_timeout_secs"],
                         int(plan["security"]["max_result_chars"]),
@@ -141,6 +149,7 @@ class TetherRun:
         approver = SignalApprover(conversation, workflow.wait_condition, self._changed,
                                   self._interrupt.is_set)
         self._approver = approver
+        self._ask = ask
         security = SecurityConfig(
             trifecta=plan["security"]["trifecta"],
             mark_untrusted_output=bool(plan["security"]["mark_untrusted_output"]),
@@ -149,7 +158,7 @@ class TetherRun:
             max_result_chars=sys.maxsize,
             protected_paths=())  # the worker's file tools have the worker's own
         common: dict[str, Any] = {
-            "approver": approver, "security": security,
+            "approver": approver if ask else None, "security": security,
             "permission_mode": settings["permission_mode"], "workspace": plan["workspace"],
             "approval_timeout_secs": temporal["approval_timeout_secs"],
             "tool_timeout_secs": None,  # the worker enforces it, inside the activity
@@ -183,7 +192,7 @@ class TetherRun:
             task = arguments["task"]
             if ctx.emit is not None:
                 await ctx.emit(ev.SubagentStarted(ctx.call_id, profile.name, task))
-            result = await self._child(profile, task, ctx.taint, plan)
+            result = await self._child(profile, task, ctx.taint, plan, self._ask)
             if isinstance(result, ToolOutput):
                 return result
             output, trusted, why = delegation_answer(profile, caps, result)
@@ -197,7 +206,7 @@ class TetherRun:
         return dataclasses.replace(made, handler=delegate)
 
     async def _child(self, profile: SubagentProfile, task: str, taint: Taint,
-                     plan: dict[str, Any]) -> RunResult | ToolOutput:
+                     plan: dict[str, Any], ask: bool) -> RunResult | ToolOutput:
         self._started_children += 1
         info = workflow.info()
         child_id = f"{info.workflow_id}/{self._started_children}-{profile.name}"
@@ -206,7 +215,9 @@ class TetherRun:
         try:
             outcome = await workflow.execute_child_workflow(
                 WORKFLOW, {"child": {"profile": profile.name, "task": task,
-                                     "taint": taint.to_dict()}, "plan": plan},
+                                     "taint": taint.to_dict(),
+                                     "approvals": "signal" if ask else "refuse"},
+                           "plan": plan},
                 id=child_id, task_queue=info.task_queue)
         except ChildWorkflowError as e:
             return ToolOutput(f"Error: {profile.name} failed: {e.cause or e}", is_error=True)
