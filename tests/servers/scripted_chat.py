@@ -41,6 +41,9 @@ class Seen:
 class ScriptedChat:
     script: dict[str, list[Say]]
     requests: list[Seen] = field(default_factory=list)
+    # What tools posted to /notify (``{"note": ...}``), in order: how a tool in a worker
+    # process tells the test it started.
+    notes: list[str] = field(default_factory=list)
     # Called for each request before it is answered: an Event to wait on, or None.
     hold: Callable[[Seen], threading.Event | None] = lambda seen: None
 
@@ -62,6 +65,14 @@ class ScriptedChat:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                if self.path.endswith("/notify"):
+                    with server.received:
+                        server.notes.append(str(body.get("note")))
+                        server.received.notify_all()
+                    self.send_response(204)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                    return
                 seen = server._seen(self.headers.get("x-worker", ""), body)
                 gate = server.hold(seen)
                 with server.received:
@@ -98,7 +109,8 @@ class ScriptedChat:
     def _answer(self, seen: Seen) -> dict[str, Any]:
         replies = self.script.get(seen.prompt) or self.script.get("*") or [Say("ok")]
         say = replies[min(seen.turn, len(replies) - 1)]
-        message: dict[str, Any] = {"role": "assistant", "content": say.text or None}
+        text = say.text.replace("{prompt}", seen.prompt)
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
         if say.calls:
             message["tool_calls"] = [
                 {"id": f"call_{seen.turn}_{n}", "type": "function",
@@ -123,6 +135,15 @@ class ScriptedChat:
             if not self.received.wait_for(check, timeout):
                 raise TimeoutError("the model server never saw such a request")
             return found[0]
+
+    def wait_for_note(self, note: str, timeout: float = 60.0) -> None:
+        with self.received:
+            if not self.received.wait_for(lambda: note in self.notes, timeout):
+                raise TimeoutError(f"no tool ever posted {note!r}")
+
+    @property
+    def notify_url(self) -> str:
+        return self.url + "/notify"
 
     def __enter__(self) -> ScriptedChat:
         self._thread.start()
