@@ -114,7 +114,9 @@ class ScriptedChat:
         if say.calls:
             message["tool_calls"] = [
                 {"id": f"call_{seen.turn}_{n}", "type": "function",
-                 "function": {"name": name, "arguments": json.dumps(arguments)}}
+                 "function": {"name": name, "arguments": json.dumps(
+                     {k: v.replace("{prompt}", seen.prompt) if isinstance(v, str) else v
+                      for k, v in arguments.items()})}}
                 for n, (name, arguments) in enumerate(say.calls)]
         prompt_tokens, completion_tokens = say.usage
         return {"id": "chatcmpl-1", "object": "chat.completion", "model": "scripted",

@@ -83,6 +83,19 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.wait()
 
 
+# A bound on every wait for a run's end, so a bug that keeps a workflow task failing (which
+# Temporal retries for ever) fails the test instead of hanging the suite.
+RUN_BOUND_SECS = 120.0
+
+
+async def finished(handle: Any) -> dict[str, Any]:
+    """The run's outcome, once it has one."""
+    import asyncio
+
+    outcome: dict[str, Any] = await asyncio.wait_for(handle.result(), RUN_BOUND_SECS)
+    return outcome
+
+
 @dataclass
 class Worker:
     name: str
@@ -94,14 +107,16 @@ class Worker:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
 
-    def stop(self) -> None:
+    def stop(self) -> int:
+        """SIGTERM, as Ctrl-C: the worker drains and exits; its exit code."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=20)
+                self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        return self.proc.returncode
 
 
 @dataclass
@@ -155,7 +170,7 @@ class Fleet:
     def start(self, name: str) -> Worker:
         """A worker process, once it polls the task queue."""
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.temporal.worker", str(self.workspace(name))],
+            [sys.executable, "-m", "tether.cli", "-w", str(self.workspace(name)), "worker"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
             text=True, env=self.env(name))
         worker = Worker(name, proc)
@@ -185,4 +200,5 @@ def fleet(tmp_path: Path, temporal_server: str) -> Iterator[Fleet]:
             yield made
         finally:
             for worker in made.workers:
-                worker.stop()
+                if worker.proc.poll() is None:
+                    worker.kill()  # quicker than a drain; nothing of the test is left

@@ -88,6 +88,6 @@ def send(to: str, body: str) -> str:
 
 
 @tool
-def big(n: int) -> str:
+def big(n: int, char: str = "x") -> str:
     """Return n characters."""
-    return "x" * n
+    return char * n

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.servers.scripted_chat import Say, Seen, call
-from tests.temporal.conftest import Fleet
+from tests.temporal.conftest import Fleet, finished
 from tether import Decision
 
 pytestmark = pytest.mark.asyncio
@@ -49,11 +49,12 @@ def held_from(worker: str, turn: int) -> Any:
 
 
 async def test_a_run_answers_with_the_tools_of_the_worker(fleet: Fleet) -> None:
-    from tether.temporal.client import run
+    from tether.temporal.client import start_run
 
     fleet.model.script["What is 2+3?"] = [call("add", a=2, b=3), Say("The sum is 5.")]
     fleet.start("A")
-    outcome = await run(await fleet.client(), "What is 2+3?", task_queue=fleet.task_queue)
+    outcome = await finished(await start_run(await fleet.client(), "What is 2+3?",
+                                             task_queue=fleet.task_queue))
     assert outcome["text"] == "The sum is 5."
     assert outcome["stop_cause"] == "completed"
     assert [(r["name"], r["input"], r["status"]) for r in outcome["tool_calls"]] == \
@@ -75,7 +76,7 @@ async def test_a_completed_tool_call_is_not_run_again_after_its_worker_is_killed
     await seen(fleet, lambda s: s.worker == "A" and s.turn == 1)  # the note's result is durable
     a.kill()
     fleet.start("B")
-    outcome = await handle.result()
+    outcome = await finished(handle)
     assert outcome["text"] == "Noted."
     assert fleet.ran() == ["note once on A"]  # B replayed the call's result; it never ran it
     assert [r["status"] for r in outcome["tool_calls"]] == ["ok"]
@@ -92,7 +93,7 @@ async def test_a_call_running_when_its_worker_dies_comes_back_as_may_or_may_not_
     await noted(fleet, "stall job on A")
     a.kill()
     fleet.start("B")
-    outcome = await handle.result()
+    outcome = await finished(handle)
     assert fleet.ran() == ["stall job started on A"]  # never run again
     answer = fleet.model.requests[-1].body["messages"][-1]
     assert answer["role"] == "tool"
@@ -112,7 +113,7 @@ async def test_an_idempotent_call_running_when_its_worker_dies_runs_again_on_ano
     await noted(fleet, "stall job on A")
     a.kill()
     fleet.start("B")
-    outcome = await handle.result()
+    outcome = await finished(handle)
     assert fleet.ran() == ["stall job started on A", "stall job started on B"]
     answer = fleet.model.requests[-1].body["messages"][-1]
     assert answer["content"] == "stalled job on B"
@@ -134,7 +135,7 @@ async def test_a_paused_approval_survives_a_worker_restart_and_resumes_by_signal
     fleet.start("B")
     assert (await pending(handle))["pending"] == [waiting]  # a query, answered by B
     await decide(handle, waiting, Decision.allow())
-    outcome = await handle.result()
+    outcome = await finished(handle)
     assert outcome["text"] == "Launched."
     assert fleet.ran() == ["launch moon on B"]
     assert [r["status"] for r in outcome["tool_calls"]] == ["ok"]
@@ -169,7 +170,7 @@ async def test_a_signal_that_names_another_call_is_refused_and_the_call_keeps_wa
     assert state["pending"] == [waiting]
     assert fleet.ran() == []
     await decide(handle, waiting, Decision.deny("not today"))
-    outcome = await handle.result()
+    outcome = await finished(handle)
     assert [r["status"] for r in outcome["tool_calls"]] == ["denied"]
     assert "Denied by the user: not today" in fleet.model.requests[-1].body["messages"][-1][
         "content"]

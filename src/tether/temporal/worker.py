@@ -183,8 +183,11 @@ async def connect(section: TemporalSection) -> Any:
     require()
     from temporalio.client import Client
 
+    from .converter import DATA_CONVERTER
+
     try:
-        return await Client.connect(section.address, namespace=section.namespace)
+        return await Client.connect(section.address, namespace=section.namespace,
+                                    data_converter=DATA_CONVERTER)
     except RuntimeError as e:  # the SDK's bridge reports a refused connection so
         raise ConfigError(f"cannot reach the Temporal server at {section.address} "
                           f"(namespace {section.namespace!r}): {e}. Start one (`temporal "
@@ -204,7 +207,7 @@ async def serve(workspace: str | Path = ".", *, config: Config | None = None,
 
     from .activities import TetherActivities
     from .standins import use_local_tools
-    from .workflow import TetherRun
+    from .workflow import TetherRun, workflow_runner
 
     cfg = config or load_config(workspace)
     client = await connect(cfg.temporal)
@@ -216,6 +219,7 @@ async def serve(workspace: str | Path = ".", *, config: Config | None = None,
         worker = Worker(
             client, task_queue=queue,
             workflows=[TetherRun], activities=TetherActivities(runtime).all(),
+            workflow_runner=workflow_runner(),
             identity=identity,
             sticky_queue_schedule_to_start_timeout=timedelta(
                 seconds=cfg.temporal.sticky_timeout_secs),

@@ -47,6 +47,17 @@ with workflow.unsafe.imports_passed_through():
     from .standins import ActivityModel, Timing, activity_tool, local_validator
 
 
+def workflow_runner() -> Any:
+    """The sandbox this workflow runs in: Temporal's, with every tether module (and what
+    its validators use) passed through, so an import the loop makes while it runs is the
+    worker's own module, not a fresh copy with classes of its own."""
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default
+                                   .with_passthrough_modules("tether", "jsonschema", "pydantic",
+                                                             "pydantic_core"))
+
+
 @workflow.defn(name=WORKFLOW)
 class TetherRun:
     """One tether run (or one sub-agent's run), durable."""
@@ -80,7 +91,7 @@ class TetherRun:
             agent = self._agent(plan, conversation, child, ask)
         except TetherError as e:  # settings the loop refuses (a ConfigError)
             raise ApplicationError(str(e), type=type(e).__name__, non_retryable=True) from None
-        outcome = await self._turns(agent, turns, conversation)
+        outcome = await self._turns(agent, turns, conversation, streamed=child is not None)
         outcome["elapsed"] = round(workflow.time() - started, 3)
         outcome["workflow_id"] = workflow.info().workflow_id
         self._finished = True
@@ -228,10 +239,11 @@ class TetherRun:
 
     # --- turns ----------------------------------------------------------------------------------
 
-    async def _turns(self, agent: Agent, turns: list[str],
-                     conversation: Conversation) -> dict[str, Any]:
+    async def _turns(self, agent: Agent, turns: list[str], conversation: Conversation,
+                     streamed: bool) -> dict[str, Any]:
         """Each turn on the one conversation, stopping at the first that does not complete;
-        the outcome sums them (as ``tether batch`` does for a list of turns)."""
+        the outcome sums them (as ``tether batch`` does for a list of turns). ``streamed``
+        asks for streamed responses, as a sub-agent's run in process does."""
         usage, taint = Usage(), CLEAN
         records: list[dict[str, Any]] = []
         blocked = malformed = model_turns = 0
@@ -239,8 +251,7 @@ class TetherRun:
         cost: float | None = None
         for turn in turns:
             try:
-                result = await agent.run(turn, conversation=conversation,
-                                         interrupt=self._interrupt)
+                result = await _run(agent, turn, conversation, self._interrupt, streamed)
             except TetherError as e:
                 made: RunResult | None = getattr(e, "result", None)
                 if made is None:  # the run could not start (an empty prompt)
@@ -265,6 +276,18 @@ class TetherRun:
                 "refused": sum(r["denied"] or r["blocked"] for r in records),
                 "taint": taint.to_dict(), "malformed_tool_args": malformed,
                 "cost_usd": cost, "error": error, "error_type": error_type}
+
+
+async def _run(agent: Agent, prompt: str, conversation: Conversation,
+               interrupt: asyncio.Event, streamed: bool) -> RunResult:
+    if not streamed:
+        return await agent.run(prompt, conversation=conversation, interrupt=interrupt)
+    result: RunResult | None = None
+    async for event in agent.stream(prompt, conversation=conversation, interrupt=interrupt):
+        if isinstance(event, ev.RunFinished) and not event.path:
+            result = event.result
+    assert result is not None, "a run always ends with RunFinished"
+    return result
 
 
 async def _describe(overrides: dict[str, Any]) -> dict[str, Any]:
