@@ -48,11 +48,12 @@ def held_from(worker: str, turn: int) -> Any:
     return lambda s: never if s.worker == worker and s.turn == turn else None
 
 
-async def test_a_run_answers_with_the_tools_of_the_worker(fleet: Fleet) -> None:
+async def test_a_run_answers_with_the_tools_of_the_worker_which_stops_on_sigterm(
+        fleet: Fleet) -> None:
     from tether.temporal.client import start_run
 
     fleet.model.script["What is 2+3?"] = [call("add", a=2, b=3), Say("The sum is 5.")]
-    fleet.start("A")
+    worker = fleet.start("A")
     outcome = await finished(await start_run(await fleet.client(), "What is 2+3?",
                                              task_queue=fleet.task_queue))
     assert outcome["text"] == "The sum is 5."
@@ -63,6 +64,7 @@ async def test_a_run_answers_with_the_tools_of_the_worker(fleet: Fleet) -> None:
     # The tool's result reached the model as it would in process.
     second = fleet.model.requests[-1].body["messages"]
     assert second[-1] == {"role": "tool", "tool_call_id": "call_0_0", "content": "5"}
+    assert worker.stop() == 0  # SIGTERM, as Ctrl-C: it drains and exits cleanly
 
 
 async def test_a_completed_tool_call_is_not_run_again_after_its_worker_is_killed(

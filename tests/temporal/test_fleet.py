@@ -18,7 +18,6 @@ from tests.temporal.conftest import Fleet, finished
 from tests.temporal.test_durable import held_from, seen, waiting_call
 
 
-
 def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -241,12 +240,6 @@ async def test_the_cli_runs_batches_and_decides_approvals_on_temporal(
     allowed = await asyncio.to_thread(tether, fleet, "approvals", handle.id, "--allow", "0")
     assert allowed.returncode == 0, allowed.stderr
     assert (await finished(handle))["text"] == "Launched."
-
-
-@pytest.mark.asyncio
-async def test_a_worker_stops_cleanly_on_sigterm(fleet: Fleet) -> None:
-    worker = fleet.start("A")
-    assert worker.stop() == 0
 
 
 def test_import_tether_imports_no_temporalio() -> None:

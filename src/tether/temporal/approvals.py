@@ -90,7 +90,7 @@ def bind_signal(waiting: Sequence[PendingCall], payload: Any) -> Bound | str:
     position, call_id, tool = payload["position"], payload["call_id"], payload["tool"]
     try:
         arguments = canonical(payload["arguments"])
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return "the arguments of a decision are JSON data"
     for call in waiting:
         if call.position == position and call.call_id == call_id and call.tool == tool \
