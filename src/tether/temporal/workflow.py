@@ -291,8 +291,11 @@ async def _run(agent: Agent, prompt: str, conversation: Conversation,
 
 
 async def _describe(overrides: dict[str, Any]) -> dict[str, Any]:
+    # A local activity: the plan is the worker's own configuration, so the worker that runs
+    # the workflow task reads it, without a round trip through the task queue. Its result
+    # is recorded like any activity's.
     try:
-        plan: dict[str, Any] = await workflow.execute_activity(
+        plan: dict[str, Any] = await workflow.execute_local_activity(
             DESCRIBE, overrides, start_to_close_timeout=timedelta(minutes=2),
             retry_policy=RetryPolicy(maximum_attempts=3))
     except ActivityError as e:
