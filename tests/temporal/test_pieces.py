@@ -172,3 +172,16 @@ def test_the_temporal_section_has_defaults_and_refuses_unknown_keys(tmp_path: Pa
     (tmp_path / "tether.toml").write_text('[temporal]\naddress = "h:1"\ntask_queu = "x"\n')
     with pytest.raises(ConfigError, match=r"unknown key temporal\.task_queu"):
         load_config(tmp_path, env={})
+
+
+@pytest.mark.parametrize("flag", [["--session", "s1"], ["--output-schema", "x.json"],
+                                  ["--tools", "t.py"], ["--local"]])
+def test_flags_a_durable_run_cannot_honour_are_refused_before_anything_runs(
+        tmp_path: Path, flag: list[str], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether.cli import main
+
+    monkeypatch.setenv("TETHER_CONFIG", str(tmp_path / "none.toml"))
+    assert main(["-w", str(tmp_path), "run", "--engine", "temporal", *flag, "hi"]) == 1
+    err = capsys.readouterr().err
+    assert f"{flag[0]} is not available with --engine temporal" in err

@@ -150,13 +150,19 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
         from tether.approval import ConsoleApprover
 
         approver = ConsoleApprover()
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.service import RPCError
+
     handle = client.get_workflow_handle(workflow_id)
     followed: dict[str, asyncio.Task[None]] = {}
     told: set[tuple[Any, Any]] = set()
     seq = -1
     try:
         while True:
-            state = await wait_pending(handle, seq)
+            try:
+                state = await wait_pending(handle, seq)
+            except (RPCError, WorkflowUpdateFailedError):  # it ended before we asked
+                return
             seq = state["seq"]
             if state["finished"]:
                 return

@@ -186,7 +186,7 @@ class TetherRun:
         # What a child gets, as tether.subagents.run_subagent builds it in process.
         profile = profiles[child["profile"]]
         provider = profile.provider or plan["model"]["provider"]
-        base = plan["providers"][provider]["model"]
+        base = plan["providers"].get(provider, {}).get("model", "")
         model = _model(plan, provider, profile.model or base, timing)
         return Agent(model, [tool(n) for n in profile.tools], profile.system_prompt,
                      profile.max_turns, **common)
@@ -305,7 +305,12 @@ async def _describe(overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def _model(plan: dict[str, Any], provider: str, model: str, timing: Timing) -> ActivityModel:
-    entry = plan["providers"][provider]
+    entry = plan["providers"].get(provider)
+    if entry is None:  # a sub-agent's profile names a provider the workers do not have
+        from tether.errors import ConfigError
+
+        raise ConfigError(f"provider {provider!r} is not configured; configured: "
+                          f"{', '.join(sorted(plan['providers'])) or 'none'}")
     return ActivityModel(provider, entry["wire"], model, float(entry["timeout_secs"]), timing)
 
 
