@@ -176,3 +176,18 @@ async def test_a_signal_that_names_another_call_is_refused_and_the_call_keeps_wa
     assert [r["status"] for r in outcome["tool_calls"]] == ["denied"]
     assert "Denied by the user: not today" in fleet.model.requests[-1].body["messages"][-1][
         "content"]
+
+
+async def test_an_interrupt_signal_stops_the_run_as_ctrl_c_does_in_process(
+        fleet: Fleet) -> None:
+    from tether.temporal.client import start_run
+
+    fleet.model.script["Think"] = [Say("never said")]
+    fleet.model.hold = held_from("A", 0)  # the model is still thinking
+    fleet.start("A")
+    handle = await start_run(await fleet.client(), "Think", task_queue=fleet.task_queue)
+    await seen(fleet, lambda s: s.worker == "A" and s.turn == 0)
+    await handle.signal("interrupt")
+    outcome = await finished(handle)
+    assert outcome["stop_cause"] == "interrupted"
+    assert outcome["text"] == "" and outcome["error"] is None
