@@ -248,3 +248,28 @@ def test_import_tether_imports_no_temporalio() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ}, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.asyncio
+async def test_a_sub_agents_call_waits_in_its_child_workflow_and_the_watcher_decides_it(
+        fleet: Fleet) -> None:
+    from tests.conftest import Recorder
+    from tether import Decision
+    from tether.temporal.cli import watch_approvals
+    from tether.temporal.client import start_run
+
+    fleet.extra = SUBAGENT.replace('tools = ["fetch_page"]', 'tools = ["launch"]')
+    fleet.model.script["Go"] = [call("research", task="Launch the probe"), Say("Went.")]
+    fleet.model.script["Launch the probe"] = [call("launch", target="probe"), Say("Launched.")]
+    fleet.start("A")
+    client = await fleet.client()
+    handle = await start_run(client, "Go", task_queue=fleet.task_queue)
+    approver = Recorder(Decision.allow())
+    watcher = asyncio.create_task(watch_approvals(client, handle.id, True, approver))
+    outcome = await finished(handle)
+    await asyncio.wait_for(watcher, 30)
+    assert outcome["text"] == "Went."
+    assert fleet.ran() == ["launch probe on A"]
+    (request,) = approver.requests
+    assert (request.tool, request.arguments, request.display_name) == \
+        ("launch", {"target": "probe"}, "Launch")
