@@ -26,7 +26,7 @@ import pytest
 from tether.cli import build_parser
 from tether.errors import LocalSetupError
 from tether.local import SYSTEM_PROMPT, LocalServer, ServerCommand, bundled_chat_template, health
-from tether.local_setup import (
+from tether.local.setup import (
     CMAKE_FLAGS,
     DEFAULT_MODEL,
     ModelSource,
@@ -347,8 +347,8 @@ def test_the_local_system_prompt_tells_the_small_model_to_answer_in_words() -> N
 
 
 def test_serving_for_run_refuses_another_provider(tmp_path: Path) -> None:
+    from tether.cli.local import serving_for_run
     from tether.errors import ConfigError
-    from tether.local import serving_for_run
 
     args = build_parser().parse_args(["-w", str(tmp_path), "run", "--local", "--provider",
                                       "claude", "hi"])
@@ -392,7 +392,7 @@ def test_a_server_does_not_outlive_a_killed_tether(fake_cache: Path) -> None:
 
 async def test_run_local_points_the_local_provider_at_the_server_it_starts(
         fake_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tether.local import serving_for_run
+    from tether.cli.local import serving_for_run
 
     monkeypatch.setenv("TETHER_CACHE_DIR", str(fake_cache))
     number = _free()
@@ -416,7 +416,7 @@ async def test_run_local_points_the_local_provider_at_the_server_it_starts(
 
 async def test_run_local_keeps_what_the_user_configured(
         fake_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tether.local import serving_for_run
+    from tether.cli.local import serving_for_run
 
     monkeypatch.setenv("TETHER_CACHE_DIR", str(fake_cache))
     (tmp_path / "tether.toml").write_text(

@@ -19,9 +19,9 @@ import pytest
 from tests.conftest import Recorder, statuses
 from tether import Agent, Capabilities, Decision, Taint, tool
 from tether import events as ev
-from tether.config import McpSection
+from tether.config import McpSection, servers_from_config
 from tether.errors import ConfigError
-from tether.mcp import ALLOWED_ENV, McpServer, servers_from_config
+from tether.mcp import ALLOWED_ENV, McpServer
 from tether.providers import Scripted, call
 
 SERVERS = Path(__file__).parent / "mcp_servers"

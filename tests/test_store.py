@@ -323,9 +323,9 @@ def test_the_store_path_comes_from_env_then_config_then_the_data_dir(
     monkeypatch.delenv("TETHER_STORE", raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     assert default_store_path() == tmp_path / "data" / "tether" / "sessions.db"
-    assert default_store_path(cfg) == Path("/srv/tether/s.db")
+    assert default_store_path(cfg.store.path) == Path("/srv/tether/s.db")
     monkeypatch.setenv("TETHER_STORE", str(tmp_path / "env.db"))
-    assert default_store_path(cfg) == tmp_path / "env.db"
+    assert default_store_path(cfg.store.path) == tmp_path / "env.db"
     monkeypatch.delenv("XDG_DATA_HOME")
     monkeypatch.delenv("TETHER_STORE")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

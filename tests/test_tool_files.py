@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tether.config.tool_files import load_tool_references, load_tools
 from tether.errors import ConfigError
-from tether.tool_files import load_tool_references, load_tools
 from tether.tools import Tool
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

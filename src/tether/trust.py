@@ -86,7 +86,7 @@ CLEAN = Taint()
 
 
 def _default_protected() -> tuple[Path, ...]:
-    from tether.own_files import default_locations
+    from tether.paths import default_locations
 
     return default_locations()
 
@@ -106,7 +106,7 @@ class SecurityConfig:
     - ``protected_paths``: files and folders the built-in file tools never write, even when
       a write is approved: tether's own files. The default names where the environment and
       the defaults put them; ``Agent.from_config`` adds every place the configuration names
-      (see ``tether.own_files``).
+      (see ``tether.paths``).
     """
 
     trifecta: TrifectaPolicy = "block"

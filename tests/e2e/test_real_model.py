@@ -25,12 +25,12 @@ import pytest
 import pytest_asyncio
 
 from tether import Agent, OutputSpec, tool
+from tether.config.tool_files import load_tools
 from tether.errors import LocalSetupError, ModelOutputParseError
 from tether.events import ProviderRetry, RunFinished, TextDelta, ToolCallRequested
 from tether.local import SYSTEM_PROMPT, LocalServer, free_port, health
-from tether.local_setup import default_cache_dir, find_toolchain, is_set_up
+from tether.local.setup import default_cache_dir, find_toolchain, is_set_up
 from tether.providers.openai_chat import OpenAIChat
-from tether.tool_files import load_tools
 from tether.tools import Tool
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import statuses
 from tether import Agent, Decision, StopCause, SubagentProfile, tool
 from tether import events as ev
+from tether.cli.render import EventRenderer
 from tether.errors import MalformedResponseError, OutputFailure, ProviderError
 from tether.messages import Message, Text, ToolResult, Usage
 from tether.output import OutputSpec
@@ -30,7 +31,6 @@ from tether.providers.base import (
     StreamChunk,
     TextChunk,
 )
-from tether.render import EventRenderer
 from tether.store import Session, SQLiteStore
 
 

@@ -24,7 +24,7 @@ from tests.conftest import statuses
 from tests.faults.test_pipes import into_a_closed_pipe
 from tests.test_cli import workspace
 from tether import Agent
-from tether.cli import EXIT_PIPE
+from tether.cli.common import EXIT_PIPE
 from tether.mcp import McpServer
 from tether.providers import Scripted, call
 

@@ -18,7 +18,7 @@ import pytest
 
 from tests.servers.http import LoopbackServer
 from tests.test_cli import answer, workspace
-from tether.cli import EXIT_PIPE
+from tether.cli.common import EXIT_PIPE
 from tether.store import Session, SQLiteStore
 
 WAIT = 60.0

@@ -20,11 +20,11 @@ from tests.test_gemini import answer as gemini_answer
 from tests.test_openai_responses import message_item, response
 from tether import Agent, Conversation, Tool, tool
 from tether import events as ev
+from tether.cli.render import EventRenderer
 from tether.messages import MAX_ARGUMENT_DEPTH, Message, ToolCall, ToolResult
 from tether.output import OutputSpec
 from tether.providers import Reply, Scripted, call
 from tether.providers.base import ModelRequest
-from tether.render import EventRenderer
 from tether.store import Session, SQLiteStore
 
 

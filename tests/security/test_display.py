@@ -21,9 +21,9 @@ from tests.servers.http import Canned, LoopbackServer
 from tests.test_chat import tether, workspace
 from tether import Agent, Capabilities, SubagentProfile, Tool, ToolSpec, tool
 from tether.approval import ApprovalRequest, approval_text
+from tether.cli.render import EventRenderer
 from tether.display import json_dumps, literal
 from tether.providers.scripted import Scripted, call, calls
-from tether.render import EventRenderer
 from tether.store import Session, SQLiteStore
 from tether.trust import Taint
 

@@ -17,8 +17,8 @@ from tests.test_chat import tether, workspace
 from tests.test_mcp import http_server
 from tether import Agent, Capabilities, SubagentProfile, Taint, tool
 from tether import events as ev
-from tether.config import McpSection
-from tether.mcp import McpServer, servers_from_config
+from tether.config import McpSection, servers_from_config
+from tether.mcp import McpServer
 from tether.providers import Scripted, call
 from tether.providers.scripted import calls
 from tether.store import Session, SQLiteStore

@@ -185,7 +185,7 @@ async def test_edit_file_refuses_the_python_tool_files_even_approved(
 
 def test_a_module_reference_protects_the_module_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tether.own_files import python_files
+    from tether.config.tool_files import python_files
 
     (tmp_path / "myowntools").mkdir()
     (tmp_path / "myowntools" / "__init__.py").write_text(TOOL_FILE)

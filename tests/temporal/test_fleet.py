@@ -243,7 +243,7 @@ async def test_the_cli_runs_batches_and_decides_approvals_on_temporal(
 
 
 def test_import_tether_imports_no_temporalio() -> None:
-    code = ("import sys, tether, tether.cli, tether.temporal.cli; tether.cli.build_parser(); "
+    code = ("import sys, tether, tether.cli, tether.cli.temporal; tether.cli.build_parser(); "
             "print('temporalio' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ}, timeout=60)
@@ -255,7 +255,7 @@ async def test_a_sub_agents_call_waits_in_its_child_workflow_and_the_watcher_dec
         fleet: Fleet) -> None:
     from tests.conftest import Recorder
     from tether import Decision
-    from tether.temporal.cli import watch_approvals
+    from tether.cli.temporal import watch_approvals
     from tether.temporal.client import start_run
 
     fleet.extra = SUBAGENT.replace('tools = ["fetch_page"]', 'tools = ["launch"]')

@@ -71,7 +71,8 @@ class _StartFailure(Exception):
 
 class McpServer:
     """One MCP server's tools, bridged into tether. Build with ``McpServer.stdio(...)`` or
-    ``McpServer.http(...)`` (or ``servers_from_config``) and pass it in ``Agent(tools=[...])``.
+    ``McpServer.http(...)`` (or ``tether.config.servers_from_config``) and pass it in
+    ``Agent(tools=[...])``.
 
     - ``name`` prefixes the tool names (``<name>__<tool>``) unless ``prefix_tools=False``.
     - ``timeout_secs`` bounds each call: one that runs out gets an error result, and the

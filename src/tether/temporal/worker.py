@@ -54,7 +54,7 @@ class WorkerRuntime:
     async def start(cls, workspace: str | Path = ".", config: Config | None = None
                     ) -> WorkerRuntime:
         from tether.config import agent_from_config, load_config
-        from tether.own_files import default_blobs
+        from tether.paths import default_blobs
 
         from .blobs import BlobStore
 

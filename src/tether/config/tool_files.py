@@ -118,3 +118,23 @@ def _as_tools(value: Any) -> list[Tool | Toolset] | None:
 
 
 __all__ = ["load_tool_references", "load_tools"]
+
+
+def python_files(references: Iterable[str]) -> list[Path]:
+    """The files behind ``[tools] python`` / ``--tools`` references (``file.py[:name]`` or
+    ``module[:name]``), with the ``__pycache__`` beside each (compiled code that runs in its
+    place). A module that cannot be found names nothing (loading it fails anyway)."""
+    out: list[Path] = []
+    for reference in references:
+        target, _ = _split(reference)
+        origin: str | None = target
+        if not _is_path(target):
+            try:
+                spec = importlib.util.find_spec(target)
+            except (ImportError, ValueError):
+                spec = None
+            origin = spec.origin if spec is not None and spec.has_location else None
+        if origin:
+            path = Path(origin).expanduser()
+            out += [path, path.parent / "__pycache__"]
+    return out

@@ -8,7 +8,7 @@ name, then renamed), so an interrupted build or download is never mistaken for a
 
 Example::
 
-    from tether.local_setup import setup
+    from tether.local.setup import setup
     paths = setup()                  # builds and downloads on first use, then returns at once
     paths.server_binary, paths.model
 """
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tether.errors import LocalSetupError
+from tether.paths import default_cache
 
 # The llama.cpp source tether builds: the copy vendored in this llama-cpp-python sdist,
 # checked against its sha256 before anything in it is compiled.
@@ -98,8 +99,7 @@ def default_cache_dir(configured: str | Path | None = None) -> Path:
         return Path(env).expanduser()
     if configured:
         return Path(configured).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tether"
+    return default_cache(os.environ)
 
 
 def server_binary_path(cache_dir: Path, version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:

@@ -1,14 +1,15 @@
-"""Where tether's own files are, so the file tools can leave them alone.
+"""Where tether keeps its own files, and the paths the file tools must leave alone.
 
 A write to one of them would let a model change its own tether: the configuration (its
 security policy), the session store (taint timelines made cleaner), the cache (the
 llama-server binary), the Python files that define tools and their capabilities, tether's
 own code. ``default_locations`` names the places every tether uses (environment
-variables and defaults); ``tether.config`` adds what each configuration layer names.
-The paths are values: they reach the built-in tools as ``SecurityConfig.protected_paths``,
-and the tools compare against them (see ``builtins/workspace.py``), never look them up.
+variables and defaults); ``tether.config`` adds what each configuration layer names (its
+store, cache and tool files). The paths are values: they reach the built-in tools as
+``SecurityConfig.protected_paths``, and the tools compare against them (see
+``builtins/workspace.py``), never look them up.
 
-Only ``os`` and ``pathlib``: ``SecurityConfig()`` calls this.
+A leaf: only ``os`` and ``pathlib`` (``SecurityConfig()`` calls ``default_locations``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 
 def user_config_dir(env: Mapping[str, str]) -> Path:
+    """``$XDG_CONFIG_HOME/tether``, else ``~/.config/tether``."""
     base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "tether"
 
@@ -60,30 +62,6 @@ def default_locations(env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
     if env.get("TETHER_CACHE_DIR"):
         paths.append(Path(env["TETHER_CACHE_DIR"]).expanduser())
     return unique(paths)
-
-
-def python_files(references: Iterable[str]) -> list[Path]:
-    """The files behind ``[tools] python`` / ``--tools`` references (``file.py[:name]`` or
-    ``module[:name]``), with the ``__pycache__`` beside each (compiled code that runs in its
-    place). A module that cannot be found names nothing (loading it fails anyway)."""
-    import importlib.util
-
-    from tether.tool_files import _is_path, _split  # how tether itself reads a reference
-
-    out: list[Path] = []
-    for reference in references:
-        target, _ = _split(reference)
-        origin: str | None = target
-        if not _is_path(target):
-            try:
-                spec = importlib.util.find_spec(target)
-            except (ImportError, ValueError):
-                spec = None
-            origin = spec.origin if spec is not None and spec.has_location else None
-        if origin:
-            path = Path(origin).expanduser()
-            out += [path, path.parent / "__pycache__"]
-    return out
 
 
 def unique(paths: Iterable[Path]) -> tuple[Path, ...]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -32,8 +31,10 @@ COMMANDS = {
 }
 
 
-def add_cli(sub: Any, add_run_flags: Callable[[argparse.ArgumentParser], None]) -> None:
+def add_cli(sub: Any) -> None:
     """Register ``tether chat``."""
+    from tether.cli.common import add_run_flags
+
     p = sub.add_parser("chat", help="talk with the agent turn by turn (stored as a session)")
     p.add_argument("--session", metavar="ID",
                    help="continue this stored session (created with this id when new)")
@@ -62,8 +63,8 @@ async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
     """The chat loop over ``stdin``; ``state["session"]`` is set as soon as it exists."""
     from tether.agent import Conversation
     from tether.approval import ConsoleApprover
-    from tether.cli import make_agent
-    from tether.sessions_cli import open_session, prefer_session_provider, store_for
+    from tether.cli.common import make_agent
+    from tether.cli.sessions import open_session, prefer_session_provider, store_for
 
     state = state if state is not None else {}
     interactive = stdin.isatty()
@@ -154,8 +155,8 @@ def _command(line: str, agent: Agent, conversation: Conversation, session: Sessi
 
 async def _turn(agent: Agent, prompt: str, conversation: Conversation, session: Session | None,
                 err: Console) -> None:
-    from tether.cli import graceful_interrupt
-    from tether.render import EventRenderer
+    from tether.cli.common import graceful_interrupt
+    from tether.cli.render import EventRenderer
 
     renderer = EventRenderer(err=err)
     # Ctrl-C during a turn stops that turn; at the prompt, it leaves.
@@ -166,8 +167,8 @@ async def _turn(agent: Agent, prompt: str, conversation: Conversation, session: 
 
 
 async def _resume_paused(agent: Agent, session: Session, err: Console) -> None:
-    from tether.render import EventRenderer
-    from tether.sessions_cli import _continue
+    from tether.cli.render import EventRenderer
+    from tether.cli.sessions import _continue
 
     renderer = EventRenderer(err=err)
     session.listeners.append(renderer)

@@ -12,7 +12,7 @@ import asyncio
 import datetime
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,12 +30,9 @@ class SessionPaused(TetherError):
     """The session waits for approval decisions before it can take a new prompt."""
 
 
-def add_cli(sub: Any, add_run_flags: Callable[[argparse.ArgumentParser], None],
-            doctor_checks: list[Callable[[Any], Any]]) -> None:
-    """Register ``tether sessions``, and the store's check in ``doctor_checks`` (the
-    caller's list: ``python -m tether.cli`` runs cli.py as a second module)."""
-    if check_store not in doctor_checks:
-        doctor_checks.append(check_store)
+def add_cli(sub: Any) -> None:
+    """Register ``tether sessions``."""
+    from tether.cli.common import add_run_flags
 
     p = sub.add_parser("sessions", help="stored conversations: list, show, resume, rm")
     actions = p.add_subparsers(dest="sessions_command", metavar="ACTION")
@@ -81,9 +78,9 @@ def add_cli(sub: Any, add_run_flags: Callable[[argparse.ArgumentParser], None],
 def store_for(workspace: str) -> SQLiteStore:
     """The store ``tether`` uses here: TETHER_STORE, [store] path, or the user's data dir."""
     from tether.config import load_config
-    from tether.store import open_store
+    from tether.store import default_store_path, open_store
 
-    return open_store(config=load_config(workspace))
+    return open_store(default_store_path(load_config(workspace).store.path))
 
 
 def prefer_session_provider(args: argparse.Namespace, store: SQLiteStore) -> None:
@@ -254,7 +251,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
         if i not in missing:
             print(f"deleted {i}")
     if missing:
-        from tether.cli import _error
+        from tether.cli.common import error as _error
 
         _error(f"no session {', '.join(missing)} in {store.path}")
         return 1
@@ -270,9 +267,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 async def _resume(args: argparse.Namespace) -> int:
     from tether.approval import Decision
-    from tether.cli import exit_code, make_agent
+    from tether.cli.common import exit_code, make_agent
+    from tether.cli.render import EventRenderer
     from tether.display import literal
-    from tether.render import EventRenderer
     from tether.store import Session
 
     store = store_for(args.workspace)
@@ -368,7 +365,7 @@ async def check_store(cfg: Config) -> list[tuple[bool, str, str]]:
     """`tether doctor`: can the session store be opened and written?"""
     from tether.store import SessionInfo, SQLiteStore, default_store_path, new_session_id
 
-    path = default_store_path(cfg)
+    path = default_store_path(cfg.store.path)
     label = "session store"
     try:
         with SQLiteStore(path, busy_timeout_ms=2000, retries=1) as store:

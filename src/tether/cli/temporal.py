@@ -1,5 +1,5 @@
-"""The commands of the Temporal engine: ``tether worker``, ``tether approvals``, and what
-``--engine temporal`` does for ``tether run`` and ``tether batch``.
+"""The ``--engine temporal`` half of ``tether run`` and ``tether batch``: a run or a batch
+as durable Temporal workflows, served by ``tether worker`` (docs/scale.md).
 
 Importing this module imports no ``temporalio``: each command imports it when it runs.
 """
@@ -9,34 +9,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import sys
 from collections.abc import Callable
 from typing import Any
 
+from tether.cli.common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_NO_ANSWER,
+    EXIT_OK,
+    EXIT_REFUSED,
+    graceful_interrupt,
+    overrides,
+)
 from tether.errors import ConfigError
 
 ENGINES = ("local", "temporal")
-
-
-def add_cli(sub: Any) -> None:
-    """Register ``tether worker`` and ``tether approvals``."""
-    worker = sub.add_parser("worker", help="serve durable runs (Temporal) with this "
-                                           "workspace's providers and tools until Ctrl-C")
-    worker.add_argument("--task-queue", help="the task queue to serve ([temporal] task_queue)")
-    worker.add_argument("--identity", help="how this worker is named in Temporal")
-    worker.set_defaults(handler=cmd_worker)
-
-    approvals = sub.add_parser("approvals", help="list or decide the calls a durable run "
-                                                 "waits on")
-    approvals.add_argument("workflow_id", help="the run's workflow id (tether run prints it)")
-    choice = approvals.add_mutually_exclusive_group()
-    choice.add_argument("--allow", type=int, metavar="N", help="allow pending call #N once")
-    choice.add_argument("--allow-session", type=int, metavar="N",
-                        help="allow pending call #N's tool for the rest of the run")
-    choice.add_argument("--deny", type=int, metavar="N", help="deny pending call #N")
-    approvals.add_argument("--reason", help="why (shown to the model on a denial)")
-    approvals.set_defaults(handler=cmd_approvals)
 
 
 def add_engine_flag(p: argparse.ArgumentParser) -> None:
@@ -45,23 +33,13 @@ def add_engine_flag(p: argparse.ArgumentParser) -> None:
                         "Temporal workflows served by `tether worker` (temporal)")
 
 
-def _load(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    from tether.cli import _overrides
+def load(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The configuration the flags select, and the flag values a worker applies to a run
+    (it builds the run's providers and tools from its own configuration)."""
     from tether.config import load_config
 
-    overrides = _overrides(args)
-    return load_config(args.workspace, overrides), overrides
-
-
-# --- tether worker ----------------------------------------------------------------------------
-
-
-def cmd_worker(args: argparse.Namespace) -> int:
-    from . import require
-    from .worker import run_until_signalled
-
-    require()
-    return run_until_signalled(args.workspace, args.task_queue, args.identity)
+    given = overrides(args)
+    return load_config(args.workspace, given), given
 
 
 # --- tether run --engine temporal -------------------------------------------------------------
@@ -70,7 +48,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def run_on_temporal(args: argparse.Namespace) -> int:
     """``tether run --engine temporal``: start the run, decide its approvals here when a
     person is at the terminal, print its answer."""
-    from . import require
+    from tether.temporal import require
 
     require()
     for flag in ("session", "output_schema", "local", "tool_files"):
@@ -79,18 +57,16 @@ def run_on_temporal(args: argparse.Namespace) -> int:
             raise ConfigError(f"{name} is not available with --engine temporal: a durable "
                               f"run keeps its own state, and the worker's configuration names "
                               f"its providers and tools")
-    cfg, overrides = _load(args)
-    return asyncio.run(_run(args, cfg, overrides))
+    cfg, given = load(args)
+    return asyncio.run(_run(args, cfg, given))
 
 
-async def _run(args: argparse.Namespace, cfg: Any, overrides: dict[str, Any]) -> int:
-    from tether.cli import graceful_interrupt
-
-    from .client import connect, start_run
+async def _run(args: argparse.Namespace, cfg: Any, given: dict[str, Any]) -> int:
+    from tether.temporal.client import connect, start_run
 
     client = await connect(cfg.temporal)
     handle = await start_run(client, args.prompt, task_queue=cfg.temporal.task_queue,
-                             overrides=overrides)
+                             overrides=given)
     _say(f"durable run {handle.id} (Ctrl-C stops it; Ctrl-C twice leaves it running)")
     watcher = asyncio.create_task(watch_approvals(client, handle.id, sys.stdin.isatty()))
     try:
@@ -117,7 +93,7 @@ async def _run(args: argparse.Namespace, cfg: Any, overrides: dict[str, Any]) ->
         print(literal(outcome["text"]))
     if outcome.get("error"):
         _say(f"{outcome.get('error_type')}: {outcome['error']}")
-    return exit_code(outcome)
+    return outcome_exit_code(outcome)
 
 
 async def _interrupt_on(interrupt: asyncio.Event, handle: Any) -> None:
@@ -125,10 +101,8 @@ async def _interrupt_on(interrupt: asyncio.Event, handle: Any) -> None:
     await handle.signal("interrupt")
 
 
-def exit_code(outcome: dict[str, Any]) -> int:
-    """``tether run``'s exit codes, from an outcome."""
-    from tether.cli import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NO_ANSWER, EXIT_OK, EXIT_REFUSED
-
+def outcome_exit_code(outcome: dict[str, Any]) -> int:
+    """``tether run``'s exit codes (``common.exit_code``), from a durable run's outcome."""
     if outcome.get("error"):
         return EXIT_ERROR
     stop = outcome.get("stop_cause")
@@ -144,7 +118,7 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
     """Follow a run and its sub-agents: each call that comes to wait is put to
     ``approver`` (a console one by default) when ``ask``, else announced once with the
     command that decides it."""
-    from .client import decide, wait_pending
+    from tether.temporal.client import decide, wait_pending
 
     if ask and approver is None:
         from tether.approval import ConsoleApprover
@@ -176,7 +150,7 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
                     continue
                 told.add(key)
                 if ask:
-                    from .approvals import request_of
+                    from tether.temporal.approvals import request_of
 
                     await decide(handle, call, await approver.approve(request_of(call)))
                 else:
@@ -200,18 +174,18 @@ def _say(message: str) -> None:
 async def batch_on_temporal(args: argparse.Namespace, items: list[Any],
                             view: Callable[[Any], None]) -> list[Any]:
     """``tether batch --engine temporal``: the items as durable runs."""
-    from . import require
-    from .batch import run_batch
-    from .client import connect
+    from tether.temporal import require
 
     require()
-    cfg, overrides = _load(args)
+    from tether.temporal.batch import run_batch
+    from tether.temporal.client import connect
+
+    cfg, given = load(args)
     client = await connect(cfg.temporal)
     return await run_batch(client, items, task_queue=cfg.temporal.task_queue, out=args.out,
                            resume=args.resume, concurrency=args.concurrency,
                            limit=args.limit, batch_id=getattr(args, "batch_id", None),
-                           overrides=overrides, ask=bool(getattr(args, "wait_for_approvals",
-                                                                 False)),
+                           overrides=given, ask=bool(getattr(args, "wait_for_approvals", False)),
                            on_progress=view)
 
 
@@ -222,57 +196,3 @@ def add_batch_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wait-for-approvals", action="store_true",
                    help="--engine temporal: calls that need approval wait for a decision "
                         "(tether approvals) instead of being refused")
-
-
-# --- tether approvals -------------------------------------------------------------------------
-
-
-def cmd_approvals(args: argparse.Namespace) -> int:
-    from . import require
-
-    require()
-    cfg, _ = _load(args)
-    return asyncio.run(_approvals(args, cfg))
-
-
-async def _approvals(args: argparse.Namespace, cfg: Any) -> int:
-    from tether.approval import Decision
-    from tether.display import json_dumps, literal
-
-    from .client import connect, decide, pending, pending_everywhere, wait_pending
-
-    client = await connect(cfg.temporal)
-    position = next((p for p in (args.allow, args.allow_session, args.deny) if p is not None),
-                    None)
-    if position is None:
-        waiting = await pending_everywhere(client, args.workflow_id)
-        if not waiting:
-            print("nothing waits for a decision")
-        for workflow_id, call in waiting:
-            print(literal(f"#{call['position']} {call.get('display_name', call['tool'])} "
-                          f"({call['tool']}, call {call['call_id']}) in {workflow_id}: "
-                          f"{call.get('explanation', '')}"))
-            print(literal("  arguments: " + json_dumps(call["arguments"])))
-        return 0
-    handle = client.get_workflow_handle(args.workflow_id)
-    state = await pending(handle)
-    chosen = next((c for c in state["pending"] if c["position"] == position), None)
-    if chosen is None:
-        shown = ", ".join(f"#{c['position']} {c['tool']}" for c in state["pending"]) or "none"
-        raise ConfigError(f"no call #{position} waits in {args.workflow_id} (waiting: "
-                          f"{shown}; a sub-agent's calls wait in its own workflow: list them "
-                          f"with `tether approvals {args.workflow_id}`)")
-    if args.deny is not None:
-        decision = Decision.deny(args.reason or "denied by the user")
-    elif args.allow_session is not None:
-        decision = Decision.allow_for_session()
-    else:
-        decision = Decision.allow()
-    await decide(handle, chosen, decision)
-    # The workflow says whether the signal bound (a signal has no answer of its own).
-    after = await wait_pending(handle, state["seq"])
-    if len(after["rejected"]) > len(state["rejected"]):
-        raise ConfigError(f"the run refused the decision: {after['rejected'][-1]}")
-    print(json.dumps({"workflow_id": args.workflow_id, "position": position,
-                      "decision": decision.to_dict()}))
-    return 0

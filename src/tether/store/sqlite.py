@@ -1,139 +1,34 @@
-"""Sessions that survive the process: a conversation, its taint, its events, its outcomes.
+"""Sessions in one SQLite file: the embedded default store.
 
-A ``Session`` is what a host hands to ``agent.run(..., session=...)``. Everything is written
-as it happens and committed at once (append-only), so a killed process loses at most the
-model response that was still streaming::
-
-    session = Session.create(provider="local", model="qwen", title="tidy the notes")
-    await agent.run("Tidy my notes", session=session)
-    ...  # later, in another process
-    session = Session.load(session_id)
-    await agent.run("Now summarise them", session=session)   # same taint, never cleaner
-
-The storage behind it is a ``SessionStore``: a small protocol of plain JSON-ready values,
-so another backend (Postgres for several machines) can follow. ``SQLiteStore`` is the
-embedded default: one file under the user's data dir (``$XDG_DATA_HOME/tether/sessions.db``,
-else ``~/.local/share/tether/sessions.db``), or ``TETHER_STORE``, or ``[store] path``.
+One file under the user's data dir (``$XDG_DATA_HOME/tether/sessions.db``, else
+``~/.local/share/tether/sessions.db``), or ``TETHER_STORE``, or ``[store] path``. Every write
+is its own committed transaction in WAL mode, so several processes can share the file.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
-from tether.errors import TetherError
+from tether.paths import default_store
+from tether.store.base import (
+    SessionConflict,
+    SessionInfo,
+    SessionNotFound,
+    SessionRecord,
+    StoreError,
+)
 from tether.textrepair import repair
-from tether.trust import CLEAN, Taint
-
-if TYPE_CHECKING:
-    from tether.agent import Conversation
-    from tether.config import Config
-    from tether.events import Event
-    from tether.messages import Message
-    from tether.pending import PendingState
+from tether.trust import Taint
 
 T = TypeVar("T")
-
-
-class StoreError(TetherError):
-    """The session store cannot be opened, read or written; the message names the file."""
-
-
-class SessionNotFound(StoreError):
-    """No session has this id."""
-
-
-class SessionConflict(StoreError):
-    """Another writer changed the session (two processes continuing one conversation)."""
-
-
-# --- what a store holds -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
-    """A session's metadata, plus a summary for listings."""
-
-    id: str
-    created: float
-    updated: float
-    provider: str = ""
-    model: str = ""
-    workspace: str = ""
-    title: str = ""
-    message_count: int = 0
-    taint: Taint = CLEAN
-    last_stop: str | None = None
-    paused: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SessionRecord:
-    """Everything needed to continue a session (events are read separately: they are many).
-
-    ``messages`` are ``message_to_dict`` values in order; ``taint`` is the most tainted of
-    the taint timeline and every message's taint; ``pending`` is ``calls_to_dict`` output
-    when the last run paused for approval.
-    """
-
-    info: SessionInfo
-    messages: list[dict[str, Any]]
-    taint: Taint
-    approvals: list[str] = field(default_factory=list)
-    pending: dict[str, Any] | None = None
-    outcomes: list[dict[str, Any]] = field(default_factory=list)
-
-
-@runtime_checkable
-class SessionStore(Protocol):
-    """Where sessions live. Values crossing it are plain JSON-ready dicts, so a backend only
-    stores documents. Every write is its own committed transaction; implementations must be
-    safe with several processes writing at once.
-
-    ``append_message`` gets the message's position ``seq`` (0-based); a position that is
-    already taken raises ``SessionConflict``: two writers continued one conversation.
-    """
-
-    def create_session(self, info: SessionInfo) -> None: ...
-
-    def append_message(self, session_id: str, seq: int, message: dict[str, Any],
-                       taint: Taint) -> None: ...
-
-    def append_event(self, session_id: str, run_id: str, event: dict[str, Any]) -> None: ...
-
-    def record_taint(self, session_id: str, taint: Taint, cause: str) -> None: ...
-
-    def record_outcome(self, session_id: str, run_id: str, outcome: dict[str, Any],
-                       pending: dict[str, Any] | None) -> None:
-        """The run's ``RunResult.to_dict()``; ``pending`` replaces the session's pending
-        state (None clears it)."""
-
-    def record_approvals(self, session_id: str, tools: Sequence[str]) -> None:
-        """The tools a person allowed "for this session" (the whole set, replacing)."""
-
-    def load(self, session_id: str) -> SessionRecord: ...
-
-    def events(self, session_id: str, run_id: str | None = None) -> list[dict[str, Any]]: ...
-
-    def list(self, limit: int = 50) -> list[SessionInfo]:
-        """Sessions, most recently updated first."""
-
-    def delete(self, session_id: str) -> bool: ...
-
-    def close(self) -> None: ...
-
-
-# --- SQLite ---------------------------------------------------------------------------------
 
 # Each entry upgrades the schema by one version (PRAGMA user_version counts them). Never
 # edit a released entry: add one.
@@ -202,15 +97,14 @@ SCHEMA_VERSION = len(MIGRATIONS)
 _BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED (extended codes are masked to these)
 
 
-def default_store_path(config: Config | None = None) -> Path:
-    """``TETHER_STORE``, else ``[store] path`` of the config, else the user's data dir."""
+def default_store_path(configured: str | Path | None = None) -> Path:
+    """``TETHER_STORE``, else ``configured`` (``[store] path``), else the user's data dir."""
     env = os.environ.get("TETHER_STORE")
     if env:
         return Path(env).expanduser()
-    if config is not None and config.store.path:
-        return Path(config.store.path).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "tether" / "sessions.db"
+    if configured:
+        return Path(configured).expanduser()
+    return default_store(os.environ)
 
 
 def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
@@ -532,10 +426,10 @@ _DEFAULT_STORES: dict[Path, SQLiteStore] = {}
 _DEFAULT_LOCK = threading.Lock()
 
 
-def open_store(path: str | Path | None = None, config: Config | None = None) -> SQLiteStore:
-    """The SQLite store at ``path`` (default: ``default_store_path(config)``), opened once per
+def open_store(path: str | Path | None = None) -> SQLiteStore:
+    """The SQLite store at ``path`` (default: ``default_store_path()``), opened once per
     process and shared."""
-    resolved = Path(path).expanduser() if path is not None else default_store_path(config)
+    resolved = Path(path).expanduser() if path is not None else default_store_path()
     resolved = resolved.resolve()
     with _DEFAULT_LOCK:
         store = _DEFAULT_STORES.get(resolved)
@@ -544,189 +438,3 @@ def open_store(path: str | Path | None = None, config: Config | None = None) -> 
         return store
 
 
-# --- Session ----------------------------------------------------------------------------------
-
-
-def new_session_id() -> str:
-    return uuid.uuid4().hex[:12]
-
-
-class Session:
-    """One stored conversation. Pass it to ``agent.run(prompt, session=...)``,
-    ``agent.stream(...)`` or ``agent.resume(session, decisions)``.
-
-    ``conversation()`` is the live Conversation (the same object on every call): each
-    message appended to it is written at once. ``record(event)`` is called by the agent for
-    every event of a run given this session; ``listeners`` see them too (a UI rendering a
-    resumed run).
-    """
-
-    def __init__(self, store: SessionStore, record: SessionRecord) -> None:
-        self.store = store
-        self._record = record
-        self._conversation: Conversation | None = None
-        self._run_id: str | None = None
-        self._taint = record.taint
-        self.listeners: list[Callable[[Event], None]] = []
-
-    # --- opening ----------------------------------------------------------------------------
-
-    @classmethod
-    def create(cls, store: SessionStore | None = None, *, provider: str = "", model: str = "",
-               workspace: str | Path = "", title: str = "", id: str | None = None) -> Session:
-        """A new, empty session (``id`` defaults to 12 random hex digits)."""
-        store = store if store is not None else open_store()
-        now = time.time()
-        where = str(Path(workspace).resolve()) if str(workspace) else ""
-        info = SessionInfo(id or new_session_id(), now, now, provider, model, where,
-                           " ".join(title.split())[:200])
-        store.create_session(info)
-        return cls(store, SessionRecord(info, [], CLEAN))
-
-    @classmethod
-    def load(cls, id: str, store: SessionStore | None = None) -> Session:
-        """The session as stored; raises ``SessionNotFound``."""
-        store = store if store is not None else open_store()
-        return cls(store, store.load(id))
-
-    @classmethod
-    def open(cls, id: str, store: SessionStore | None = None, **meta: Any) -> Session:
-        """Load session ``id``, or create it with that id and ``meta``."""
-        store = store if store is not None else open_store()
-        try:
-            return cls.load(id, store)
-        except SessionNotFound:
-            return cls.create(store, id=id, **meta)
-
-    # --- what it holds ----------------------------------------------------------------------
-
-    @property
-    def id(self) -> str:
-        return self._record.info.id
-
-    @property
-    def info(self) -> SessionInfo:
-        return self._record.info
-
-    @property
-    def taint(self) -> Taint:
-        if self._conversation is not None:
-            return self._conversation.taint | self._taint
-        return self._taint
-
-    @property
-    def messages(self) -> list[Message]:
-        """The messages (as stored when loaded, live once ``conversation()`` was called)."""
-        if self._conversation is not None:
-            return list(self._conversation.messages)
-        from tether.messages import message_from_dict
-
-        return [message_from_dict(m) for m in self._record.messages]
-
-    @property
-    def outcomes(self) -> list[dict[str, Any]]:
-        """``RunResult.to_dict()`` of each run, oldest first (as loaded)."""
-        return list(self._record.outcomes)
-
-    @property
-    def pending(self) -> PendingState | None:
-        """The approvals the last run paused on, or None."""
-        if self._record.pending is None:
-            return None
-        from tether.pending import PendingState
-
-        conversation = self.conversation()
-        return PendingState(tuple(conversation.pending), conversation)
-
-    def events(self, run_id: str | None = None) -> list[dict[str, Any]]:
-        """Stored events (``event_to_dict`` values with their ``run_id``), oldest first."""
-        return self.store.events(self.id, run_id)
-
-    # --- the live conversation ----------------------------------------------------------------
-
-    def conversation(self) -> Conversation:
-        """The conversation to continue, with its taint (never cleaner than any record of
-        it). Calls a killed process left without results, and not paused for approval, get
-        a result saying so, so the conversation is valid to continue."""
-        if self._conversation is not None:
-            return self._conversation
-        from tether.agent import Conversation
-        from tether.messages import message_from_dict
-
-        conv = Conversation([message_from_dict(m) for m in self._record.messages],
-                            self._record.taint, set(self._record.approvals))
-        if self._record.pending is not None:
-            from tether.pending import calls_from_dict
-
-            conv.pending = list(calls_from_dict(self._record.pending, conv.pending_calls))
-        # A function, not the bound method: copy.deepcopy (dataclasses.asdict of a RunResult)
-        # keeps a function as it is, but would copy the session, store and locks behind a
-        # bound method, and fail.
-        conv.on_append = lambda message, taint: self._on_append(message, taint)
-        self._conversation = conv
-        if conv.pending_calls and self._record.pending is None:
-            from tether.messages import Message, ToolResult
-
-            conv.append(Message("tool", tuple(
-                ToolResult(c.id, c.name, "Interrupted: the process running this call stopped "
-                           "before its result was recorded. It may or may not have run; check "
-                           "before calling it again.", True, "trusted")
-                for c in conv.pending_calls)))
-        return conv
-
-    def _on_append(self, message: Message, taint: Taint) -> None:
-        from tether.messages import message_to_dict
-
-        assert self._conversation is not None
-        seq = len(self._conversation.messages) - 1
-        self.store.append_message(self.id, seq, message_to_dict(message), taint)
-
-    def record(self, event: Event) -> None:
-        """Persist one event of a run on this session (the agent calls this)."""
-        from tether import events as ev
-
-        for listener in self.listeners:
-            listener(event)
-        top = not event.path
-        if isinstance(event, ev.RunStarted) and top:
-            self._run_id = uuid.uuid4().hex[:12]
-        run_id = self._run_id or "-"
-        if isinstance(event, ev.TextDelta | ev.ReasoningDelta):
-            return  # the ModelResponded that follows holds the whole text
-        if isinstance(event, ev.TaintChanged) and top:
-            self.store.record_taint(self.id, event.after, event.cause)
-            self._taint = self._taint | event.after
-        if isinstance(event, ev.RunFinished) and top:
-            from tether.pending import calls_to_dict
-
-            result = event.result
-            pending = calls_to_dict(result.pending) if str(result.stop_cause) == "paused" \
-                else None
-            self.store.record_outcome(self.id, run_id, result.to_dict(), pending)
-            self._record = dataclasses.replace(
-                self._record, pending=pending, outcomes=[*self._record.outcomes, result.to_dict()])
-            self._run_id = None
-            return
-        if isinstance(event, ev.ApprovalDecided) and top and event.scope == "session" \
-                and self._conversation is not None:
-            self.store.record_approvals(self.id, sorted(self._conversation.session_approvals))
-        from tether.events import event_to_dict
-
-        self.store.append_event(self.id, run_id, event_to_dict(event))
-
-
-__all__ = [
-    "MIGRATIONS",
-    "SCHEMA_VERSION",
-    "SQLiteStore",
-    "Session",
-    "SessionConflict",
-    "SessionInfo",
-    "SessionNotFound",
-    "SessionRecord",
-    "SessionStore",
-    "StoreError",
-    "default_store_path",
-    "migrate",
-    "open_store",
-]

@@ -1,0 +1,97 @@
+"""The `tether` command: one module per command, each with ``add_cli(sub)``.
+
+Exit codes: 0 answered, 1 error, 2 refused (the run ended without an answer after the gate
+refused a call, or paused waiting for approval), 3 no answer, 130 interrupted (Ctrl-C: the
+first press stops the run cleanly, a second aborts), 141 the reader of the output left
+(``tether tools --json | head -1``), quietly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Sequence
+
+from tether.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_PIPE, error
+from tether.errors import ConfigError, TetherError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _main(argv)
+        finally:
+            # A reader that left shows here, not in the flush at interpreter exit.
+            if sys.stdout is not None:
+                sys.stdout.flush()
+    except BrokenPipeError:
+        _reader_gone()
+        return EXIT_PIPE
+    except SystemExit as e:
+        if isinstance(e.__context__, BrokenPipeError):  # rich's Console.on_broken_pipe
+            _reader_gone()
+            return EXIT_PIPE
+        raise
+
+
+def _reader_gone() -> None:
+    """The reader of our output closed it early (``| head -1``). Whatever is still buffered
+    goes nowhere: the streams are pointed at /dev/null, so the flush at interpreter exit
+    cannot fail again and print a traceback. Tool sources were closed on the way out."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return EXIT_ERROR
+    try:
+        code: int = args.handler(args)
+        return code
+    except ConfigError as e:
+        error(f"configuration: {e}")
+        return EXIT_ERROR
+    except TetherError as e:
+        error(str(e))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        error("interrupted")
+        return EXIT_INTERRUPTED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tether.cli import (
+        approvals,
+        batch,
+        chat,
+        config,
+        doctor,
+        local,
+        run,
+        sessions,
+        tools,
+        worker,
+    )
+
+    parser = argparse.ArgumentParser(
+        prog="tether", description="Run LLM agents on a tether: tools pass one gate.")
+    parser.add_argument("--workspace", "-w", default=".",
+                        help="the workspace folder (tether.toml, file tools' root)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in (run, tools, config, doctor, chat, batch, sessions, local, worker,
+                    approvals):
+        command.add_cli(sub)
+    return parser
+
+
+__all__ = ["build_parser", "main"]

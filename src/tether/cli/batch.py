@@ -1,0 +1,146 @@
+"""`tether batch IN.jsonl -o OUT.jsonl`: the library's ``run_batch`` with a progress view."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from tether.batch import BatchItem, BatchProgress, ItemResult, read_items, run_batch
+from tether.cli.common import add_run_flags
+from tether.cli.temporal import add_batch_flags
+from tether.messages import Usage
+
+
+def add_cli(sub: Any) -> None:
+    """Register ``tether batch``."""
+    p = sub.add_parser("batch", help="run many prompts (JSONL) side by side")
+    p.add_argument("input", metavar="IN.jsonl",
+                   help="one item a line: a JSON string, or {\"id\", \"prompt\", \"meta\"}")
+    p.add_argument("-o", "--out", required=True, metavar="OUT.jsonl",
+                   help="results, one JSON line per item, appended as each finishes")
+    p.add_argument("-c", "--concurrency", type=int, default=4, help="items at once (4)")
+    p.add_argument("--limit", type=int, metavar="N", help="only the first N items")
+    p.add_argument("--resume", action="store_true",
+                   help="skip the ids already in OUT (after an interrupted batch)")
+    add_run_flags(p)
+    add_batch_flags(p)  # --engine temporal: the items as durable runs
+    p.set_defaults(handler=cmd_batch)
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    err = Console(stderr=True, highlight=False)
+    items = read_items(args.input)
+    view = _TerminalProgress(err, args.out) if err.is_terminal else _PlainProgress()
+    try:
+        results = asyncio.run(_batch(args, items, view))
+    except KeyboardInterrupt:
+        view.close()
+        _print_summary(view.progress, args.out, interrupted=True)
+        return 130
+    view.close()
+    _print_summary(view.progress, args.out, interrupted=False)
+    return 0 if all(r.ok for r in results) else 1
+
+
+async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) -> list[ItemResult]:
+    if getattr(args, "engine", "local") == "temporal":
+        from tether.cli.temporal import batch_on_temporal
+
+        return await batch_on_temporal(args, items, view)
+    from tether.cli.common import make_agent
+
+    # Unattended: nobody to ask, so `ask` refuses gated calls (unless --yes).
+    agent, _ = make_agent(args, approver=None)
+    async with agent:
+        return await run_batch(agent, items, concurrency=args.concurrency, limit=args.limit,
+                               out=args.out, resume=args.resume, on_progress=view)
+
+
+def _tokens(usage: Usage) -> str:
+    return f"in {usage.input_tokens} · out {usage.output_tokens}"
+
+
+class _PlainProgress:
+    """One line per finished item, for logs and pipes (no TTY)."""
+
+    def __init__(self) -> None:
+        self.progress: BatchProgress | None = None
+        self._announced = False
+
+    def __call__(self, p: BatchProgress) -> None:
+        self.progress = p
+        if not self._announced:
+            self._announced = True
+            skipped = f", {p.skipped} already done (skipped)" if p.skipped else ""
+            self._line(f"batch: {p.total} item(s) to run{skipped}")
+        r = p.last
+        if r is None:
+            return
+        width = len(str(p.total))
+        head = f"[{p.finished:>{width}}/{p.total}]"
+        if r.ok:
+            line = f"{head} ok     {r.id}  {r.elapsed:.1f}s  tokens {_tokens(r.usage)}"
+        else:
+            why = r.error or f"stopped: {r.stop_cause}"
+            line = f"{head} FAILED {r.id}  {r.elapsed:.1f}s  {why}"
+        from tether.display import literal
+
+        self._line(literal(line))  # ids and errors are outside text
+
+    def _line(self, text: str) -> None:
+        # Plain print: a log line is never wrapped or styled.
+        print(text, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        return None
+
+
+class _TerminalProgress:
+    """A rich progress bar: finished/total, ok, failed, running, tokens."""
+
+    def __init__(self, err: Any, out: str) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress: BatchProgress | None = None
+        self._bar = Progress(
+            TextColumn("[bold]batch[/]"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+            TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), console=err,
+            transient=False)
+        self._task: Any = None
+        self._bar.start()
+
+    def __call__(self, p: BatchProgress) -> None:
+        self.progress = p
+        counts = (f"[green]ok {p.ok}[/] · [red]failed {p.failed}[/] · running {p.running} · "
+                  f"tokens {_tokens(p.usage)}")
+        if self._task is None:
+            self._task = self._bar.add_task("batch", total=p.total, counts=counts)
+        self._bar.update(self._task, completed=p.finished, counts=counts)
+        r = p.last
+        if r is not None and not r.ok:
+            from tether.display import shown
+
+            self._bar.console.print(shown(("failed", "red"),
+                                          f" {r.id}: {r.error or f'stopped: {r.stop_cause}'}"))
+
+    def close(self) -> None:
+        self._bar.stop()
+
+
+def _print_summary(p: BatchProgress | None, out: str, *, interrupted: bool) -> None:
+    if p is None:
+        print(f"batch: nothing ran; results: {out}")
+        return
+    parts = [f"{p.ok} ok", f"{p.failed} failed"]
+    if p.skipped:
+        parts.append(f"{p.skipped} skipped (already in {out})")
+    if p.not_run:
+        parts.append(f"{p.not_run} not run")
+    print(f"batch {'interrupted' if interrupted else 'finished'}: {', '.join(parts)} · "
+          f"tokens {_tokens(p.usage)} · {p.elapsed:.1f}s · results: {out}")
+    if interrupted or p.not_run:
+        print("rerun with --resume to run the rest")

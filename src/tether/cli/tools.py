@@ -1,0 +1,57 @@
+"""`tether tools`: every tool with its capabilities, approval flag and source's trust."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from tether.cli.common import EXIT_OK, error, make_agent
+
+
+def add_cli(sub: Any) -> None:
+    tools = sub.add_parser("tools", help="list tools with capabilities and approval flags")
+    tools.add_argument("--json", action="store_true")
+    tools.set_defaults(handler=cmd_tools)
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    return asyncio.run(_tools(args))
+
+
+async def _tools(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    agent, _ = make_agent(args, approver=None)
+    async with agent:
+        tools = list(agent.tools.values())
+    for notice in agent.start_notices:  # an MCP server that did not start, a skipped tool
+        error(notice.message)
+    rows: list[dict[str, Any]] = [{
+        "name": t.name, "title": t.spec.display_name, "source": t.source,
+        "capabilities": t.capabilities.flags(), "needs_approval": t.needs_approval,
+        "read_only": t.read_only,
+        # An MCP tool's server, and whether its own text (descriptions, titles) is trusted.
+        "server": t.source_name if t.source == "mcp" else None,
+        "server_trusted": (not t.spec_from_outside) if t.source == "mcp" else None,
+    } for t in tools]
+    if args.json:
+        from tether.display import json_dumps
+
+        print(json_dumps(rows, indent=2))
+        return EXIT_OK
+    from tether.display import plain
+
+    table = Table(title="tools")
+    for col in ("name", "title", "source", "capabilities", "approval", "read-only"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        source = r["source"] if r["server"] is None else \
+            f"mcp {r['server']} ({'trusted' if r['server_trusted'] else 'untrusted'})"
+        # Names and titles are what servers wrote: cells hold them as plain text.
+        table.add_row(plain(r["name"]), plain(r["title"]), plain(source),
+                      plain(", ".join(r["capabilities"]) or "-"),
+                      "yes" if r["needs_approval"] else "no", "yes" if r["read_only"] else "no")
+    Console().print(table)
+    return EXIT_OK

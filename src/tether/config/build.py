@@ -1,0 +1,176 @@
+"""Building the runtime a configuration describes: providers, MCP servers, an Agent."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether.config.layers import _workspace_path, load_config
+from tether.config.schema import Config, McpSection, ProviderConfig, SecuritySection
+from tether.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tether.agent import Agent
+    from tether.mcp import McpServer
+    from tether.providers.base import Provider
+
+
+def build_provider(name: str, cfg: ProviderConfig) -> Provider:
+    """The adapter for one ``[providers.NAME]`` entry."""
+    from tether.providers.http import RetryPolicy, Timeouts
+
+    retry = RetryPolicy(max_retries=cfg.max_retries, retry_after_cap=cfg.retry_after_cap_secs)
+    timeouts = Timeouts(read=cfg.stream_idle_timeout_secs, total=cfg.timeout_secs)
+    common: dict[str, Any] = {"model": cfg.model, "retry": retry, "timeouts": timeouts,
+                              "headers": cfg.headers or None}
+    # Unset keys keep each adapter's own defaults (its vendor's URL and key variable).
+    if cfg.base_url:
+        common["base_url"] = cfg.base_url
+    if cfg.api_key_env:
+        common["api_key_env"] = cfg.api_key_env
+    provider: Provider
+    if cfg.kind == "openai-chat":
+        from tether.providers.openai_chat import OpenAIChat
+
+        provider = OpenAIChat(profile=cfg.profile, **common)
+    elif cfg.kind == "openai-responses":
+        from tether.providers.openai_responses import OpenAIResponses
+
+        provider = OpenAIResponses(**common)
+    elif cfg.kind == "anthropic":
+        from tether.providers.anthropic import Anthropic
+
+        provider = Anthropic(**common)
+    else:
+        from tether.providers.gemini import Gemini
+
+        provider = Gemini(**common)
+    if cfg.profile and cfg.kind != "openai-chat":
+        raise ConfigError(f"providers.{name}.profile applies to kind = \"openai-chat\" only")
+    return provider
+
+
+def security_from(section: SecuritySection, protected: Sequence[str | Path] | None = None
+                  ) -> Any:
+    """The ``SecurityConfig`` of a ``[security]`` section; ``protected`` (tether's own files)
+    defaults to the places the environment and the defaults name."""
+    from tether.trust import SecurityConfig
+
+    extra: dict[str, Any] = {}
+    if protected is not None:
+        from tether.paths import unique
+
+        extra["protected_paths"] = unique(Path(p) for p in protected)
+    return SecurityConfig(
+        trifecta=section.trifecta,
+        block_private_ips=section.block_private_ips,
+        allowed_domains=tuple(section.allowed_domains),
+        blocked_domains=tuple(section.blocked_domains),
+        mark_untrusted_output=section.mark_untrusted_output,
+        max_result_chars=section.max_result_chars,
+        **extra,
+    )
+
+
+def agent_from_config(
+    workspace: str | Path = ".",
+    *,
+    config: Config | None = None,
+    provider: str | None = None,
+    tools: list[Any] | None = None,
+    tool_files: Sequence[str] = (),
+    **overrides: Any,
+) -> Agent:
+    """An Agent as tether.toml describes it. ``overrides`` are Agent keyword arguments
+    (``approver=...``, ``max_turns=...``) that win over the file. ``tool_files`` are the
+    references ``tools`` were loaded from (``--tools``): protected like ``[tools] python``."""
+    from tether.agent import Agent
+    from tether.builtins import select_builtins
+    from tether.subagents import SubagentProfile
+    from tether.tools import Tool
+
+    cfg = config or load_config(workspace)
+    name, pcfg = cfg.provider_config(provider)
+    model = build_provider(name, pcfg)
+    others = {n: build_provider(n, p) for n, p in cfg.providers.items() if n != name}
+    others[name] = model
+    ws = Path(cfg.tools.workspace or workspace)
+    from tether.config.tool_files import python_files
+
+    own: list[str | Path] = [*cfg.own_files, *python_files(tool_files)]
+    if cfg.tools.python:
+        own.extend(python_files(_workspace_path(ws, r) for r in cfg.tools.python))
+    security = security_from(cfg.security, own)
+    selected: list[Any] = list(select_builtins(cfg.tools.enabled, cfg.tools.disabled))
+    explicit = list(tools or [])
+    if cfg.tools.python:
+        from tether.config.tool_files import load_tool_references
+
+        # Tools passed in (`--tools`) win over configured ones of the same name.
+        taken = {t.name for t in explicit if isinstance(t, Tool)}
+        references = [_workspace_path(ws, r) for r in cfg.tools.python]
+        selected.extend(t for t in load_tool_references(references)
+                        if not (isinstance(t, Tool) and t.name in taken))
+    selected.extend(explicit)
+    if cfg.mcp:
+        selected.extend(servers_from_config(cfg.mcp))
+    subagents = [SubagentProfile(**s.model_dump()) for s in cfg.subagents]
+    prices = None
+    if pcfg.prices is not None:
+        from tether.result import Prices
+
+        prices = Prices(pcfg.prices.input_per_mtok, pcfg.prices.output_per_mtok)
+    kwargs: dict[str, Any] = {
+        "max_cost_usd": cfg.agent.max_cost_usd,
+        "prices": prices,
+        "system_prompt": cfg.agent.system_prompt,
+        "max_turns": cfg.agent.max_turns,
+        "max_output_tokens": cfg.agent.max_output_tokens,
+        "security": security,
+        "permission_mode": cfg.tools.permission_mode,
+        "workspace": ws,
+        "subagents": subagents,
+        "providers": others,
+        "approval_timeout_secs": cfg.agent.approval_timeout_secs,
+        "tool_timeout_secs": cfg.agent.tool_timeout_secs,
+        "temperature": cfg.agent.temperature,
+        "output_retries": cfg.agent.output_retries,
+    }
+    kwargs.update(overrides)
+    return Agent(model, selected, **kwargs)
+
+
+def servers_from_config(sections: Sequence[McpSection]) -> list[McpServer]:
+    """One ``McpServer`` per enabled ``[[mcp]]`` entry of tether.toml."""
+    from tether.mcp import McpServer
+    from tether.trust import Capabilities
+
+    _require_sdk()
+    servers: list[McpServer] = []
+    for s in sections:
+        if s.disabled:
+            continue
+        widen = Capabilities(**s.capabilities.model_dump())
+        common: dict[str, Any] = {"prefix_tools": s.prefix_tools, "timeout_secs": s.timeout_secs,
+                                  "capabilities": widen}
+        if s.trusted is not None:
+            common["trusted"] = s.trusted
+        if s.command is not None:
+            servers.append(McpServer.stdio(s.name, s.command, s.args, s.env,
+                                           env_passthrough=s.env_passthrough, **common))
+        else:
+            assert s.url is not None  # McpSection allows exactly one transport
+            servers.append(McpServer.http(s.name, s.url, headers_env=s.headers_env, **common))
+    names = [server.name for server in servers]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"two [[mcp]] servers share a name: {', '.join(names)}")
+    return servers
+
+
+def _require_sdk() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        raise ConfigError("[[mcp]] servers need the official MCP SDK: "
+                          "pip install 'tether[mcp]'")

@@ -1,0 +1,219 @@
+"""Reading tether.toml: the layers, later wins.
+
+Built-in defaults -> the user file (~/.config/tether/config.toml, or ``TETHER_CONFIG``) ->
+./tether.toml in the workspace -> TETHER_* environment variables -> flags. Each file is
+read strictly (UTF-8 TOML, no NUL); the merged result is validated by ``schema.Config``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from tether.config.schema import DEFAULTS, Config
+from tether.errors import ConfigError
+from tether.paths import user_config_dir
+
+
+def user_config_path() -> Path:
+    return user_config_dir(os.environ) / "config.toml"
+
+
+def load_config(
+    workspace: str | Path = ".",
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    user_file: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """The merged configuration. ``overrides`` are flag values as a nested dict."""
+    from tether.paths import default_locations
+
+    env = os.environ if env is None else env
+    merged: dict[str, Any] = copy.deepcopy(DEFAULTS)
+    sources = ["defaults"]
+    user = Path(env.get("TETHER_CONFIG") or user_file or user_config_path())
+    project = Path(workspace) / "tether.toml"
+    # Both files are tether's own even when absent: one written now is read next time.
+    own: list[Any] = [*default_locations(env), user, project]
+    layers: list[Mapping[str, Any]] = []
+    for path in (user, project):
+        if _is_file(path):
+            layer = _read_toml(path)
+            layers.append(layer)
+            _merge(merged, layer)
+            sources.append(str(path))
+    env_layer = _env_layer(env, merged)
+    if env_layer:
+        _merge(merged, env_layer)
+        sources.append("environment")
+    if overrides:
+        layers.append(overrides)
+        _merge(merged, dict(overrides))
+        sources.append("flags")
+    for named in layers:
+        own.extend(_named_files(named, workspace))
+    config = _validate(merged, sources)
+    return config.model_copy(update={"own_files": [str(p) for p in own]})
+
+
+def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
+    """The files of tether's that one configuration layer names: its store, its cache
+    folder, its Temporal blob folder, its tool files. Read loosely: validation reports a
+    malformed value."""
+    from tether.config.tool_files import python_files
+    from tether.paths import store_files
+
+    out: list[Path] = []
+    store, local, tools = (layer.get(k) for k in ("store", "local", "tools"))
+    if isinstance(store, Mapping) and isinstance(store.get("path"), str):
+        out.extend(store_files(store["path"]))
+    temporal = layer.get("temporal")
+    if isinstance(temporal, Mapping) and isinstance(temporal.get("blob_dir"), str):
+        out.append(Path(temporal["blob_dir"]).expanduser())
+    if isinstance(local, Mapping) and isinstance(local.get("cache_dir"), str):
+        out.append(Path(local["cache_dir"]).expanduser())
+    if isinstance(tools, Mapping) and isinstance(tools.get("python"), list):
+        given = tools.get("workspace")
+        root = Path(given if isinstance(given, str) else workspace)
+        references = [r for r in tools["python"] if isinstance(r, str)]
+        out.extend(python_files(_workspace_path(root, r) for r in references))
+    return out
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError) as e:  # a folder it may not enter, a NUL in the name
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+    try:
+        document = tomllib.loads(_toml_text(path, data))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: arrays or inline tables nest too deep")\
+            from None
+    _refuse_nul(path, document, ())
+    return document
+
+
+def _toml_text(path: Path, data: bytes) -> str:
+    """The file's text: TOML is UTF-8 (a UTF-8 byte order mark is skipped). Anything else
+    is a ConfigError that names the encoding it looks like and the line."""
+    import codecs
+
+    if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        raise ConfigError(f"{path}: the file is UTF-32 (it starts with a UTF-32 byte order "
+                          f"mark); TOML files must be UTF-8: save it as UTF-8")
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or _looks_utf16(data):
+        raise ConfigError(f"{path}: the file is UTF-16; TOML files must be UTF-8: save it "
+                          f"as UTF-8")
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ConfigError(
+            f"{path}: line {line} is not UTF-8 (byte 0x{data[e.start]:02x}); TOML files must "
+            f"be UTF-8. Was it saved as Latin-1 or another legacy encoding? Save it as "
+            f"UTF-8") from None
+
+
+def _looks_utf16(data: bytes) -> bool:
+    """UTF-16 without a byte order mark: ASCII text with a NUL beside every character."""
+    if len(data) < 4 or len(data) % 2:
+        return False
+    half = len(data) // 2
+    return data[0::2].count(0) > half // 2 or data[1::2].count(0) > half // 2
+
+
+def _refuse_nul(path: Path, value: Any, where: tuple[str, ...]) -> None:
+    """No string of the file holds a NUL: no path, command, name or header can."""
+    def name(keys: tuple[str, ...]) -> str:
+        return ".".join(keys) or "(top level)"
+
+    if isinstance(value, str) and "\x00" in value:
+        raise ConfigError(f"{path}: {name(where)} contains a NUL character (\\u0000), which "
+                          f"no path, command, name or header can hold")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in key:
+                raise ConfigError(f"{path}: a key in {name(where)} contains a NUL character "
+                                  f"(\\u0000): {key!r}")
+            _refuse_nul(path, item, (*where, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _refuse_nul(path, item, (*where, str(index)))
+
+
+def _env_layer(env: Mapping[str, str], merged: dict[str, Any]) -> dict[str, Any]:
+    layer: dict[str, Any] = {}
+    provider = env.get("TETHER_PROVIDER")
+    if provider:
+        layer["default_provider"] = provider
+    name = provider or merged.get("default_provider", "local")
+    for var, key in (("TETHER_MODEL", "model"), ("TETHER_BASE_URL", "base_url")):
+        # A default_provider that is not a name is reported by the validation below.
+        if env.get(var) and isinstance(name, str):
+            layer.setdefault("providers", {}).setdefault(name, {})[key] = env[var]
+    if env.get("TETHER_MAX_TURNS"):
+        try:
+            layer.setdefault("agent", {})["max_turns"] = int(env["TETHER_MAX_TURNS"])
+        except ValueError:
+            raise ConfigError(f"TETHER_MAX_TURNS must be a whole number, not "
+                              f"{env['TETHER_MAX_TURNS']!r}") from None
+    if env.get("TETHER_PERMISSION_MODE"):
+        layer.setdefault("tools", {})["permission_mode"] = env["TETHER_PERMISSION_MODE"]
+    return layer
+
+
+def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> None:
+    """Deep-merge tables; anything else (lists, arrays of tables, scalars) is replaced."""
+    for key, value in layer.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+
+
+def _validate(data: dict[str, Any], sources: list[str]) -> Config:
+    try:
+        return Config.model_validate({**data, "sources": sources})
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            if err["type"] == "extra_forbidden":
+                problems.append(f"unknown key {where}")
+            else:
+                problems.append(f"{where}: {err['msg']}")
+        raise ConfigError("invalid configuration (" + ", ".join(sources[1:] or ["defaults"])
+                          + "): " + "; ".join(problems)) from None
+
+
+
+def _workspace_path(workspace: Path, reference: str) -> str:
+    """A file reference made relative to the workspace; module references stay as they are."""
+    target, sep, attr = reference.rpartition(":")
+    if not sep or not attr.isidentifier():
+        target, sep, attr = reference, "", ""
+    if not (target.endswith(".py") or "/" in target):
+        return reference
+    path = Path(target)
+    return f"{path if path.is_absolute() else workspace / path}{sep}{attr}"
+
+

@@ -1,0 +1,108 @@
+"""What a session store holds and promises: the ``SessionStore`` protocol and its values.
+
+Values crossing the protocol are plain JSON-ready dicts, so a backend only stores
+documents: ``SQLiteStore`` (``tether.store.sqlite``) is the embedded default.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from tether.errors import TetherError
+from tether.trust import CLEAN, Taint
+
+
+class StoreError(TetherError):
+    """The session store cannot be opened, read or written; the message names the file."""
+
+
+class SessionNotFound(StoreError):
+    """No session has this id."""
+
+
+class SessionConflict(StoreError):
+    """Another writer changed the session (two processes continuing one conversation)."""
+
+
+# --- what a store holds -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A session's metadata, plus a summary for listings."""
+
+    id: str
+    created: float
+    updated: float
+    provider: str = ""
+    model: str = ""
+    workspace: str = ""
+    title: str = ""
+    message_count: int = 0
+    taint: Taint = CLEAN
+    last_stop: str | None = None
+    paused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """Everything needed to continue a session (events are read separately: they are many).
+
+    ``messages`` are ``message_to_dict`` values in order; ``taint`` is the most tainted of
+    the taint timeline and every message's taint; ``pending`` is ``calls_to_dict`` output
+    when the last run paused for approval.
+    """
+
+    info: SessionInfo
+    messages: list[dict[str, Any]]
+    taint: Taint
+    approvals: list[str] = field(default_factory=list)
+    pending: dict[str, Any] | None = None
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Where sessions live. Values crossing it are plain JSON-ready dicts, so a backend only
+    stores documents. Every write is its own committed transaction; implementations must be
+    safe with several processes writing at once.
+
+    ``append_message`` gets the message's position ``seq`` (0-based); a position that is
+    already taken raises ``SessionConflict``: two writers continued one conversation.
+    """
+
+    def create_session(self, info: SessionInfo) -> None: ...
+
+    def append_message(self, session_id: str, seq: int, message: dict[str, Any],
+                       taint: Taint) -> None: ...
+
+    def append_event(self, session_id: str, run_id: str, event: dict[str, Any]) -> None: ...
+
+    def record_taint(self, session_id: str, taint: Taint, cause: str) -> None: ...
+
+    def record_outcome(self, session_id: str, run_id: str, outcome: dict[str, Any],
+                       pending: dict[str, Any] | None) -> None:
+        """The run's ``RunResult.to_dict()``; ``pending`` replaces the session's pending
+        state (None clears it)."""
+
+    def record_approvals(self, session_id: str, tools: Sequence[str]) -> None:
+        """The tools a person allowed "for this session" (the whole set, replacing)."""
+
+    def load(self, session_id: str) -> SessionRecord: ...
+
+    def events(self, session_id: str, run_id: str | None = None) -> list[dict[str, Any]]: ...
+
+    def list(self, limit: int = 50) -> list[SessionInfo]:
+        """Sessions, most recently updated first."""
+
+    def delete(self, session_id: str) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+
+def new_session_id() -> str:
+    return uuid.uuid4().hex[:12]
