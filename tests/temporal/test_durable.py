@@ -18,7 +18,9 @@ from tests.servers.scripted_chat import Say, Seen, call
 from tests.temporal.conftest import Fleet, finished
 from tether import Decision
 
-pytestmark = pytest.mark.asyncio
+# A real Temporal dev server and worker processes: the slowest tests, grouped by the mark
+# (`-m temporal`, `-m "not temporal"`).
+pytestmark = [pytest.mark.asyncio, pytest.mark.temporal]
 
 
 async def seen(fleet: Fleet, predicate: Any) -> Seen:

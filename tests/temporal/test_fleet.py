@@ -17,6 +17,10 @@ from tests.servers.scripted_chat import Say, call
 from tests.temporal.conftest import Fleet, finished
 from tests.temporal.test_durable import held_from, seen, waiting_call
 
+# A real Temporal dev server and worker processes: the slowest tests, grouped by the mark
+# (`-m temporal`, `-m "not temporal"`).
+pytestmark = pytest.mark.temporal
+
 
 def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
