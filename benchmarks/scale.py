@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -136,12 +137,17 @@ async def on_temporal(ws: Path, n: int, concurrency: int) -> tuple[float, float]
     return wall, cpu
 
 
+# Every worker started, so an interrupted benchmark (Ctrl-C, SIGTERM) leaves none behind.
+STARTED: list[subprocess.Popen[str]] = []
+
+
 def start_workers(ws: Path, count: int, env: dict[str, str]) -> list[subprocess.Popen[str]]:
     workers = []
     for _ in range(count):
         proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "-w", str(ws), "worker"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 env=env)
+        STARTED.append(proc)
         assert proc.stderr is not None
         for line in proc.stderr:
             if "serving task queue" in line:
@@ -158,6 +164,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--workers", default="1,2,4")
     args = parser.parse_args()
+    # SIGTERM (a `timeout`) unwinds as Ctrl-C does, through the clean-up below.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     counts = [int(c) for c in args.workers.split(",")]
     n = args.items
     root = Path(tempfile.mkdtemp(prefix="tether-scale-"))
@@ -201,6 +209,10 @@ def main() -> None:
         print("tether ms/item: CPU of the in-process batch, or of the workers and the client; "
               "temporal cost: tether side + Temporal server - in process")
     finally:
+        for w in STARTED:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
         model.kill()
         model.wait()
         if temporal is not None:
