@@ -1,5 +1,6 @@
 """The pieces of tether.temporal that need no server: the binding of a decision signal,
-the payloads, the blob store, workflow ids, the converter, the [temporal] section."""
+the payloads, the blob store, workflow ids, the converter, the [temporal] section, the blob
+folder as one of tether's own files."""
 
 from __future__ import annotations
 
@@ -185,3 +186,30 @@ def test_flags_a_durable_run_cannot_honour_are_refused_before_anything_runs(
     assert main(["-w", str(tmp_path), "run", "--engine", "temporal", *flag, "hi"]) == 1
     err = capsys.readouterr().err
     assert f"{flag[0]} is not available with --engine temporal" in err
+
+
+@pytest.mark.parametrize("configured", [True, False])
+async def test_the_blob_folder_is_one_of_tethers_own_files_an_approved_write_is_refused(
+        tmp_path: Path, configured: bool) -> None:
+    from tether.builtins import write_file
+    from tether.config import agent_from_config, load_config
+    from tether.tools import ToolContext
+    from tether.trust import CLEAN
+
+    blobs = tmp_path / ("shared-blobs" if configured else "data/tether/temporal-blobs")
+    blobs.mkdir(parents=True)
+    (tmp_path / "tether.toml").write_text(
+        '[tools]\npermission_mode = "allow"\n'
+        + (f'[temporal]\nblob_dir = "{blobs}"\n' if configured else ""))
+    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "TETHER_CONFIG": str(tmp_path / "none")}
+    # The default folder is named by the environment, as SecurityConfig() reads it.
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        cfg = load_config(tmp_path, env=env)
+        agent = agent_from_config(tmp_path, config=cfg, approver=None)
+    ctx = ToolContext("c", "write_file", CLEAN, tmp_path, agent.security)
+    out = await write_file.handler({"path": str(blobs.relative_to(tmp_path) / "ab" / "cd"),
+                                    "content": "forged"}, ctx)
+    assert isinstance(out, ToolOutput) and out.is_error and "tether's own files" in out.content
+    assert list(blobs.iterdir()) == []
