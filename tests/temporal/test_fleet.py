@@ -217,7 +217,9 @@ async def test_the_cli_runs_batches_and_decides_approvals_on_temporal(
     from tether.temporal.client import start_run
 
     fleet.model.script["What is 2+3?"] = [call("add", a=2, b=3), Say("The sum is 5.")]
-    fleet.model.script["Launch"] = [call("launch", target="moon"), Say("Launched.")]
+    # The model writes the arguments: `tether approvals` shows them literally.
+    hostile = "moon\x1b[2J[bold]go[/bold]\u202e"
+    fleet.model.script["Launch"] = [call("launch", target=hostile), Say("Launched.")]
     fleet.start("A")
     done = await asyncio.to_thread(tether, fleet, "run", "--engine", "temporal", "What is 2+3?")
     assert done.returncode == 0, done.stderr
@@ -238,6 +240,8 @@ async def test_the_cli_runs_batches_and_decides_approvals_on_temporal(
     listed = await asyncio.to_thread(tether, fleet, "approvals", handle.id)
     assert listed.returncode == 0, listed.stderr
     assert f"#0 Launch (launch, call call_0_0) in {handle.id}" in listed.stdout
+    assert "\x1b" not in listed.stdout and "\u202e" not in listed.stdout
+    assert '"target": "moon\\u001b[2J[bold]go[/bold]\\u202e"' in listed.stdout, listed.stdout
     wrong = await asyncio.to_thread(tether, fleet, "approvals", handle.id, "--allow", "3")
     assert wrong.returncode == 1
     assert "no call #3 waits" in wrong.stderr

@@ -124,7 +124,10 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
         from tether.approval import ConsoleApprover
 
         approver = ConsoleApprover()
-    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.client import (
+        WorkflowUpdateFailedError,
+        WorkflowUpdateRPCTimeoutOrCancelledError,
+    )
     from temporalio.service import RPCError
 
     handle = client.get_workflow_handle(workflow_id)
@@ -135,6 +138,8 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
         while True:
             try:
                 state = await wait_pending(handle, seq)
+            except WorkflowUpdateRPCTimeoutOrCancelledError:
+                continue  # a wait of hours outlived one call: ask again
             except (RPCError, WorkflowUpdateFailedError):  # it ended before we asked
                 return
             seq = state["seq"]

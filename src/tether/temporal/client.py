@@ -17,6 +17,7 @@ id is in ``state["children"]``; ``pending_everywhere`` walks them.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -73,8 +74,18 @@ async def pending(handle: Any) -> dict[str, Any]:
 
 
 async def wait_pending(handle: Any, after: int = -1) -> dict[str, Any]:
-    """The state once it has changed since state ``after`` (its ``seq``; -1: now)."""
-    state: dict[str, Any] = await handle.execute_update("wait_pending", after)
+    """The state once it has changed since state ``after`` (its ``seq``; -1: now).
+    Cancelling the wait raises ``CancelledError``, as any cancelled await does."""
+    from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
+
+    try:
+        state: dict[str, Any] = await handle.execute_update("wait_pending", after)
+    except WorkflowUpdateRPCTimeoutOrCancelledError as e:
+        # The SDK turns a cancelled update call into this error; whoever cancelled the
+        # task (a watcher stopped when its run ended) must see the cancellation itself.
+        if isinstance(e.__cause__, asyncio.CancelledError):
+            raise asyncio.CancelledError() from None
+        raise
     return state
 
 

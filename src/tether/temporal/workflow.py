@@ -221,15 +221,20 @@ class TetherRun:
         self._started_children += 1
         info = workflow.info()
         child_id = f"{info.workflow_id}/{self._started_children}-{profile.name}"
-        self._children.add(child_id)
-        self._changed()
         try:
-            outcome = await workflow.execute_child_workflow(
+            handle = await workflow.start_child_workflow(
                 WORKFLOW, {"child": {"profile": profile.name, "task": task,
                                      "taint": taint.to_dict(),
                                      "approvals": "signal" if ask else "refuse"},
                            "plan": plan},
                 id=child_id, task_queue=info.task_queue)
+        except ChildWorkflowError as e:
+            return ToolOutput(f"Error: {profile.name} failed: {e.cause or e}", is_error=True)
+        # Shown only once it has started: a watcher that sees the id can query it at once.
+        self._children.add(child_id)
+        self._changed()
+        try:
+            outcome = await handle
         except ChildWorkflowError as e:
             return ToolOutput(f"Error: {profile.name} failed: {e.cause or e}", is_error=True)
         finally:
