@@ -19,8 +19,9 @@ from tests.temporal.conftest import Fleet, finished
 from tether import Decision
 
 # A real Temporal dev server and worker processes: the slowest tests, grouped by the mark
-# (`-m temporal`, `-m "not temporal"`).
-pytestmark = [pytest.mark.asyncio, pytest.mark.temporal]
+# (`-m temporal`, `-m "not temporal"`), and on one xdist worker, so one dev server serves
+# them all.
+pytestmark = [pytest.mark.asyncio, pytest.mark.temporal, pytest.mark.xdist_group("temporal")]
 
 
 async def seen(fleet: Fleet, predicate: Any) -> Seen:

@@ -18,8 +18,9 @@ from tests.temporal.conftest import Fleet, finished
 from tests.temporal.test_durable import held_from, seen, waiting_call
 
 # A real Temporal dev server and worker processes: the slowest tests, grouped by the mark
-# (`-m temporal`, `-m "not temporal"`).
-pytestmark = pytest.mark.temporal
+# (`-m temporal`, `-m "not temporal"`), and on one xdist worker, so one dev server serves
+# them all.
+pytestmark = [pytest.mark.temporal, pytest.mark.xdist_group("temporal")]
 
 
 def lines(path: Path) -> list[dict[str, Any]]:

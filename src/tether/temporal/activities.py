@@ -98,7 +98,9 @@ class TetherActivities:
 
     @activity.defn(name=TOOL)
     async def tool(self, call: dict[str, Any]) -> dict[str, Any]:
-        from tether.agent import _call_handler  # the loop's own: same timeout and messages
+        from tether.bounds import Spend
+        from tether.execution import call_handler  # the loop's own: same timeout, messages
+        from tether.tools import RunScope
 
         runtime = self.runtime
         agent = runtime.agent
@@ -118,11 +120,12 @@ class TetherActivities:
                                              f"the tool's schema on this worker: {e}. It "
                                              f"was not run.", is_error=True,
                                              from_outside=False))
+        # The call's run is the workflow's; here it is the worker's agent at the call's path.
+        scope = RunScope(agent, tuple(call.get("path") or ()), None, Spend(agent.settings))
         ctx = ToolContext(str(call["call_id"]), name, Taint.from_dict(call["taint"]),
-                          agent.workspace, agent.security, None,
-                          {"agent": agent, "path": tuple(call.get("path") or ())})
+                          agent.workspace, agent.security, None, run=scope)
         async with _heartbeats():
-            output = await _call_handler(name, tool, arguments, ctx, call.get("timeout_secs"))
+            output = await call_handler(name, tool, arguments, ctx, call.get("timeout_secs"))
         limit = int(call["max_result_chars"])
         return output_to_dict(dataclasses.replace(output,
                                                   content=truncate(output.content, limit)))

@@ -137,7 +137,7 @@ def activity_tool(entry: dict[str, Any], validator: Validator | None, timing: Ti
         call = {"tool": spec.name, "call_id": ctx.call_id, "arguments": jsonable(arguments),
                 "taint": ctx.taint.to_dict(), "max_result_chars": timing.max_result_chars,
                 "timeout_secs": timing.tool_timeout_secs,
-                "path": list(ctx.extras.get("path", ()))}
+                "path": list(ctx.run.path if ctx.run is not None else ())}
         try:
             out = await workflow.execute_activity(
                 TOOL, call, start_to_close_timeout=timing.tool_deadline(),
@@ -150,7 +150,7 @@ def activity_tool(entry: dict[str, Any], validator: Validator | None, timing: Ti
     return Tool(spec, handler, capabilities_from_dict(entry["capabilities"]), validator,
                 bool(entry.get("cache_approval", True)), str(entry.get("source", "python")),
                 entry.get("read_only_hint"), entry.get("source_name"),
-                bool(entry.get("spec_from_outside")), idempotent)
+                bool(entry.get("spec_from_outside")), idempotent=idempotent)
 
 
 def _lost(name: str, idempotent: bool, error: ActivityError) -> str:

@@ -175,15 +175,17 @@ class TetherRun:
             "tool_timeout_secs": None,  # the worker enforces it, inside the activity
             "temperature": settings["temperature"],
         }
+        prices = settings["prices"]
+        common.update(max_output_tokens=settings["max_output_tokens"],
+                      output_retries=settings["output_retries"],
+                      max_cost_usd=settings["max_cost_usd"],
+                      prices=Prices(**prices) if prices else None)
         if child is None:
             model = _model(plan, plan["model"]["provider"], plan["model"]["model"], timing)
-            prices = settings["prices"]
             return Agent(model, [tool(n) for n in entries], settings["system_prompt"],
-                         settings["max_turns"], settings["max_output_tokens"],
-                         output_retries=settings["output_retries"],
-                         max_cost_usd=settings["max_cost_usd"],
-                         prices=Prices(**prices) if prices else None, **common)
-        # What a child gets, as tether.subagents.run_subagent builds it in process.
+                         settings["max_turns"], **common)
+        # What a child gets, as tether.subagents.run_subagent builds it in process: the
+        # parent's settings with the profile's prompt and bound (SubagentProfile.child_settings).
         profile = profiles[child["profile"]]
         provider = profile.provider or plan["model"]["provider"]
         base = plan["providers"].get(provider, {}).get("model", "")
@@ -209,10 +211,13 @@ class TetherRun:
             output, trusted, why = delegation_answer(profile, caps, result)
             if ctx.emit is not None:
                 await ctx.emit(ev.SubagentFinished(ctx.call_id, profile.name,
-                                                   str(result.stop_cause), trusted, why,
+                                                   result.stop_cause, trusted, why,
                                                    result.usage))
-            return dataclasses.replace(output, content=truncate(output.content,
-                                                                timing.max_result_chars))
+            # In process a child's spend counts in its parent's as it happens; a child
+            # workflow's counts when it ends, with its answer.
+            return dataclasses.replace(output, usage=result.usage,
+                                       content=truncate(output.content,
+                                                        timing.max_result_chars))
 
         return dataclasses.replace(made, handler=delegate)
 
