@@ -42,14 +42,22 @@ def test_a_decision_binds_to_the_call_it_names_exactly() -> None:
     assert bound.call is CALL and bound.decision == Decision.allow()
 
 
+def test_a_decision_in_the_older_shape_binds_too() -> None:
+    payload = {**signal_payload(CALL, Decision.allow()),
+               "decision": {"scope": "session", "reason": None}}
+    bound = bind_signal([CALL], payload)
+    assert not isinstance(bound, str) and bound.decision == Decision.allow_for_session()
+
+
 @pytest.mark.parametrize("change", [
     {"arguments": {"target": "mars", "speed": 2}},
     {"arguments": {"target": "moon"}},
     {"arguments": {"target": "moon", "speed": 2.5}},
     {"position": 1}, {"position": "0"}, {"position": None},
     {"call_id": "c2"}, {"tool": "Launch"},
-    {"decision": {"scope": "defer"}}, {"decision": {"scope": "always"}},
-    {"decision": "allow"}, {"decision": {"scope": "deny", "reason": ["x"]}},
+    {"decision": {"verdict": "defer"}}, {"decision": {"verdict": "always"}},
+    {"decision": {"scope": "defer"}}, {"decision": {"verdict": None, "scope": "once"}},
+    {"decision": "allow"}, {"decision": {"verdict": "deny", "reason": ["x"]}},
     {"arguments": float("nan")},
 ])
 def test_a_decision_that_names_anything_else_is_refused_with_the_waiting_calls(

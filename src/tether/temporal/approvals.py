@@ -80,13 +80,16 @@ def bind_signal(waiting: Sequence[PendingCall], payload: Any) -> Bound | str:
     if missing:
         return f"a decision names {', '.join(missing)} of the call it answers"
     raw = payload["decision"]
-    if not isinstance(raw, Mapping) or raw.get("scope") not in ("once", "session", "deny"):
-        return ("the decision must be {\"scope\": \"once\" | \"session\" | \"deny\", "
+    # Decision.to_dict's shape; "scope" is the verdict's old name (Decision.from_dict).
+    verdict = raw.get("verdict", raw.get("scope")) if isinstance(raw, Mapping) else None
+    if verdict not in ("once", "session", "deny"):
+        return ("the decision must be {\"verdict\": \"once\" | \"session\" | \"deny\", "
                 "\"reason\": ...}")
+    assert isinstance(raw, Mapping)
     reason = raw.get("reason")
     if reason is not None and not isinstance(reason, str):
         return "a decision's reason is text"
-    decision = Decision(raw["scope"], reason)
+    decision = Decision(verdict, reason)
     position, call_id, tool = payload["position"], payload["call_id"], payload["tool"]
     try:
         arguments = canonical(payload["arguments"])
