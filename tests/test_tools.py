@@ -202,3 +202,23 @@ def test_a_raw_schema_tool_is_validated_with_json_schema() -> None:
         t.validate({})
     with pytest.raises(ArgumentError, match="q"):
         t.validate({"q": ""})
+
+
+def test_a_tool_is_not_idempotent_unless_it_says_so() -> None:
+    from tether.builtins import calculator, edit_file, read_file
+
+    @tool
+    def send(to: str) -> str:
+        """Send."""
+        return to
+
+    @tool(idempotent=True)
+    def look(key: str) -> str:
+        """Look up."""
+        return key
+
+    assert send.idempotent is False
+    assert look.idempotent is True
+    assert Tool.from_schema("t", "d", {"type": "object"}, send.handler).idempotent is False
+    # Pure reads are safe to run twice; an edit is not (the second finds its old text gone).
+    assert read_file.idempotent and calculator.idempotent and not edit_file.idempotent

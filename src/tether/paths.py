@@ -30,6 +30,12 @@ def default_store(env: Mapping[str, str]) -> Path:
     return Path(base) / "tether" / "sessions.db"
 
 
+def default_blobs(env: Mapping[str, str]) -> Path:
+    """Where ``tether.temporal`` keeps what it passes by reference, unless configured."""
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "tether" / "temporal-blobs"
+
+
 def default_cache(env: Mapping[str, str]) -> Path:
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "tether"
@@ -48,7 +54,7 @@ def default_locations(env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
     (default and ``TETHER_CACHE_DIR``), and tether's own package."""
     env = os.environ if env is None else env
     paths: list[Path] = [user_config_dir(env), *store_files(default_store(env)),
-                         default_cache(env), Path(__file__).resolve().parent]
+                         default_cache(env), default_blobs(env), Path(__file__).resolve().parent]
     if env.get("TETHER_CONFIG"):
         paths.append(Path(env["TETHER_CONFIG"]).expanduser())
     if env.get("TETHER_STORE"):

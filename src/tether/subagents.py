@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities
 if TYPE_CHECKING:
     from tether.agent import Agent
     from tether.providers.base import Provider
+    from tether.result import RunResult
     from tether.settings import AgentSettings
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -193,7 +194,6 @@ async def run_subagent(
     from tether.agent import Agent, run_events
     from tether.bounds import Spend
     from tether.conversation import Conversation
-    from tether.result import StopCause
 
     scope = ctx.run
     if scope is None:
@@ -206,13 +206,7 @@ async def run_subagent(
     registry = parent.tools
     missing = [n for n in profile.tools if n not in registry]
     if missing:
-        # Fail closed: a child without a tool its profile names is not the child the profile
-        # describes (an MCP server that did not start, a tool a server dropped).
-        return ToolOutput(
-            f"Error: the sub-agent {profile.name} was not run: its profile names tool(s) "
-            f"{', '.join(map(repr, missing))} that do not exist now (an MCP server that did "
-            f"not start, or a tool its server no longer offers). Tools that exist: "
-            f"{', '.join(sorted(registry)) or 'none'}.", is_error=True, from_outside=False)
+        return missing_tools_output(profile, missing, registry)
     model = _child_model(profile, parent)
     tools = [registry[n] for n in profile.tools]
     running = scope.agent
@@ -238,6 +232,32 @@ async def run_subagent(
         if emit is not None:
             await emit(event)
     assert result is not None
+
+    output, trusted, why = delegation_answer(profile, caps, result)
+    if emit is not None:
+        await emit(ev.SubagentFinished(ctx.call_id, profile.name, result.stop_cause,
+                                       trusted, why, result.usage))
+    return output
+
+
+def missing_tools_output(profile: SubagentProfile, missing: Sequence[str],
+                         existing: Iterable[str]) -> ToolOutput:
+    """The answer of a delegation whose child would lack tools its profile names."""
+    # Fail closed: a child without a tool its profile names is not the child the profile
+    # describes (an MCP server that did not start, a tool a server dropped).
+    return ToolOutput(
+        f"Error: the sub-agent {profile.name} was not run: its profile names tool(s) "
+        f"{', '.join(map(repr, missing))} that do not exist now (an MCP server that did "
+        f"not start, or a tool its server no longer offers). Tools that exist: "
+        f"{', '.join(sorted(existing)) or 'none'}.", is_error=True, from_outside=False)
+
+
+def delegation_answer(profile: SubagentProfile, caps: Capabilities,
+                      result: RunResult) -> tuple[ToolOutput, bool, str]:
+    """What the parent gets from a child's run: the tool output, whether its answer is
+    trusted, and why. One rule wherever the child ran (in this process, or as a durable
+    child workflow: ``tether.temporal``)."""
+    from tether.result import StopCause
 
     could_read_untrusted = caps.untrusted_input or result.taint.untrusted
     raw = result.text
@@ -276,9 +296,6 @@ async def run_subagent(
         else:
             why = "the child could read untrusted text and its profile vouches for nothing"
             content = raw
-    if emit is not None:
-        await emit(ev.SubagentFinished(ctx.call_id, profile.name, result.stop_cause,
-                                       trusted, why, result.usage))
     # The child's real exposure joins the parent's, whatever the answer: its private and its
     # untrusted taint. A shaped answer earns trust for its *value* (the result is marked
     # trusted and crosses canonical), not a cleaner conversation: the parent's system has
@@ -289,7 +306,8 @@ async def run_subagent(
     # Its usage is counted already: the child's spend was counted in the parent's as it
     # happened (the result's usage says it again, for the SubagentFinished event).
     exposure = result.taint
-    return ToolOutput(content, is_error=is_error, from_outside=not trusted, taint=exposure)
+    return (ToolOutput(content, is_error=is_error, from_outside=not trusted, taint=exposure),
+            trusted, why)
 
 
 def _child_model(profile: SubagentProfile, parent: Agent) -> Provider:

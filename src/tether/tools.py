@@ -186,7 +186,10 @@ class Tool:
     server): offering the tool shows the model untrusted text. ``origin`` is the kind of
     place it comes from, ``server`` the MCP server that offers it. ``on_invalid``, when
     set, words what the model is told when a call's arguments are invalid (given the
-    error); otherwise the gate's standard correction is.
+    error); otherwise the gate's standard correction is. ``idempotent`` says running the call
+    twice does no more than running it once: a durable engine (``tether.temporal``) may then
+    run it again when the worker running it died; otherwise such a call comes back to the
+    model as "may or may not have run". Off by default.
 
     ``source`` and ``source_name`` are the old names of ``origin`` and ``server``: still
     accepted as keyword arguments, and readable.
@@ -202,6 +205,7 @@ class Tool:
     server: str | None
     spec_from_outside: bool
     on_invalid: Correction | None
+    idempotent: bool
 
     def __init__(
         self,
@@ -215,6 +219,7 @@ class Tool:
         server: str | None = None,
         spec_from_outside: bool = False,
         on_invalid: Correction | None = None,
+        idempotent: bool = False,
         *,
         source: ToolOrigin | None = None,
         source_name: str | None = None,
@@ -232,6 +237,7 @@ class Tool:
         put(self, "server", source_name if source_name is not None else server)
         put(self, "spec_from_outside", spec_from_outside)
         put(self, "on_invalid", on_invalid)
+        put(self, "idempotent", idempotent)
 
     @property
     def name(self) -> str:
@@ -386,6 +392,7 @@ def tool(
     needs_approval: bool = False,
     capabilities: Capabilities = NO_CAPABILITIES,
     cache_approval: bool = True,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -399,6 +406,7 @@ def tool(
     needs_approval: bool = False,
     capabilities: Capabilities = NO_CAPABILITIES,
     cache_approval: bool = True,
+    idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a sync or async function.
 
@@ -412,12 +420,15 @@ def tool(
 
         @tool(needs_approval=True, capabilities=Capabilities(destructive=True))
         def delete(path: str) -> str: ...
+
+    ``idempotent=True`` declares that running a call twice does no more than once (see
+    ``Tool.idempotent``).
     """
 
     def build(f: Callable[..., Any]) -> Tool:
         return _tool_from_function(f, name=name, title=title, description=description,
                                    needs_approval=needs_approval, capabilities=capabilities,
-                                   cache_approval=cache_approval)
+                                   cache_approval=cache_approval, idempotent=idempotent)
 
     return build(fn) if fn is not None else build
 
@@ -431,6 +442,7 @@ def _tool_from_function(
     needs_approval: bool,
     capabilities: Capabilities,
     cache_approval: bool,
+    idempotent: bool = False,
 ) -> Tool:
     from pydantic import ConfigDict, Field, ValidationError, create_model
 
@@ -480,7 +492,8 @@ def _tool_from_function(
 
     spec = ToolSpec(tool_name, description if description is not None else summary, schema,
                     title, needs_approval)
-    return Tool(spec, handler, capabilities, validate, cache_approval, origin="python")
+    return Tool(spec, handler, capabilities, validate, cache_approval, origin="python",
+                idempotent=idempotent)
 
 
 def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:

@@ -72,4 +72,4 @@ def _calculator(expression: str) -> str:
     return str(value)
 
 
-calculator: Tool = tool(name="calculator")(_calculator)
+calculator: Tool = tool(name="calculator", idempotent=True)(_calculator)

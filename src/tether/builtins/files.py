@@ -111,7 +111,7 @@ def _read_lines(target: Confined, f: IO[bytes], offset: int, limit: int) -> Tool
     return ToolOutput(text)
 
 
-read_file: Tool = tool(name="read_file", capabilities=PRIVATE)(_read_file)
+read_file: Tool = tool(name="read_file", capabilities=PRIVATE, idempotent=True)(_read_file)
 
 
 # --- list_dir -----------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def _list_dir(ctx: ToolContext, path: str = ".") -> ToolOutput:
     return ToolOutput("\n".join(lines))
 
 
-list_dir: Tool = tool(name="list_dir", capabilities=PRIVATE)(_list_dir)
+list_dir: Tool = tool(name="list_dir", capabilities=PRIVATE, idempotent=True)(_list_dir)
 
 
 # --- grep ---------------------------------------------------------------------------------
@@ -237,7 +237,7 @@ def _text_lines(file: Path) -> Iterator[tuple[int, str]]:
             yield number, raw.decode("utf-8", errors="replace")
 
 
-grep: Tool = tool(name="grep", capabilities=PRIVATE)(_grep)
+grep: Tool = tool(name="grep", capabilities=PRIVATE, idempotent=True)(_grep)
 
 
 # --- write_file and edit_file -------------------------------------------------------------

@@ -70,14 +70,26 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from tether.cli import batch, chat, config, doctor, local, run, sessions, tools
+    from tether.cli import (
+        approvals,
+        batch,
+        chat,
+        config,
+        doctor,
+        local,
+        run,
+        sessions,
+        tools,
+        worker,
+    )
 
     parser = argparse.ArgumentParser(
         prog="tether", description="Run LLM agents on a tether: tools pass one gate.")
     parser.add_argument("--workspace", "-w", default=".",
                         help="the workspace folder (tether.toml, file tools' root)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in (run, tools, config, doctor, chat, batch, sessions, local):
+    for command in (run, tools, config, doctor, chat, batch, sessions, local, worker,
+                    approvals):
         command.add_cli(sub)
     return parser
 

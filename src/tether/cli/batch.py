@@ -9,6 +9,7 @@ from typing import Any
 
 from tether.batch import BatchItem, BatchProgress, ItemResult, read_items, run_batch
 from tether.cli.common import add_run_flags
+from tether.cli.temporal import add_batch_flags
 from tether.messages import Usage
 
 
@@ -24,6 +25,7 @@ def add_cli(sub: Any) -> None:
     p.add_argument("--resume", action="store_true",
                    help="skip the ids already in OUT (after an interrupted batch)")
     add_run_flags(p)
+    add_batch_flags(p)  # --engine temporal: the items as durable runs
     p.set_defaults(handler=cmd_batch)
 
 
@@ -45,6 +47,10 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) -> list[ItemResult]:
+    if getattr(args, "engine", "local") == "temporal":
+        from tether.cli.temporal import batch_on_temporal
+
+        return await batch_on_temporal(args, items, view)
     from tether.cli.common import make_agent, telemetry_export
 
     # Unattended: nobody to ask, so `ask` refuses gated calls (unless --yes).

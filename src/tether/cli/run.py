@@ -20,6 +20,7 @@ from tether.cli.common import (
     no_provider_help,
     telemetry_export,
 )
+from tether.cli.temporal import add_engine_flag
 from tether.errors import ConfigError, OutputFailure, ProviderConnectionError
 
 
@@ -37,10 +38,15 @@ def add_cli(sub: Any) -> None:
     run.add_argument("--tools", dest="tool_files", action="append", metavar="FILE.py[:NAME]",
                      help="offer the @tool functions of a Python file or module:attr "
                           "(repeatable)")
+    add_engine_flag(run)
     run.set_defaults(handler=cmd_run)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if getattr(args, "engine", "local") == "temporal":
+        from tether.cli.temporal import run_on_temporal
+
+        return run_on_temporal(args)
     return asyncio.run(_run(args))
 
 

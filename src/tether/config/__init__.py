@@ -35,6 +35,7 @@ from tether.config.schema import (
     StoreSection,
     SubagentSection,
     TelemetrySection,
+    TemporalSection,
     ToolsConfig,
 )
 from tether.config.template import INIT_TEMPLATE
@@ -54,6 +55,7 @@ __all__ = [
     "StoreSection",
     "SubagentSection",
     "TelemetrySection",
+    "TemporalSection",
     "ToolsConfig",
     "agent_from_config",
     "build_provider",

@@ -65,7 +65,8 @@ def load_config(
 
 def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
     """The files of tether's that one configuration layer names: its store, its cache
-    folder, its tool files. Read loosely: validation reports a malformed value."""
+    folder, its Temporal blob folder, its tool files. Read loosely: validation reports a
+    malformed value."""
     from tether.config.tool_files import python_files
     from tether.paths import store_files
 
@@ -73,6 +74,9 @@ def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
     store, local, tools = (layer.get(k) for k in ("store", "local", "tools"))
     if isinstance(store, Mapping) and isinstance(store.get("path"), str):
         out.extend(store_files(store["path"]))
+    temporal = layer.get("temporal")
+    if isinstance(temporal, Mapping) and isinstance(temporal.get("blob_dir"), str):
+        out.append(Path(temporal["blob_dir"]).expanduser())
     if isinstance(local, Mapping) and isinstance(local.get("cache_dir"), str):
         out.append(Path(local["cache_dir"]).expanduser())
     if isinstance(tools, Mapping) and isinstance(tools.get("python"), list):

@@ -149,6 +149,28 @@ class TelemetrySection(_Strict):
     agent_name: str = Field(default="tether", min_length=1)
 
 
+class TemporalSection(_Strict):
+    """``[temporal]``: where durable runs go (``tether worker``, ``--engine temporal``); see
+    docs/scale.md."""
+
+    address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    task_queue: str = "tether"
+    # How long a worker may go silent before its activity counts as lost (and its
+    # idempotent tool calls and model requests move to another worker).
+    heartbeat_timeout_secs: float = Field(default=30.0, gt=0)
+    # How long a workflow cached on a worker that went away waits before another worker
+    # takes it (Temporal's sticky schedule-to-start timeout).
+    sticky_timeout_secs: float = Field(default=10.0, gt=0)
+    # How long a call waits for its approval signal; unset: until it is decided.
+    approval_timeout_secs: float | None = Field(default=None, gt=0)
+    # The content-addressed folder for what is passed by reference (every worker must
+    # reach the same folder); unset: $XDG_DATA_HOME/tether/temporal-blobs.
+    blob_dir: str | None = None
+    # Messages at least this large travel by reference, not inline in workflow history.
+    inline_limit_bytes: int = Field(default=16 * 1024, ge=0)
+
+
 class Config(_Strict):
     default_provider: str = "local"
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
@@ -160,6 +182,7 @@ class Config(_Strict):
     store: StoreSection = Field(default_factory=StoreSection)
     local: LocalSection = Field(default_factory=LocalSection)
     telemetry: TelemetrySection = Field(default_factory=TelemetrySection)
+    temporal: TemporalSection = Field(default_factory=TemporalSection)
     # Where each layer came from, for `tether config show`.
     sources: list[str] = Field(default_factory=list, exclude=True)
     # tether's own files as every layer names them (config files, stores, caches, tool

@@ -1,0 +1,203 @@
+"""The ``--engine temporal`` half of ``tether run`` and ``tether batch``: a run or a batch
+as durable Temporal workflows, served by ``tether worker`` (docs/scale.md).
+
+Importing this module imports no ``temporalio``: each command imports it when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from tether.cli.common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_NO_ANSWER,
+    EXIT_OK,
+    EXIT_REFUSED,
+    graceful_interrupt,
+    overrides,
+)
+from tether.errors import ConfigError
+
+ENGINES = ("local", "temporal")
+
+
+def add_engine_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=ENGINES, default="local",
+                   help="where the run happens: in this process (local) or as durable "
+                        "Temporal workflows served by `tether worker` (temporal)")
+
+
+def load(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The configuration the flags select, and the flag values a worker applies to a run
+    (it builds the run's providers and tools from its own configuration)."""
+    from tether.config import load_config
+
+    given = overrides(args)
+    return load_config(args.workspace, given), given
+
+
+# --- tether run --engine temporal -------------------------------------------------------------
+
+
+def run_on_temporal(args: argparse.Namespace) -> int:
+    """``tether run --engine temporal``: start the run, decide its approvals here when a
+    person is at the terminal, print its answer."""
+    from tether.temporal import require
+
+    require()
+    for flag in ("session", "output_schema", "local", "tool_files"):
+        if getattr(args, flag, None):
+            name = "--" + flag.replace("_", "-").replace("tool-files", "tools")
+            raise ConfigError(f"{name} is not available with --engine temporal: a durable "
+                              f"run keeps its own state, and the worker's configuration names "
+                              f"its providers and tools")
+    cfg, given = load(args)
+    return asyncio.run(_run(args, cfg, given))
+
+
+async def _run(args: argparse.Namespace, cfg: Any, given: dict[str, Any]) -> int:
+    from tether.temporal.client import connect, start_run
+
+    client = await connect(cfg.temporal)
+    handle = await start_run(client, args.prompt, task_queue=cfg.temporal.task_queue,
+                             overrides=given)
+    _say(f"durable run {handle.id} (Ctrl-C stops it; Ctrl-C twice leaves it running)")
+    watcher = asyncio.create_task(watch_approvals(client, handle.id, sys.stdin.isatty()))
+    try:
+        with graceful_interrupt() as interrupt:
+            stopper = asyncio.create_task(_interrupt_on(interrupt, handle))
+            try:
+                outcome: dict[str, Any] = await handle.result()
+            finally:
+                stopper.cancel()
+    except KeyboardInterrupt:
+        _say(f"left running: {handle.id}")
+        raise
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    if args.json:
+        from tether.display import json_dumps
+
+        print(json_dumps(outcome, indent=2))
+    else:
+        from tether.display import literal
+
+        print(literal(outcome["text"]))
+    if outcome.get("error"):
+        _say(f"{outcome.get('error_type')}: {outcome['error']}")
+    return outcome_exit_code(outcome)
+
+
+async def _interrupt_on(interrupt: asyncio.Event, handle: Any) -> None:
+    await interrupt.wait()
+    await handle.signal("interrupt")
+
+
+def outcome_exit_code(outcome: dict[str, Any]) -> int:
+    """``tether run``'s exit codes (``common.exit_code``), from a durable run's outcome."""
+    if outcome.get("error"):
+        return EXIT_ERROR
+    stop = outcome.get("stop_cause")
+    if stop == "completed":
+        return EXIT_OK
+    if outcome.get("refused"):
+        return EXIT_REFUSED
+    return EXIT_INTERRUPTED if stop == "interrupted" else EXIT_NO_ANSWER
+
+
+async def watch_approvals(client: Any, workflow_id: str, ask: bool,
+                          approver: Any = None) -> None:
+    """Follow a run and its sub-agents: each call that comes to wait is put to
+    ``approver`` (a console one by default) when ``ask``, else announced once with the
+    command that decides it."""
+    from tether.temporal.client import decide, wait_pending
+
+    if ask and approver is None:
+        from tether.approval import ConsoleApprover
+
+        approver = ConsoleApprover()
+    from temporalio.client import (
+        WorkflowUpdateFailedError,
+        WorkflowUpdateRPCTimeoutOrCancelledError,
+    )
+    from temporalio.service import RPCError
+
+    handle = client.get_workflow_handle(workflow_id)
+    followed: dict[str, asyncio.Task[None]] = {}
+    told: set[tuple[Any, Any]] = set()
+    seq = -1
+    try:
+        while True:
+            try:
+                state = await wait_pending(handle, seq)
+            except WorkflowUpdateRPCTimeoutOrCancelledError:
+                continue  # a wait of hours outlived one call: ask again
+            except (RPCError, WorkflowUpdateFailedError):  # it ended before we asked
+                return
+            seq = state["seq"]
+            if state["finished"]:
+                return
+            for child in state["children"]:
+                if child not in followed:
+                    followed[child] = asyncio.create_task(
+                        watch_approvals(client, child, ask, approver))
+            for call in state["pending"]:
+                key = (call["position"], call["call_id"])
+                if key in told:
+                    continue
+                told.add(key)
+                if ask:
+                    from tether.temporal.approvals import request_of
+
+                    await decide(handle, call, await approver.approve(request_of(call)))
+                else:
+                    _say(f"waiting for approval: #{call['position']} {call['tool']} in "
+                         f"{workflow_id}; decide with: tether approvals {workflow_id} "
+                         f"--allow {call['position']} (or --deny)")
+    finally:
+        for task in followed.values():
+            task.cancel()
+
+
+def _say(message: str) -> None:
+    from tether.display import literal
+
+    print(f"tether: {literal(message)}", file=sys.stderr, flush=True)
+
+
+# --- tether batch --engine temporal -----------------------------------------------------------
+
+
+async def batch_on_temporal(args: argparse.Namespace, items: list[Any],
+                            view: Callable[[Any], None]) -> list[Any]:
+    """``tether batch --engine temporal``: the items as durable runs."""
+    from tether.temporal import require
+
+    require()
+    from tether.temporal.batch import run_batch
+    from tether.temporal.client import connect
+
+    cfg, given = load(args)
+    client = await connect(cfg.temporal)
+    return await run_batch(client, items, task_queue=cfg.temporal.task_queue, out=args.out,
+                           resume=args.resume, concurrency=args.concurrency,
+                           limit=args.limit, batch_id=getattr(args, "batch_id", None),
+                           overrides=given, ask=bool(getattr(args, "wait_for_approvals", False)),
+                           on_progress=view)
+
+
+def add_batch_flags(p: argparse.ArgumentParser) -> None:
+    add_engine_flag(p)
+    p.add_argument("--batch-id", help="--engine temporal: the batch's id (its items' workflow "
+                                      "ids derive from it); default: from OUT's path")
+    p.add_argument("--wait-for-approvals", action="store_true",
+                   help="--engine temporal: calls that need approval wait for a decision "
+                        "(tether approvals) instead of being refused")

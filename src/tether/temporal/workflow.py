@@ -1,0 +1,337 @@
+"""The ``tether.run`` workflow: tether's own loop (``Agent.run``), durable.
+
+The loop runs here, deterministically, on recorded data: the run plan (settings and tool
+catalogue, from the ``tether.describe`` activity), every model response (``tether.model``)
+and every tool output (``tether.tool``). Usage, taint and the gate's verdicts are computed
+from those records, so a replayed workflow reaches the same ones. A call that needs
+approval waits for a ``decide`` signal (``approvals.py``); the ``pending`` query shows what
+waits, and the ``wait_pending`` update returns when that changes. A sub-agent is a child
+workflow of this same type.
+
+Input (a dict): ``{"prompt": [turn, ...], "overrides": {...}, "approvals": "signal"}`` for a
+run (the overrides are flag values, as ``tether run`` makes them; ``approvals: "refuse"``
+runs with nobody to ask, as an unattended ``tether batch`` does), or ``{"child": {...},
+"plan": {...}}`` for a sub-agent. Output: the run's outcome (``RunResult.to_dict`` fields,
+summed over turns).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sys
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    # Everything the loop touches is imported here, outside the sandbox's reloading: tether
+    # does no I/O at import time, and validators compile jsonschema lazily.
+    import jsonschema  # noqa: F401
+
+    from tether import events as ev
+    from tether.agent import Agent
+    from tether.conversation import Conversation
+    from tether.errors import TetherError
+    from tether.messages import Usage, usage_to_dict
+    from tether.result import Prices, RunResult, StopCause
+    from tether.subagents import SubagentProfile, delegation_answer, missing_tools_output
+    from tether.tools import Tool, ToolContext, ToolOutput
+    from tether.trust import CLEAN, SecurityConfig, Taint, truncate
+
+    from . import DESCRIBE, WORKFLOW
+    from .approvals import SignalApprover, shown
+    from .standins import ActivityModel, Timing, activity_tool, local_validator
+
+
+def workflow_runner() -> Any:
+    """The sandbox this workflow runs in: Temporal's, with every tether module (and what
+    its validators use) passed through, so an import the loop makes while it runs is the
+    worker's own module, not a fresh copy with classes of its own."""
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default
+                                   .with_passthrough_modules("tether", "jsonschema", "pydantic",
+                                                             "pydantic_core"))
+
+
+@workflow.defn(name=WORKFLOW)
+class TetherRun:
+    """One tether run (or one sub-agent's run), durable."""
+
+    def __init__(self) -> None:
+        self._approver: SignalApprover | None = None
+        self._early: list[str] = []  # signals refused before the run had an approver
+        self._children: set[str] = set()
+        self._started_children = 0
+        self._seq = 0
+        self._finished = False
+        self._interrupt = asyncio.Event()
+        self._ask = True
+
+    @workflow.run
+    async def run(self, request: dict[str, Any]) -> dict[str, Any]:
+        started = workflow.time()
+        child = request.get("child")
+        if child is None:
+            plan = await _describe(request.get("overrides") or {})
+            turns = [str(t) for t in request["prompt"]]
+            conversation = Conversation()
+        else:
+            plan = request["plan"]
+            turns = [str(child["task"])]
+            # A fresh conversation, seeded with the parent's taint: delegating cannot
+            # launder it (as in process: tether.subagents.run_subagent).
+            conversation = Conversation(taint=Taint.from_dict(child["taint"]))
+        ask = (child or request).get("approvals", "signal") != "refuse"
+        try:
+            agent = self._agent(plan, conversation, child, ask)
+        except TetherError as e:  # settings the loop refuses (a ConfigError)
+            raise ApplicationError(str(e), type=type(e).__name__, non_retryable=True) from None
+        outcome = await self._turns(agent, turns, conversation, streamed=child is not None)
+        outcome["elapsed"] = round(workflow.time() - started, 3)
+        outcome["workflow_id"] = workflow.info().workflow_id
+        self._finished = True
+        self._changed()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return outcome
+
+    # --- signals, queries, updates ------------------------------------------------------------
+
+    @workflow.signal(name="decide")
+    def decide(self, payload: Any) -> None:
+        """Decide a waiting call: ``approvals.signal_payload(call, decision)``."""
+        if self._approver is None:
+            self._early = [*self._early[-19:], "no call was waiting"]
+        else:
+            self._approver.decide(payload)
+        self._changed()
+
+    @workflow.signal(name="interrupt")
+    def interrupt(self) -> None:
+        """Stop the run as Ctrl-C does in process (stop cause ``interrupted``)."""
+        self._interrupt.set()
+
+    @workflow.query(name="pending")
+    def pending(self) -> dict[str, Any]:
+        """What waits for a decision here, the sub-agents (child workflows) running now,
+        and the signals that were refused."""
+        approver = self._approver
+        return {
+            "workflow_id": workflow.info().workflow_id,
+            "seq": self._seq,
+            "finished": self._finished,
+            "pending": [shown(c, approver.requests.get(id(c))) for c in approver.waiting]
+            if approver else [],
+            "children": sorted(self._children),
+            "rejected": [*self._early, *(approver.rejected if approver else [])],
+        }
+
+    @workflow.update(name="wait_pending")
+    async def wait_pending(self, after: int) -> dict[str, Any]:
+        """The ``pending`` state once it differs from state ``after`` (its ``seq``)."""
+        await workflow.wait_condition(lambda: self._seq > after)
+        return self.pending()
+
+    def _changed(self) -> None:
+        self._seq += 1
+
+    # --- the agent ------------------------------------------------------------------------------
+
+    def _agent(self, plan: dict[str, Any], conversation: Conversation,
+               child: dict[str, Any] | None, ask: bool) -> Agent:
+        settings, temporal = plan["agent"], plan["temporal"]
+        timing = Timing(float(temporal["heartbeat_timeout_secs"]), settings["tool_timeout_secs"],
+                        int(plan["security"]["max_result_chars"]),
+                        int(temporal["inline_limit_bytes"]))
+        entries = {e["spec"]["name"]: e for e in plan["tools"]}
+        profiles = {p["name"]: SubagentProfile(**p) for p in plan["subagents"]}
+
+        def tool(name: str) -> Tool:
+            entry = entries[name]
+            made = activity_tool(entry, local_validator(entry), timing)
+            if made.source == "subagent" and name in profiles:
+                return self._delegation(made, profiles[name], plan, timing)
+            return made
+
+        approver = SignalApprover(conversation, workflow.wait_condition, self._changed,
+                                  self._interrupt.is_set)
+        self._approver = approver
+        self._ask = ask
+        security = SecurityConfig(
+            trifecta=plan["security"]["trifecta"],
+            mark_untrusted_output=bool(plan["security"]["mark_untrusted_output"]),
+            # The activities cut results to the run's max_result_chars; cutting again here
+            # would cut the cut.
+            max_result_chars=sys.maxsize,
+            protected_paths=())  # the worker's file tools have the worker's own
+        common: dict[str, Any] = {
+            "approver": approver if ask else None, "security": security,
+            "permission_mode": settings["permission_mode"], "workspace": plan["workspace"],
+            "approval_timeout_secs": temporal["approval_timeout_secs"],
+            "tool_timeout_secs": None,  # the worker enforces it, inside the activity
+            "temperature": settings["temperature"],
+        }
+        prices = settings["prices"]
+        common.update(max_output_tokens=settings["max_output_tokens"],
+                      output_retries=settings["output_retries"],
+                      max_cost_usd=settings["max_cost_usd"],
+                      prices=Prices(**prices) if prices else None)
+        if child is None:
+            model = _model(plan, plan["model"]["provider"], plan["model"]["model"], timing)
+            return Agent(model, [tool(n) for n in entries], settings["system_prompt"],
+                         settings["max_turns"], **common)
+        # What a child gets, as tether.subagents.run_subagent builds it in process: the
+        # parent's settings with the profile's prompt and bound (SubagentProfile.child_settings).
+        profile = profiles[child["profile"]]
+        provider = profile.provider or plan["model"]["provider"]
+        base = plan["providers"].get(provider, {}).get("model", "")
+        model = _model(plan, provider, profile.model or base, timing)
+        return Agent(model, [tool(n) for n in profile.tools], profile.system_prompt,
+                     profile.max_turns, **common)
+
+    def _delegation(self, made: Tool, profile: SubagentProfile, plan: dict[str, Any],
+                    timing: Timing) -> Tool:
+        caps = made.capabilities
+        names = [e["spec"]["name"] for e in plan["tools"]]
+
+        async def delegate(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+            missing = [n for n in profile.tools if n not in names]
+            if missing:
+                return missing_tools_output(profile, missing, names)
+            task = arguments["task"]
+            if ctx.emit is not None:
+                await ctx.emit(ev.SubagentStarted(ctx.call_id, profile.name, task))
+            result = await self._child(profile, task, ctx.taint, plan, self._ask)
+            if isinstance(result, ToolOutput):
+                return result
+            output, trusted, why = delegation_answer(profile, caps, result)
+            if ctx.emit is not None:
+                await ctx.emit(ev.SubagentFinished(ctx.call_id, profile.name,
+                                                   result.stop_cause, trusted, why,
+                                                   result.usage))
+            # In process a child's spend counts in its parent's as it happens; a child
+            # workflow's counts when it ends, with its answer.
+            return dataclasses.replace(output, usage=result.usage,
+                                       content=truncate(output.content,
+                                                        timing.max_result_chars))
+
+        return dataclasses.replace(made, handler=delegate)
+
+    async def _child(self, profile: SubagentProfile, task: str, taint: Taint,
+                     plan: dict[str, Any], ask: bool) -> RunResult | ToolOutput:
+        self._started_children += 1
+        info = workflow.info()
+        child_id = f"{info.workflow_id}/{self._started_children}-{profile.name}"
+        try:
+            handle = await workflow.start_child_workflow(
+                WORKFLOW, {"child": {"profile": profile.name, "task": task,
+                                     "taint": taint.to_dict(),
+                                     "approvals": "signal" if ask else "refuse"},
+                           "plan": plan},
+                id=child_id, task_queue=info.task_queue)
+        except ChildWorkflowError as e:
+            return ToolOutput(f"Error: {profile.name} failed: {e.cause or e}", is_error=True)
+        # Shown only once it has started: a watcher that sees the id can query it at once.
+        self._children.add(child_id)
+        self._changed()
+        try:
+            outcome = await handle
+        except ChildWorkflowError as e:
+            return ToolOutput(f"Error: {profile.name} failed: {e.cause or e}", is_error=True)
+        finally:
+            self._children.discard(child_id)
+            self._changed()
+        return _as_result(outcome)
+
+    # --- turns ----------------------------------------------------------------------------------
+
+    async def _turns(self, agent: Agent, turns: list[str], conversation: Conversation,
+                     streamed: bool) -> dict[str, Any]:
+        """Each turn on the one conversation, stopping at the first that does not complete;
+        the outcome sums them (as ``tether batch`` does for a list of turns). ``streamed``
+        asks for streamed responses, as a sub-agent's run in process does."""
+        usage, taint = Usage(), CLEAN
+        records: list[dict[str, Any]] = []
+        blocked = malformed = model_turns = 0
+        text, stop, error, error_type = "", "completed", None, None
+        cost: float | None = None
+        for turn in turns:
+            try:
+                result = await _run(agent, turn, conversation, self._interrupt, streamed)
+            except TetherError as e:
+                made: RunResult | None = getattr(e, "result", None)
+                if made is None:  # the run could not start (an empty prompt)
+                    raise ApplicationError(str(e), type=type(e).__name__,
+                                           non_retryable=True) from None
+                result = made
+            summary = result.to_dict()
+            usage, taint = usage + result.usage, result.taint
+            records.extend(summary["tool_calls"])
+            blocked += result.blocked_sends
+            malformed += result.malformed_tool_args
+            model_turns += result.turns
+            text, stop = result.text, str(result.stop_cause)
+            if result.cost_usd is not None:
+                cost = (cost or 0.0) + result.cost_usd
+            if result.error is not None:
+                error, error_type = str(result.error), type(result.error).__name__
+            if stop != "completed":
+                break
+        return {"text": text, "stop_cause": stop, "usage": usage_to_dict(usage),
+                "turns": model_turns, "tool_calls": records, "blocked_sends": blocked,
+                "refused": sum(r["denied"] or r["blocked"] for r in records),
+                "taint": taint.to_dict(), "malformed_tool_args": malformed,
+                "cost_usd": cost, "error": error, "error_type": error_type}
+
+
+async def _run(agent: Agent, prompt: str, conversation: Conversation,
+               interrupt: asyncio.Event, streamed: bool) -> RunResult:
+    if not streamed:
+        return await agent.run(prompt, conversation=conversation, interrupt=interrupt)
+    result: RunResult | None = None
+    async for event in agent.stream(prompt, conversation=conversation, interrupt=interrupt):
+        if isinstance(event, ev.RunFinished) and not event.path:
+            result = event.result
+    assert result is not None, "a run always ends with RunFinished"
+    return result
+
+
+async def _describe(overrides: dict[str, Any]) -> dict[str, Any]:
+    # A local activity: the plan is the worker's own configuration, so the worker that runs
+    # the workflow task reads it, without a round trip through the task queue. Its result
+    # is recorded like any activity's.
+    try:
+        plan: dict[str, Any] = await workflow.execute_local_activity(
+            DESCRIBE, overrides, start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=RetryPolicy(maximum_attempts=3))
+    except ActivityError as e:
+        raise ApplicationError(f"no worker could prepare the run: {e.cause or e}",
+                               type="ConfigError", non_retryable=True) from None
+    return plan
+
+
+def _model(plan: dict[str, Any], provider: str, model: str, timing: Timing) -> ActivityModel:
+    entry = plan["providers"].get(provider)
+    if entry is None:  # a sub-agent's profile names a provider the workers do not have
+        from tether.errors import ConfigError
+
+        raise ConfigError(f"provider {provider!r} is not configured; configured: "
+                          f"{', '.join(sorted(plan['providers'])) or 'none'}")
+    return ActivityModel(provider, entry["wire"], model, float(entry["timeout_secs"]), timing)
+
+
+def _as_result(outcome: dict[str, Any]) -> RunResult:
+    """A child's outcome as the RunResult ``delegation_answer`` reads."""
+    from tether.messages import usage_from_dict
+
+    error = outcome.get("error")
+    return RunResult(
+        text=outcome["text"], stop_cause=StopCause(outcome["stop_cause"]),
+        usage=usage_from_dict(outcome["usage"]), turns=outcome["turns"], tool_calls=[],
+        blocked_sends=outcome["blocked_sends"], taint=Taint.from_dict(outcome["taint"]),
+        malformed_tool_args=outcome["malformed_tool_args"], conversation=Conversation(),
+        new_messages=[], error=TetherError(error) if error is not None else None)

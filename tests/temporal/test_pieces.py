@@ -1,0 +1,223 @@
+"""The pieces of tether.temporal that need no server: the binding of a decision signal,
+the payloads, the blob store, workflow ids, the converter, the [temporal] section, the blob
+folder as one of tether's own files."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether import Decision
+from tether.approval import ApprovalRequest
+from tether.conversation import Conversation, PendingCall
+from tether.errors import ConfigError, RateLimitError
+from tether.messages import Message, ToolCall, Usage
+from tether.providers.base import ModelRequest, ModelResponse, NamedToolChoice
+from tether.temporal.approvals import SignalApprover, bind_signal, signal_payload
+from tether.temporal.blobs import BlobError, BlobStore
+from tether.temporal.payloads import (
+    error_from_dict,
+    error_to_dict,
+    output_from_dict,
+    output_to_dict,
+    request_from_dict,
+    request_to_dict,
+    response_from_dict,
+    response_to_dict,
+)
+from tether.tools import ToolOutput, ToolSpec
+from tether.trust import Taint
+
+CALL = PendingCall("c1", "launch", {"target": "moon", "speed": 2}, "needs_approval",
+                   "Launch needs approval before it runs.", 0)
+
+
+def test_a_decision_binds_to_the_call_it_names_exactly() -> None:
+    bound = bind_signal([CALL], signal_payload(CALL, Decision.allow()))
+    assert not isinstance(bound, str)
+    assert bound.call is CALL and bound.decision == Decision.allow()
+
+
+def test_a_decision_in_the_older_shape_binds_too() -> None:
+    payload = {**signal_payload(CALL, Decision.allow()),
+               "decision": {"scope": "session", "reason": None}}
+    bound = bind_signal([CALL], payload)
+    assert not isinstance(bound, str) and bound.decision == Decision.allow_for_session()
+
+
+@pytest.mark.parametrize("change", [
+    {"arguments": {"target": "mars", "speed": 2}},
+    {"arguments": {"target": "moon"}},
+    {"arguments": {"target": "moon", "speed": 2.5}},
+    {"position": 1}, {"position": "0"}, {"position": None},
+    {"call_id": "c2"}, {"tool": "Launch"},
+    {"decision": {"verdict": "defer"}}, {"decision": {"verdict": "always"}},
+    {"decision": {"scope": "defer"}}, {"decision": {"verdict": None, "scope": "once"}},
+    {"decision": "allow"}, {"decision": {"verdict": "deny", "reason": ["x"]}},
+    {"arguments": float("nan")},
+])
+def test_a_decision_that_names_anything_else_is_refused_with_the_waiting_calls(
+        change: dict[str, Any]) -> None:
+    payload = {**signal_payload(CALL, Decision.allow()), **change}
+    refused = bind_signal([CALL], payload)
+    assert isinstance(refused, str)
+
+
+@pytest.mark.parametrize("payload", [None, "allow", 1, [], {"position": 0}])
+def test_a_malformed_signal_is_refused_not_raised(payload: Any) -> None:
+    assert isinstance(bind_signal([CALL], payload), str)
+
+
+def test_arguments_are_compared_as_json_whatever_their_key_order() -> None:
+    payload = {**signal_payload(CALL, Decision.deny("no")),
+               "arguments": {"speed": 2, "target": "moon"}}
+    bound = bind_signal([CALL], payload)
+    assert not isinstance(bound, str) and bound.decision.reason == "no"
+
+
+def test_two_calls_that_share_an_id_are_told_apart_by_position() -> None:
+    conversation = Conversation([Message("assistant", (
+        ToolCall("x", "launch", '{"target": "a"}'), ToolCall("x", "launch", '{"target": "b"}')))])
+    waits: list[Any] = []
+
+    async def wait(condition: Any) -> None:  # as workflow.wait_condition: until it holds
+        waits.append(condition)
+        while not condition():
+            await asyncio.sleep(0)  # a turn of the loop, not a wait for time
+
+    approver = SignalApprover(conversation, wait, lambda: None, lambda: False)
+
+    async def ask(target: str) -> tuple[int | None, Decision]:
+        request = ApprovalRequest("x", "launch", "Launch", {"target": target},
+                                  "needs_approval", "", Taint())
+        task = asyncio.ensure_future(approver.approve(request))
+        await asyncio.sleep(0)
+        (waiting,) = approver.waiting
+        # A decision for the other position does not bind.
+        other = dataclasses.replace(waiting, position=1 - (waiting.position or 0))
+        assert approver.decide(signal_payload(other, Decision.allow())) is not None
+        assert approver.decide(signal_payload(waiting, Decision.deny(target))) is None
+        return waiting.position, await task
+
+    async def both() -> list[tuple[int | None, Decision]]:
+        return [await ask("a"), await ask("b")]
+
+    assert asyncio.run(both()) == [(0, Decision.deny("a")), (1, Decision.deny("b"))]
+
+
+def test_an_interrupted_wait_is_a_denial() -> None:
+    conversation = Conversation([Message("assistant", (ToolCall("c1", "launch", "{}"),))])
+
+    async def wait(condition: Any) -> None:
+        assert condition()
+
+    approver = SignalApprover(conversation, wait, lambda: None, lambda: True)
+    request = ApprovalRequest("c1", "launch", "Launch", {}, "needs_approval", "", Taint())
+    decision = asyncio.run(approver.approve(request))
+    assert decision.scope == "deny" and "interrupted" in (decision.reason or "")
+
+
+def test_requests_responses_and_outputs_read_back_the_same() -> None:
+    spec = ToolSpec("add", "Add.", {"type": "object", "properties": {"b": {}, "a": {}}})
+    request = ModelRequest((Message.user("hi"),), "sys", [spec], NamedToolChoice("add"), 10,
+                           0.5, True)
+    assert request_from_dict(request_to_dict(request), request.messages) == request
+    response = ModelResponse(Message("assistant", (ToolCall("1", "add", '{"a": 1}'),)),
+                             "tool_calls", Usage(3, 4, requests=1, details={"r": 1}), "m", "id")
+    assert response_from_dict(response_to_dict(response)) == response
+    output = ToolOutput("x", True, {"k": [1]}, False, Usage(1, 2), Taint(untrusted=True))
+    assert output_from_dict(output_to_dict(output)) == output
+
+
+def test_a_provider_error_is_rebuilt_only_as_a_provider_error_kind() -> None:
+    error = error_from_dict(error_to_dict(RateLimitError("slow down", retry_after=3,
+                                                         provider="p", status=429)), "w")
+    assert isinstance(error, RateLimitError) and error.retry_after == 3.0
+    assert error.status == 429 and str(error) == "slow down"
+    forged = error_from_dict({"type": "SystemExit", "message": "bye"}, "w")
+    assert type(forged).__name__ == "ProviderError" and str(forged) == "bye"
+
+
+def test_a_blob_reads_back_and_a_changed_one_is_refused(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path)
+    name = store.put(b"hello")
+    assert store.get(name) == b"hello" and store.put(b"hello") == name
+    (tmp_path / name[:2] / name[2:]).write_bytes(b"HELLO")
+    with pytest.raises(BlobError, match="was changed"):
+        store.get(name)
+    with pytest.raises(BlobError, match="blob_dir"):
+        store.get("0" * 64)
+    with pytest.raises(BlobError, match="not a blob name"):
+        store.get("../../etc/passwd")
+
+
+def test_an_item_id_makes_one_workflow_id_readable_when_plain_hashed_when_not() -> None:
+    from tether.temporal.batch import workflow_id
+
+    assert workflow_id("b1", "q-1.a_b") == "tether-batch-b1-q-1.a_b"
+    odd = {workflow_id("b1", i) for i in ("a/b", "a b", "a\nb", "é", "x" * 500, "h:zz")}
+    assert len(odd) == 6 and all(len(w) < 100 for w in odd)
+
+
+def test_payloads_keep_the_order_of_keys() -> None:
+    from tether.temporal.converter import DATA_CONVERTER
+
+    (payload,) = DATA_CONVERTER.payload_converter.to_payloads([{"b": 1, "a": {"d": 2, "c": 3}}])
+    assert payload.data == b'{"b":1,"a":{"d":2,"c":3}}'
+    assert DATA_CONVERTER.payload_converter.from_payloads([payload]) == \
+        [{"b": 1, "a": {"d": 2, "c": 3}}]
+
+
+def test_the_temporal_section_has_defaults_and_refuses_unknown_keys(tmp_path: Path) -> None:
+    from tether.config import load_config
+
+    cfg = load_config(tmp_path, env={})
+    assert (cfg.temporal.address, cfg.temporal.namespace, cfg.temporal.task_queue) == \
+        ("127.0.0.1:7233", "default", "tether")
+    (tmp_path / "tether.toml").write_text('[temporal]\naddress = "h:1"\ntask_queu = "x"\n')
+    with pytest.raises(ConfigError, match=r"unknown key temporal\.task_queu"):
+        load_config(tmp_path, env={})
+
+
+@pytest.mark.parametrize("flag", [["--session", "s1"], ["--output-schema", "x.json"],
+                                  ["--tools", "t.py"], ["--local"]])
+def test_flags_a_durable_run_cannot_honour_are_refused_before_anything_runs(
+        tmp_path: Path, flag: list[str], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether.cli import main
+
+    monkeypatch.setenv("TETHER_CONFIG", str(tmp_path / "none.toml"))
+    assert main(["-w", str(tmp_path), "run", "--engine", "temporal", *flag, "hi"]) == 1
+    err = capsys.readouterr().err
+    assert f"{flag[0]} is not available with --engine temporal" in err
+
+
+@pytest.mark.parametrize("configured", [True, False])
+async def test_the_blob_folder_is_one_of_tethers_own_files_an_approved_write_is_refused(
+        tmp_path: Path, configured: bool) -> None:
+    from tether.builtins import write_file
+    from tether.config import agent_from_config, load_config
+    from tether.tools import ToolContext
+    from tether.trust import CLEAN
+
+    blobs = tmp_path / ("shared-blobs" if configured else "data/tether/temporal-blobs")
+    blobs.mkdir(parents=True)
+    (tmp_path / "tether.toml").write_text(
+        '[tools]\npermission_mode = "allow"\n'
+        + (f'[temporal]\nblob_dir = "{blobs}"\n' if configured else ""))
+    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "TETHER_CONFIG": str(tmp_path / "none")}
+    # The default folder is named by the environment, as SecurityConfig() reads it.
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        cfg = load_config(tmp_path, env=env)
+        agent = agent_from_config(tmp_path, config=cfg, approver=None)
+    ctx = ToolContext("c", "write_file", CLEAN, tmp_path, agent.security)
+    out = await write_file.handler({"path": str(blobs.relative_to(tmp_path) / "ab" / "cd"),
+                                    "content": "forged"}, ctx)
+    assert isinstance(out, ToolOutput) and out.is_error and "tether's own files" in out.content
+    assert list(blobs.iterdir()) == []
