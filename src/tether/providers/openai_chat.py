@@ -261,19 +261,23 @@ def _completion(data: Any, turn: int, model: str) -> ModelResponse:
 
 
 class _ChatDecoder:
-    """A streamed Chat Completions answer. Every event is a ``chat.completion.chunk``
-    whose first choice carries a delta; what a delta holds (text, reasoning, tool calls, a
-    refusal) has a method each. ``[DONE]`` ends the stream; so does the body's end after a
-    ``finish_reason`` (servers differ in which they send)."""
+    """A streamed Chat Completions answer.
 
-    __slots__ = ("calls", "done", "finish_reason", "model", "refusal", "response_id",
+    Every event is a ``chat.completion.chunk`` (or ``[DONE]``, which ends the stream; so
+    does the body's end after a ``finish_reason``: servers differ in which they send). A
+    chunk may carry an ``error`` object, ``usage``, and a first choice whose delta holds
+    any of text, reasoning, tool calls (or the legacy ``function_call``) and a refusal,
+    then a ``finish_reason``: each has a method of its own, called in that order.
+    """
+
+    __slots__ = ("calls", "done", "finish_reason", "model", "refusals", "response_id",
                  "texts", "thought_field", "thoughts", "usage")
 
     def __init__(self, turn: int, model: str) -> None:
         self.texts: list[str] = []
         self.thoughts: list[str] = []
         self.thought_field = ""
-        self.refusal: list[str] = []
+        self.refusals: list[str] = []
         self.calls = _CallAssembler(turn)
         self.finish_reason: str | None = None
         self.usage: Any = None
@@ -285,19 +289,9 @@ class _ChatDecoder:
         if data == "[DONE]":
             self.done = True
             return []
-        try:
-            chunk = decode_json(data)
-        except ValueError as e:
-            raise MalformedResponseError(
-                f"{NAME}: a stream event is not JSON ({e}): {data[:200]!r}", provider=NAME
-            ) from None
-        if not isinstance(chunk, dict):
-            raise MalformedResponseError(
-                f"{NAME}: a stream event is not a JSON object: {data[:200]!r}", provider=NAME)
+        chunk = _event_object(data)
         if self.response_id is None:
-            self.response_id = chunk.get("id")
-            self.model = chunk.get("model") or self.model
-            self.calls.response_id = self.response_id
+            self.first(chunk)
         if chunk.get("error"):
             raise _stream_error(chunk)
         if chunk.get("usage"):
@@ -310,47 +304,68 @@ class _ChatDecoder:
         if index is not None and index != 0:
             if type(index) is not int:
                 raise wrong_type(NAME, "a choice's index", index)
-            return []
+            return []  # only the first choice is read (tether asks for one)
         out: list[StreamChunk] = []
         # A few servers put the last piece under "message" instead of "delta".
         delta = choice.get("delta") or choice.get("message")
         if delta:
-            content = delta.get("content")
-            if content:
-                self._text(content, out)
-            for field_name in _REASONING_FIELDS:
-                thought = delta.get(field_name)
-                if thought:
-                    self._reasoning(field_name, thought, out)
-                    break
-            raw_calls = delta.get("tool_calls")
-            if raw_calls:
-                self._tool_calls(raw_calls, out)
-            legacy = delta.get("function_call")
-            if legacy:
-                out.append(self.calls.add({"index": 0, "function": legacy}))
-            if delta.get("refusal"):
-                self.refusal.append(delta["refusal"])
+            self.delta(delta, out)
         if choice.get("finish_reason"):
             self.finish_reason = choice["finish_reason"]
         return out
 
-    def _text(self, content: Any, out: list[StreamChunk]) -> None:
+    def first(self, chunk: Mapping[str, Any]) -> None:
+        """The first chunk names the response and the model that answers."""
+        self.response_id = chunk.get("id")
+        self.model = chunk.get("model") or self.model
+        self.calls.response_id = self.response_id
+
+    def delta(self, delta: Mapping[str, Any], out: list[StreamChunk]) -> None:
+        content = delta.get("content")
+        if content:
+            self.content(content, out)
+        for field_name in _REASONING_FIELDS:
+            thought = delta.get(field_name)
+            if thought:
+                self.reasoning(field_name, thought, out)
+                break
+        raw_calls = delta.get("tool_calls")
+        if raw_calls:
+            self.tool_calls(raw_calls, out)
+        legacy = delta.get("function_call")
+        if legacy:
+            self.function_call(legacy, out)
+        refusal = delta.get("refusal")
+        if refusal:
+            self.refusal(refusal)
+
+    def content(self, content: Any, out: list[StreamChunk]) -> None:
         if not isinstance(content, str):
             content = _content_text(content)
         self.texts.append(content)
         out.append(TextChunk(content))
 
-    def _reasoning(self, field_name: str, thought: Any, out: list[StreamChunk]) -> None:
+    def reasoning(self, field_name: str, thought: Any, out: list[StreamChunk]) -> None:
         if not isinstance(thought, str):
             raise wrong_type(NAME, field_name, thought)
         self.thoughts.append(thought)
         self.thought_field = field_name
         out.append(ReasoningChunk(thought))
 
-    def _tool_calls(self, raw_calls: Iterable[Any], out: list[StreamChunk]) -> None:
+    def tool_calls(self, raw_calls: Any, out: list[StreamChunk]) -> None:
+        if not isinstance(raw_calls, list):
+            raise wrong_type(NAME, "a delta's tool_calls", raw_calls)
         for raw in raw_calls:
+            if not isinstance(raw, dict):
+                raise wrong_type(NAME, "a tool call delta", raw)
             out.append(self.calls.add(raw))
+
+    def function_call(self, legacy: Any, out: list[StreamChunk]) -> None:
+        """The pre-tools function calling some servers still stream: one call, index 0."""
+        out.append(self.calls.add({"index": 0, "function": legacy}))
+
+    def refusal(self, refusal: Any) -> None:
+        self.refusals.append(_optional_text(refusal, "refusal"))
 
     def finish(self) -> ModelResponse:
         finish = self.finish_reason
@@ -365,17 +380,30 @@ class _ChatDecoder:
         text = "".join(self.texts)
         if text and not (tool_calls and is_fence_debris(text)):
             parts.append(Text(text))
-        elif self.refusal:
-            parts.append(Text("".join(self.refusal)))
+        elif self.refusals:
+            parts.append(Text("".join(self.refusals)))
         parts.extend(tool_calls)
         return ModelResponse(
             Message("assistant", tuple(parts)),
-            _stop_reason(finish, bool(tool_calls), bool(self.refusal) and not tool_calls),
+            _stop_reason(finish, bool(tool_calls), bool(self.refusals) and not tool_calls),
             _usage(self.usage),
             model=self.model,
             id=self.response_id,
             raw_stop_reason=finish,
         )
+
+
+def _event_object(data: str) -> dict[str, Any]:
+    try:
+        chunk = decode_json(data)
+    except ValueError as e:
+        raise MalformedResponseError(
+            f"{NAME}: a stream event is not JSON ({e}): {data[:200]!r}", provider=NAME
+        ) from None
+    if not isinstance(chunk, dict):
+        raise MalformedResponseError(
+            f"{NAME}: a stream event is not a JSON object: {data[:200]!r}", provider=NAME)
+    return chunk
 
 
 class _Slot:
