@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FakeSleep
+from tests.providers.helpers import FakeSleep
 from tests.servers.http import Canned, LoopbackServer
 from tether import Agent, tool
 from tether.errors import (

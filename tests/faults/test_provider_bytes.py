@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterator
 
 import pytest
 
@@ -24,7 +23,7 @@ from tests.faults.rawserver import (
     head,
     whole,
 )
-from tests.faults.wires import WIRES, Wire
+from tests.providers.wires import WIRES, Wire
 from tether.errors import (
     MalformedResponseError,
     ProviderConnectionError,
@@ -43,12 +42,6 @@ from tether.providers.http import RetryPolicy
 
 ALL = sorted(WIRES)
 TEXT = "héllo 😀 日本語 e\u0301 ok"
-
-
-@pytest.fixture
-def raw() -> Iterator[RawServer]:
-    with RawServer() as srv:
-        yield srv
 
 
 def ask(streamed: bool) -> ModelRequest:

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.faults.rawserver import RawServer, chunked, whole
-from tests.faults.wires import WIRES, Wire
+from tests.providers.wires import WIRES, Wire
 from tether.errors import ProviderError
 from tether.messages import Message, message_to_dict
 from tether.providers.base import (
@@ -47,6 +47,8 @@ ALL = sorted(WIRES)
 
 @pytest.fixture(scope="module")
 def raw() -> Iterator[RawServer]:
+    # One server for the module (conftest's is per test): hypothesis runs many examples
+    # inside one test, and a function-scoped fixture would not be reset between them.
     with RawServer() as srv:
         yield srv
 

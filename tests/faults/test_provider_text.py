@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.faults.rawserver import RawServer, chunked, whole
-from tests.faults.wires import WIRES, Wire
+from tests.providers.wires import WIRES, Wire
 from tether.agent import Agent
 from tether.errors import BadRequestError, ProviderError
 from tether.messages import Message, ToolCall
@@ -29,12 +28,6 @@ from tether.store import Session, SQLiteStore
 ALL = sorted(WIRES)
 EMOJI = "\U0001f600"  # 😀, "\ud83d\ude00" in UTF-16
 HIGH, LOW = "\ud83d", "\ude00"
-
-
-@pytest.fixture
-def raw() -> Iterator[RawServer]:
-    with RawServer() as srv:
-        yield srv
 
 
 async def chunks_of(wire: Wire, url: str, streamed: bool = True) -> list[StreamChunk]:
