@@ -33,7 +33,8 @@ NO_RETRY = RetryPolicy(max_retries=0)
 @dataclass(frozen=True)
 class Wire:
     name: str
-    # The adapter for a ``base_url`` (the API's, prefix included) and keyword arguments.
+    # The adapter for a ``base_url`` (the API's, prefix included) and keyword arguments
+    # (model "m" and key "k" unless given).
     make: Callable[..., Provider]
     # A whole (non-streamed) answer saying ``text``.
     body: Callable[[str], dict[str, Any]]
@@ -234,14 +235,15 @@ _GEMINI_STATUSES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMI
 WIRES: dict[str, Wire] = {
     "openai-chat": Wire(
         "openai-chat",
-        lambda url, **kw: OpenAIChat(url, "m", **{"api_key": "k", "profile": "openai", **kw}),
+        lambda url, **kw: OpenAIChat(url, **{"model": "m", "api_key": "k", "profile": "openai",
+                                             **kw}),
         _chat_body, _chat_events,
         replay=lambda r: OpenAIChat("http://127.0.0.1:1/v1", "m").request_body(r),
         terminal=lambda e: any(c.get("finish_reason") for c in e["choices"]), done=True,
         prefix="/v1", path="/v1/chat/completions", stream_path="/v1/chat/completions"),
     "openai-responses": Wire(
         "openai-responses",
-        lambda url, **kw: OpenAIResponses(url, "m", **{"api_key": "k", **kw}),
+        lambda url, **kw: OpenAIResponses(url, **{"model": "m", "api_key": "k", **kw}),
         _responses_body, _responses_events, named=True,
         replay=lambda r: openai_responses.build_body(r, model="m"),
         terminal=lambda e: e[0] == "response.completed",
@@ -251,7 +253,7 @@ WIRES: dict[str, Wire] = {
             "type": "invalid_request_error" if status < 500 else "server_error",
             "code": _OPENAI_CODES.get(status)}}),
     "anthropic": Wire(
-        "anthropic", lambda url, **kw: Anthropic(url, "m", **{"api_key": "k", **kw}),
+        "anthropic", lambda url, **kw: Anthropic(url, **{"model": "m", "api_key": "k", **kw}),
         _anthropic_body, _anthropic_events, named=True,
         replay=lambda r: anthropic.request_body(r, "m", 100),
         terminal=lambda e: e[0] == "message_delta",
@@ -259,7 +261,7 @@ WIRES: dict[str, Wire] = {
         error=lambda status, message: {"type": "error", "error": {
             "type": _ANTHROPIC_ERRORS.get(status, "api_error"), "message": message}}),
     "gemini": Wire(
-        "gemini", lambda url, **kw: Gemini(url, "m", **{"api_key": "k", **kw}),
+        "gemini", lambda url, **kw: Gemini(url, **{"model": "m", "api_key": "k", **kw}),
         _gemini_body, _gemini_events, replay=gemini.request_body,
         terminal=lambda e: "finishReason" in e["candidates"][0],
         prefix="/v1beta", path="/v1beta/models/m:generateContent",
