@@ -160,12 +160,14 @@ def test_repr_names_the_endpoint_and_model_but_never_a_key(wire: Wire) -> None:
 @both
 async def test_a_key_the_server_quotes_back_is_hidden_in_the_error(
         server: LoopbackServer, wire: Wire, streamed: bool) -> None:
-    server.queue(error(wire, 401, f"invalid key {KEY}"))
-    provider = adapter(wire, server)
+    server.queue(error(wire, 401, f"invalid key {KEY} (via {GATEWAY_KEY})"))
+    provider = adapter(wire, server, headers={"x-gateway-key": GATEWAY_KEY})
     with pytest.raises(AuthError) as caught:
         await collect(provider, ask(stream=streamed))
-    assert KEY not in str(caught.value) and KEY not in (caught.value.body or "")
-    assert server.requests[-1].headers  # the key was sent, only never shown
+    for secret in (KEY, GATEWAY_KEY):
+        assert secret not in str(caught.value) and secret not in (caught.value.body or "")
+    sent = server.requests[-1].headers  # both were sent, only never shown
+    assert GATEWAY_KEY in sent.values() and any(KEY in v for v in sent.values())
     await provider.aclose()
 
 
