@@ -23,6 +23,7 @@ from tests.faults.rawserver import (
     head,
     whole,
 )
+from tests.providers.helpers import final
 from tests.providers.wires import WIRES, Wire
 from tether.errors import (
     MalformedResponseError,
@@ -31,7 +32,6 @@ from tether.errors import (
 )
 from tether.messages import Message
 from tether.providers.base import (
-    Completed,
     ModelRequest,
     Provider,
     Retrying,
@@ -66,11 +66,6 @@ async def fails(provider: Provider, streamed: bool) -> tuple[ProviderError, list
     finally:
         await provider.aclose()
     raise AssertionError(f"no error; the stream gave {seen}")
-
-
-def final(chunks: list[StreamChunk]) -> Completed:
-    assert isinstance(chunks[-1], Completed), chunks
-    return chunks[-1]
 
 
 def body(wire: Wire, text: str = TEXT) -> bytes:

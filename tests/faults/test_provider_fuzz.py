@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.faults.rawserver import RawServer, chunked, whole
+from tests.providers.helpers import texts
 from tests.providers.wires import WIRES, Wire
 from tether.errors import ProviderError
 from tether.messages import Message, message_to_dict
@@ -102,10 +103,6 @@ def check(wire: Wire, chunks: list[StreamChunk], error: Any) -> Message | None:
         usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
         usage.cache_write_tokens, usage.requests))
     return message
-
-
-def texts(chunks: list[StreamChunk]) -> str:
-    return "".join(c.text for c in chunks if isinstance(c, TextChunk))
 
 
 # --- strategies ---------------------------------------------------------------------------------

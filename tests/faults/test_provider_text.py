@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.rawserver import RawServer, chunked, whole
+from tests.providers.helpers import texts
 from tests.providers.wires import WIRES, Wire
 from tether.agent import Agent
 from tether.errors import BadRequestError, ProviderError
@@ -37,10 +38,6 @@ async def chunks_of(wire: Wire, url: str, streamed: bool = True) -> list[StreamC
             ModelRequest((Message.user("hi"),), stream=streamed))]
     finally:
         await provider.aclose()
-
-
-def texts(chunks: list[StreamChunk]) -> str:
-    return "".join(c.text for c in chunks if isinstance(c, TextChunk))
 
 
 def message(chunks: list[StreamChunk]) -> Message:

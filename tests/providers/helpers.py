@@ -1,5 +1,6 @@
 """Helpers every provider test needs: a sleep that records instead of waiting, a one-line
-request, the chunks of a stream, and an address nobody listens on."""
+request, the chunks of a stream (their text, the ``Completed`` they end with), and an
+address nobody listens on."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import socket
 from collections.abc import Sequence
 
 from tether.messages import Message
-from tether.providers.base import Completed, ModelRequest, Provider, StreamChunk
+from tether.providers.base import Completed, ModelRequest, Provider, StreamChunk, TextChunk
 
 
 class FakeSleep:
@@ -36,6 +37,11 @@ def final(chunks: Sequence[StreamChunk]) -> Completed:
     last = chunks[-1]
     assert isinstance(last, Completed), chunks
     return last
+
+
+def texts(chunks: Sequence[StreamChunk]) -> str:
+    """The text deltas of a stream, joined."""
+    return "".join(c.text for c in chunks if isinstance(c, TextChunk))
 
 
 def unreachable_url() -> str:
