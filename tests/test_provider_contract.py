@@ -299,8 +299,12 @@ async def test_an_error_in_a_200_before_any_content_is_retried_like_its_status(
     await provider.aclose()
 
 
-def test_every_http_adapter_is_in_the_contract() -> None:
+def test_every_http_adapter_is_in_the_contract_and_speaks_the_loops_protocols() -> None:
     from tether.providers import shell
+    from tether.providers.base import SwitchesModel
 
-    adapters = {type(w.make("http://127.0.0.1:1" + w.prefix, api_key=KEY)) for w in WIRES.values()}
-    assert all(issubclass(a, shell.HTTPModel) for a in adapters) and len(adapters) == 4
+    made = [w.make("http://127.0.0.1:1" + w.prefix, api_key=KEY) for w in WIRES.values()]
+    assert {type(p).__name__ for p in made} == {
+        "OpenAIChat", "OpenAIResponses", "Anthropic", "Gemini"}
+    assert all(isinstance(p, shell.HTTPModel) for p in made)
+    assert all(isinstance(p, Provider) and isinstance(p, SwitchesModel) for p in made)
