@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.providers.helpers import FakeSleep
 from tests.servers.http import LoopbackServer
 from tests.servers.postgres import PostgresServer, PostgresUnavailable
 from tether.approval import ApprovalRequest, Decision
@@ -30,16 +31,6 @@ def statuses(result: Any) -> list[str]:
     return [r.status for r in result.tool_calls]
 
 
-class FakeSleep:
-    """Records the waits the retry policy asked for; never waits."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
 @pytest.fixture
 def server() -> Iterator[LoopbackServer]:
     """A real HTTP server on 127.0.0.1 playing back queued responses."""
@@ -49,6 +40,7 @@ def server() -> Iterator[LoopbackServer]:
 
 @pytest.fixture
 def sleep() -> FakeSleep:
+    """A sleep that records the waits it is asked for and returns at once."""
     return FakeSleep()
 
 

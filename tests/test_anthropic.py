@@ -6,16 +6,14 @@ request body the adapter builds. Retries wait through a fake ``sleep`` that only
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import FakeSleep
+from tests.providers.helpers import FakeSleep, ask, collect
 from tests.servers.http import Canned, LoopbackServer
 from tether.agent import Agent
 from tether.errors import (
@@ -27,7 +25,6 @@ from tether.errors import (
     NotFoundError,
     OverloadedError,
     PermissionDeniedError,
-    ProviderError,
     ProviderTimeout,
     RateLimitError,
     ServerError,
@@ -39,7 +36,6 @@ from tether.providers.base import (
     Completed,
     ModelRequest,
     NamedToolChoice,
-    Provider,
     ReasoningChunk,
     Retrying,
     StreamChunk,
@@ -53,12 +49,6 @@ from tether.tools import ToolSpec, tool
 WEATHER = ToolSpec("get_weather", "Get the weather for a city.",
                    {"type": "object", "properties": {"city": {"type": "string"}},
                     "required": ["city"]})
-
-
-
-
-
-
 
 
 _OPENED: list[Anthropic] = []
@@ -80,14 +70,6 @@ def opened(provider: Anthropic) -> Anthropic:
 def claude(srv: LoopbackServer, sleep: FakeSleep | None = None, **kw: Any) -> Anthropic:
     return opened(Anthropic(srv.url, "claude-test", api_key="sk-test",
                             sleep=sleep or FakeSleep(), **kw))
-
-
-def ask(text: str = "Hi", **kw: Any) -> ModelRequest:
-    return ModelRequest(messages=(Message.user(text),), **kw)
-
-
-async def collect(provider: Provider, request: ModelRequest) -> list[StreamChunk]:
-    return [chunk async for chunk in provider.stream(request)]
 
 
 def message_json(content: list[dict[str, Any]], stop: str = "end_turn",
@@ -659,36 +641,6 @@ async def test_a_stalled_stream_fails_with_the_idle_timeout(server):
     finally:
         stall.set()
     assert seen == [TextChunk("Hel")]
-
-
-async def test_abandoning_a_stream_closes_its_connection(server):
-    stall = threading.Event()
-    server.queue(sse(start(), block(0, {"type": "text", "text": ""}),
-                     delta(0, type="text_delta", text="Hel"), stall,
-                     *[delta(0, type="text_delta", text="lo")] * 2000, stop_block(0),
-                     *finish("end_turn", 2)))
-    chunks = claude(server).stream(ask(stream=True))
-    assert await anext(chunks) == TextChunk("Hel")
-    await chunks.aclose()  # what a cancelled run does
-    stall.set()
-    # The server sees the hang-up as soon as it writes again.
-    assert await asyncio.to_thread(server.disconnected.wait, 10)
-
-
-def test_the_key_never_shows_in_the_repr():
-    provider = Anthropic("http://127.0.0.1:1", "claude-test", api_key="sk-very-secret")
-    assert "sk-very-secret" not in repr(provider) and "claude-test" in repr(provider)
-
-
-async def test_an_unreachable_server_is_a_connection_error_after_retries(sleep):
-    with socket.socket() as free:  # a port nobody listens on once it is closed
-        free.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{free.getsockname()[1]}"
-    provider = opened(Anthropic(url, "claude-test", api_key="k", sleep=sleep,
-                                retry=RetryPolicy(max_retries=1)))
-    with pytest.raises(ProviderError, match="cannot reach"):
-        await complete(provider, ask())
-    assert len(sleep.waits) == 1
 
 
 # --- an agent run through the adapter ---------------------------------------------------------

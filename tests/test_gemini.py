@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FakeSleep
+from tests.providers.helpers import FakeSleep, ask, collect
 from tests.servers.http import Canned, LoopbackServer
 from tether.agent import Agent, StopCause
 from tether.errors import (
@@ -55,22 +55,8 @@ SIG_A = "CusBAXLI2nxjqlNFmkZhFvBKYO2Qbvj3E+G7N6Bml=="
 SIG_B = "Cu4BAXLI2nycYMBX9tXHnlLYlEcsaa/06Vuho7Z=="
 
 
-
-
-
-
-
-
 def gemini(srv: LoopbackServer, sleep: FakeSleep | None = None, **kw: Any) -> Gemini:
     return Gemini(srv.url, "gemini-test", api_key="g-test", sleep=sleep or FakeSleep(), **kw)
-
-
-def ask(text: str = "Hi", **kw: Any) -> ModelRequest:
-    return ModelRequest(messages=(Message.user(text),), **kw)
-
-
-async def collect(provider: Provider, request: ModelRequest) -> list[StreamChunk]:
-    return [chunk async for chunk in provider.stream(request)]
 
 
 def answer(parts: list[dict[str, Any]], finish: str | None = "STOP",

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.providers.helpers import FakeSleep
 from tests.servers.http import Canned, LoopbackServer
 from tether.errors import (
     AuthError,
@@ -163,15 +164,6 @@ def test_a_budget_counts_parse_retries_and_revises_the_body_only_when_it_retries
 # --- errors inside a streamed 200 -----------------------------------------------------------
 
 
-class FakeSleep(list[float]):
-    """Records the waits it was asked for and returns at once."""
-
-    async def __call__(self, secs: float) -> None:
-        self.append(secs)
-
-
-
-
 def _classify(status: int, headers: Mapping[str, str], body: str) -> ProviderError:
     return classify_status(status, headers, body, provider="p")
 
@@ -227,7 +219,7 @@ async def test_an_error_event_before_any_content_reopens_the_stream(server: Loop
     chunks = await run(transport(server, sleep))
     assert isinstance(chunks[0], Retrying) and chunks[0].attempt == 1 and "busy" in chunks[0].error
     assert chunks[1] == TextChunk("ok") and isinstance(chunks[2], Completed)
-    assert len(server.requests) == 2 and len(sleep) == 1 and sleep[0] == chunks[0].wait_secs
+    assert len(server.requests) == 2 and sleep.waits == [chunks[0].wait_secs]
 
 
 async def test_an_error_event_after_content_is_raised_without_a_retry(server: LoopbackServer):
@@ -241,7 +233,7 @@ async def test_an_error_event_after_content_is_raised_without_a_retry(server: Lo
                                                     sleep):
             seen.append(chunk)
     assert seen == [TextChunk("Hel")]
-    assert len(server.requests) == 1 and sleep == []
+    assert len(server.requests) == 1 and sleep.waits == []
     await http.aclose()
 
 
@@ -250,7 +242,7 @@ async def test_an_error_event_that_is_not_retryable_is_raised_at_once(server: Lo
     server.queue(Canned.sse([error_event(400, "bad field")], done=False), OK)
     with pytest.raises(BadRequestError, match="bad field"):
         await run(transport(server, sleep))
-    assert len(server.requests) == 1 and sleep == []
+    assert len(server.requests) == 1 and sleep.waits == []
 
 
 async def test_http_and_in_stream_retries_spend_one_budget(server: LoopbackServer):
@@ -267,7 +259,7 @@ async def test_http_and_in_stream_retries_spend_one_budget(server: LoopbackServe
     # Retry 1 by the transport (HTTP 503), retry 2 by the stream (an error event); the
     # third attempt's 503 is past max_retries=2 whichever layer sees it.
     assert [c.attempt for c in seen if isinstance(c, Retrying)] == [1, 2]
-    assert budget.attempts == 3 and len(server.requests) == 3 and len(sleep) == 2
+    assert budget.attempts == 3 and len(server.requests) == 3 and len(sleep.waits) == 2
     await http.aclose()
 
 
@@ -291,7 +283,7 @@ async def test_a_retry_after_past_the_cap_is_named_once_through_both_layers(
     with pytest.raises(RateLimitError) as caught:
         await run(transport(server, sleep, retry=RetryPolicy(retry_after_cap=60)))
     assert str(caught.value).count("retry_after_cap_secs=60s") == 1
-    assert len(server.requests) == 1 and sleep == []
+    assert len(server.requests) == 1 and sleep.waits == []
 
 
 async def test_without_a_budget_the_transport_retries_on_its_own(server: LoopbackServer):
@@ -302,5 +294,5 @@ async def test_without_a_budget_the_transport_retries_on_its_own(server: Loopbac
     items = [item async for item in http.send("/x", {"q": 1}, stream=False)]
     assert [i.attempt for i in items if isinstance(i, Retrying)] == [1, 2]
     assert isinstance(items[-1], httpx.Response) and items[-1].json() == {"ok": True}
-    assert len(sleep) == 2
+    assert len(sleep.waits) == 2
     await http.aclose()

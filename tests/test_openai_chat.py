@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.providers.helpers import FakeSleep
 from tests.servers.http import Canned, LoopbackServer
 from tether import Agent, tool
 from tether.errors import (
@@ -53,23 +54,9 @@ ADD = ToolSpec("add", "Add two integers.", {
 MUL = ToolSpec("mul", "Multiply two integers.", ADD.schema_json)
 
 
-class Waits(list[float]):
-    """A ``sleep`` that records what it was asked to wait and returns at once."""
-
-    async def __call__(self, secs: float) -> None:
-        self.append(secs)
-
-
-
-
-@pytest.fixture
-def waits() -> Waits:
-    return Waits()
-
-
-def chat(server: LoopbackServer, waits: Waits | None = None, **kw: Any) -> OpenAIChat:
-    sleep = waits if waits is not None else Waits()
-    return OpenAIChat(base_url=f"{server.url}/v1", model="qwen", sleep=sleep, **kw)
+def chat(server: LoopbackServer, sleep: FakeSleep | None = None, **kw: Any) -> OpenAIChat:
+    return OpenAIChat(base_url=f"{server.url}/v1", model="qwen", sleep=sleep or FakeSleep(),
+                      **kw)
 
 
 def ask(text: str = "What is 2+3?", *, stream: bool = False, **kw: Any) -> ModelRequest:
@@ -532,33 +519,33 @@ def error_body(message: str, **extra: Any) -> dict[str, Any]:
     (500, "Internal server error", ServerError),
 ])
 async def test_http_errors_map_to_the_typed_hierarchy_without_retry(
-        server: LoopbackServer, waits: Waits, status: int, message: str, kind: type):
+        server: LoopbackServer, sleep: FakeSleep, status: int, message: str, kind: type):
     server.queue(Canned.json(error_body(message), status))
     with pytest.raises(kind) as caught:
-        await complete(chat(server, waits), ask())
+        await complete(chat(server, sleep), ask())
     assert type(caught.value) is kind
     assert message in str(caught.value) and caught.value.status == status
-    assert len(server.requests) == 1 and waits == []
+    assert len(server.requests) == 1 and sleep.waits == []
 
 
 async def test_llama_server_parse_error_is_retried_once_then_succeeds(
-        server: LoopbackServer, waits: Waits):
+        server: LoopbackServer, sleep: FakeSleep):
     parse_error = error_body("The model produced output that does not match the expected "
                              "tool call format", code=500, type="server_error")
     server.queue(Canned.json(parse_error, 500), Canned.json(completion("ok")))
-    chunks = [c async for c in chat(server, waits).stream(ask())]
+    chunks = [c async for c in chat(server, sleep).stream(ask())]
     assert isinstance(chunks[0], Retrying)
     assert isinstance(chunks[-1], Completed) and chunks[-1].response.message.text == "ok"
-    assert len(server.requests) == 2 and len(waits) == 1
+    assert len(server.requests) == 2 and len(sleep.waits) == 1
 
 
 async def test_llama_server_parse_error_is_retried_only_once(server: LoopbackServer,
-                                                             waits: Waits):
+                                                             sleep: FakeSleep):
     parse_error = error_body("does not match the expected format")
     server.queue(Canned.json(parse_error, 500), Canned.json(parse_error, 500),
                  Canned.json(completion("never")))
     with pytest.raises(ModelOutputParseError):
-        await complete(chat(server, waits), ask())
+        await complete(chat(server, sleep), ask())
     assert len(server.requests) == 2
 
 
@@ -568,9 +555,9 @@ LLAMA_PARSE_ERROR = error_body(
 
 
 async def test_a_parse_error_retry_carries_a_raised_temperature(server: LoopbackServer,
-                                                                waits: Waits):
+                                                                sleep: FakeSleep):
     server.queue(Canned.json(LLAMA_PARSE_ERROR, 500), Canned.json(completion("ok")))
-    response = await complete(chat(server, waits), ask(temperature=0.0))
+    response = await complete(chat(server, sleep), ask(temperature=0.0))
     assert response.message.text == "ok"
     assert [b["temperature"] for b in server.bodies()] == [0.0, PARSE_RETRY_TEMPERATURE]
 
@@ -588,62 +575,62 @@ def test_the_parse_error_retry_temperature_is_at_least_the_floor(asked: float | 
 
 
 async def test_a_streamed_parse_error_before_any_content_is_retried_warmer(
-        server: LoopbackServer, waits: Waits):
+        server: LoopbackServer, sleep: FakeSleep):
     # llama-server, streaming, answers 200 and then sends the parse error as an event.
     server.queue(Canned.sse([LLAMA_PARSE_ERROR], done=False),
                  Canned.sse([chunk({"role": "assistant", "content": ""}),
                              chunk({"content": "ok"}), chunk(finish="stop")]))
-    chunks = [c async for c in chat(server, waits).stream(ask(stream=True, temperature=0.0))]
+    chunks = [c async for c in chat(server, sleep).stream(ask(stream=True, temperature=0.0))]
     assert isinstance(chunks[0], Retrying) and chunks[0].attempt == 1
     assert "does not match the expected" in chunks[0].error
     assert chunks[1] == TextChunk("ok")
     assert isinstance(chunks[-1], Completed) and chunks[-1].response.message.text == "ok"
     assert [b["temperature"] for b in server.bodies()] == [0.0, PARSE_RETRY_TEMPERATURE]
-    assert len(waits) == 1
+    assert len(sleep.waits) == 1
 
 
-async def test_a_second_streamed_parse_error_is_raised(server: LoopbackServer, waits: Waits):
+async def test_a_second_streamed_parse_error_is_raised(server: LoopbackServer, sleep: FakeSleep):
     server.queue(Canned.sse([LLAMA_PARSE_ERROR], done=False),
                  Canned.sse([LLAMA_PARSE_ERROR], done=False),
                  Canned.sse([chunk({"content": "never"}), chunk(finish="stop")]))
     with pytest.raises(ModelOutputParseError, match="does not match the expected"):
-        await collect(chat(server, waits), ask(stream=True))
-    assert len(server.requests) == 2 and len(waits) == 1
+        await collect(chat(server, sleep), ask(stream=True))
+    assert len(server.requests) == 2 and len(sleep.waits) == 1
 
 
 async def test_a_parse_error_is_retried_once_across_http_and_stream(server: LoopbackServer,
-                                                                    waits: Waits):
+                                                                    sleep: FakeSleep):
     # One parse-error retry per request, whether it came as HTTP 500 or inside a 200.
     server.queue(Canned.json(LLAMA_PARSE_ERROR, 500),
                  Canned.sse([LLAMA_PARSE_ERROR], done=False))
     with pytest.raises(ModelOutputParseError):
-        await collect(chat(server, waits), ask(stream=True))
-    assert len(server.requests) == 2 and len(waits) == 1
+        await collect(chat(server, sleep), ask(stream=True))
+    assert len(server.requests) == 2 and len(sleep.waits) == 1
 
 
 async def test_an_error_after_text_went_out_is_not_retried(server: LoopbackServer,
-                                                           waits: Waits):
+                                                           sleep: FakeSleep):
     server.queue(Canned.sse([chunk({"content": "The"}), LLAMA_PARSE_ERROR], done=False),
                  Canned.sse([chunk({"content": "never"}), chunk(finish="stop")]))
     seen: list[StreamChunk] = []
     with pytest.raises(ModelOutputParseError):
-        async for c in chat(server, waits).stream(ask(stream=True)):
+        async for c in chat(server, sleep).stream(ask(stream=True)):
             seen.append(c)
     assert seen == [TextChunk("The")]
-    assert len(server.requests) == 1 and waits == []
+    assert len(server.requests) == 1 and sleep.waits == []
 
 
 async def test_an_error_after_a_tool_call_delta_is_not_retried(server: LoopbackServer,
-                                                               waits: Waits):
+                                                               sleep: FakeSleep):
     server.queue(Canned.sse([chunk(tc_delta(0, '{"a":', id="c", name="add")),
                              error_body("busy", code=503)], done=False))
     with pytest.raises(OverloadedError, match="busy"):
-        await collect(chat(server, waits), ask(stream=True, tools=[ADD]))
-    assert len(server.requests) == 1 and waits == []
+        await collect(chat(server, sleep), ask(stream=True, tools=[ADD]))
+    assert len(server.requests) == 1 and sleep.waits == []
 
 
 async def test_retries_in_a_stream_and_over_http_share_one_budget(server: LoopbackServer,
-                                                                  waits: Waits):
+                                                                  sleep: FakeSleep):
     # max_retries=2 is two retries for the request, not two per layer.
     server.queue(Canned.json(error_body("busy"), 503),
                  Canned.sse([error_body("busy", code=503)], done=False),
@@ -651,18 +638,18 @@ async def test_retries_in_a_stream_and_over_http_share_one_budget(server: Loopba
                  Canned.sse([chunk({"content": "never"}), chunk(finish="stop")]))
     chunks: list[StreamChunk] = []
     with pytest.raises(OverloadedError):
-        async for c in chat(server, waits, retry=RetryPolicy(max_retries=2)).stream(
+        async for c in chat(server, sleep, retry=RetryPolicy(max_retries=2)).stream(
                 ask(stream=True)):
             chunks.append(c)
     assert [c.attempt for c in chunks if isinstance(c, Retrying)] == [1, 2]
-    assert len(server.requests) == 3 and len(waits) == 2
+    assert len(server.requests) == 3 and len(sleep.waits) == 2
 
 
 async def test_an_agent_stream_reports_the_streamed_parse_error_retry(server: LoopbackServer,
-                                                                      waits: Waits):
+                                                                      sleep: FakeSleep):
     server.queue(Canned.sse([LLAMA_PARSE_ERROR], done=False),
                  Canned.sse([chunk({"content": "The sum is 5."}), chunk(finish="stop")]))
-    agent = Agent(model=chat(server, waits), temperature=0.0)
+    agent = Agent(model=chat(server, sleep), temperature=0.0)
     events = [e async for e in agent.stream("What is 2+3?")]
     retries = [e for e in events if isinstance(e, ProviderRetry)]
     assert len(retries) == 1 and retries[0].attempt == 1
@@ -673,40 +660,40 @@ async def test_an_agent_stream_reports_the_streamed_parse_error_retry(server: Lo
 
 
 async def test_429_with_retry_after_waits_that_long_then_succeeds(server: LoopbackServer,
-                                                                  waits: Waits):
+                                                                  sleep: FakeSleep):
     server.queue(Canned.json(error_body("Rate limit reached"), 429, **{"retry-after": "2"}),
                  Canned.json(completion("ok")))
-    response = await complete(chat(server, waits), ask())
+    response = await complete(chat(server, sleep), ask())
     assert response.message.text == "ok"
-    assert waits == [2.0]
+    assert sleep.waits == [2.0]
 
 
 async def test_retry_after_beyond_the_cap_fails_fast_naming_the_wait(server: LoopbackServer,
-                                                                     waits: Waits):
+                                                                     sleep: FakeSleep):
     server.queue(Canned.json(error_body("Rate limit reached"), 429, **{"retry-after": "3600"}))
-    model = chat(server, waits, retry=RetryPolicy(retry_after_cap=60))
+    model = chat(server, sleep, retry=RetryPolicy(retry_after_cap=60))
     with pytest.raises(RateLimitError, match="3600s") as caught:
         await complete(model, ask())
     assert caught.value.retry_after == 3600
     assert "retry_after_cap_secs=60s" in str(caught.value)
-    assert waits == [] and len(server.requests) == 1
+    assert sleep.waits == [] and len(server.requests) == 1
 
 
-async def test_503_is_retried_with_backoff(server: LoopbackServer, waits: Waits):
+async def test_503_is_retried_with_backoff(server: LoopbackServer, sleep: FakeSleep):
     server.queue(Canned.json(error_body("loading model"), 503),
                  Canned.json(error_body("loading model"), 503),
                  Canned.json(completion("ok")))
-    response = await complete(chat(server, waits, retry=RetryPolicy(base_delay=1.0)), ask())
+    response = await complete(chat(server, sleep, retry=RetryPolicy(base_delay=1.0)), ask())
     assert response.message.text == "ok"
-    assert len(waits) == 2 and 0.5 <= waits[0] <= 1.0 and 1.0 <= waits[1] <= 2.0
+    assert len(sleep.waits) == 2 and 0.5 <= sleep.waits[0] <= 1.0 and 1.0 <= sleep.waits[1] <= 2.0
 
 
 async def test_503_beyond_the_retry_budget_raises_overloaded(server: LoopbackServer,
-                                                             waits: Waits):
+                                                             sleep: FakeSleep):
     server.queue(*[Canned.json(error_body("busy"), 503)] * 3)
     with pytest.raises(OverloadedError):
-        await complete(chat(server, waits, retry=RetryPolicy(max_retries=2)), ask())
-    assert len(server.requests) == 3 and len(waits) == 2
+        await complete(chat(server, sleep, retry=RetryPolicy(max_retries=2)), ask())
+    assert len(server.requests) == 3 and len(sleep.waits) == 2
 
 
 async def test_a_body_that_is_not_json_is_a_malformed_response(server: LoopbackServer):
@@ -729,13 +716,13 @@ async def test_an_error_inside_a_200_answer_is_raised_as_its_kind(server: Loopba
 
 
 async def test_a_retryable_error_inside_a_200_answer_is_retried(server: LoopbackServer,
-                                                                waits: Waits):
+                                                                sleep: FakeSleep):
     server.queue(Canned.json(error_body("Provider returned error", code=429)),
                  Canned.json(completion("ok")))
-    chunks = [c async for c in chat(server, waits).stream(ask())]
+    chunks = [c async for c in chat(server, sleep).stream(ask())]
     assert isinstance(chunks[0], Retrying) and "Provider returned error" in chunks[0].error
     assert isinstance(chunks[-1], Completed) and chunks[-1].response.message.text == "ok"
-    assert len(server.requests) == 2 and len(waits) == 1
+    assert len(server.requests) == 2 and len(sleep.waits) == 1
 
 
 async def test_an_error_event_mid_stream_is_raised_as_its_kind(server: LoopbackServer):

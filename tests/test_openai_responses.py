@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FakeSleep
+from tests.providers.helpers import FakeSleep, ask, collect
 from tests.servers.http import Canned, LoopbackServer
 from tether import Agent, tool
 from tether.errors import (
@@ -44,21 +44,9 @@ WEATHER = ToolSpec("get_weather", "Weather for a city.",
                     "required": ["city"]})
 
 
-
-
-
-
 def provider(srv: LoopbackServer, model: str = "gpt-5-mini", **kw: Any) -> OpenAIResponses:
     kw.setdefault("sleep", FakeSleep())
     return OpenAIResponses(f"{srv.url}/v1", model=model, api_key="sk-test", **kw)
-
-
-def ask(text: str = "Hi", **kw: Any) -> ModelRequest:
-    return ModelRequest(messages=(Message.user(text),), **kw)
-
-
-async def chunks_of(model: Provider, request: ModelRequest) -> list[StreamChunk]:
-    return [chunk async for chunk in model.stream(request)]
 
 
 # --- wire fixtures ---------------------------------------------------------------------------
@@ -366,7 +354,7 @@ async def test_text_deltas_stream_as_they_arrive_then_complete(server: LoopbackS
         ev("response.output_item.done", output_index=0, item=message_item(
             "The capital is Paris.", "msg_1")),
         completed(final)))
-    chunks = await chunks_of(provider(server), ask(stream=True))
+    chunks = await collect(provider(server), ask(stream=True))
     assert chunks[:2] == [TextChunk("The capital"), TextChunk(" is Paris.")]
     assert isinstance(chunks[-1], Completed) and len(chunks) == 3
     done = chunks[-1].response
@@ -397,7 +385,7 @@ async def test_function_call_arguments_split_across_deltas_stream_per_call(
         ev("response.function_call_arguments.done", item_id="fc_b", output_index=1,
            arguments='{"city":"Rome"}'),
         completed(final)))
-    chunks = await chunks_of(provider(server), ask(tools=[WEATHER], stream=True))
+    chunks = await collect(provider(server), ask(tools=[WEATHER], stream=True))
     assert chunks[:-1] == [
         ToolCallChunk(0, "call_a", "get_weather", ""),
         ToolCallChunk(0, None, None, '{"ci'),
@@ -425,7 +413,7 @@ async def test_reasoning_summary_deltas_stream_as_reasoning(server: LoopbackServ
            summary_index=0, delta="the capital."),
         ev("response.output_text.delta", item_id="msg_1", output_index=1, delta="Paris."),
         completed(final)))
-    chunks = await chunks_of(provider(server), ask(stream=True))
+    chunks = await collect(provider(server), ask(stream=True))
     assert chunks[:3] == [ReasoningChunk("Paris is "), ReasoningChunk("the capital."),
                           TextChunk("Paris.")]
     done = chunks[-1]
@@ -448,7 +436,7 @@ async def test_a_final_response_without_output_is_rebuilt_from_the_stream(
         ev("response.function_call_arguments.delta", item_id="fc_1", output_index=1,
            delta='{"city":"Oslo"}'),
         completed(final)))
-    done = (await chunks_of(provider(server), ask(stream=True)))[-1]
+    done = (await collect(provider(server), ask(stream=True)))[-1]
     assert isinstance(done, Completed)
     assert done.response.message.parts == (
         Text("Hello"), ToolCall("call_1", "get_weather", '{"city":"Oslo"}', {"id": "fc_1"}))
@@ -459,14 +447,14 @@ async def test_an_incomplete_stream_ends_with_max_tokens(server: LoopbackServer)
     server.queue(sse(ev("response.output_text.delta", item_id="msg_1", output_index=0,
                         delta="Par"),
                      ev("response.incomplete", response=final)))
-    done = (await chunks_of(provider(server), ask(stream=True)))[-1]
+    done = (await collect(provider(server), ask(stream=True)))[-1]
     assert isinstance(done, Completed)
     assert (done.response.stop_reason, done.response.message.text) == ("max_tokens", "Par")
 
 
 async def test_a_stream_request_answered_with_json_is_read_as_json(server: LoopbackServer):
     server.queue(Canned.json(response(message_item("Plain JSON."))))
-    chunks = await chunks_of(provider(server), ask(stream=True))
+    chunks = await collect(provider(server), ask(stream=True))
     assert len(chunks) == 1 and isinstance(chunks[0], Completed)
     assert chunks[0].response.message.text == "Plain JSON."
 
@@ -475,7 +463,7 @@ async def test_a_stream_that_ends_before_completion_is_malformed(server: Loopbac
     server.queue(sse(created(), ev("response.output_text.delta", item_id="msg_1",
                                    output_index=0, delta="Par")))
     with pytest.raises(MalformedResponseError, match=r"ended before response\.completed"):
-        await chunks_of(provider(server), ask(stream=True))
+        await collect(provider(server), ask(stream=True))
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -512,7 +500,7 @@ async def test_a_429_is_retried_after_the_wait_the_server_asked_for(server: Loop
                              **{"retry-after": "3"}),
                  Canned.json(response(message_item("ok"))))
     sleep = FakeSleep()
-    chunks = await chunks_of(provider(server, sleep=sleep), ask())
+    chunks = await collect(provider(server, sleep=sleep), ask())
     assert sleep.waits == [3.0]
     assert isinstance(chunks[0], Retrying) and chunks[0].wait_secs == 3.0
     assert isinstance(chunks[-1], Completed) and chunks[-1].response.message.text == "ok"
@@ -574,7 +562,7 @@ async def test_an_error_event_in_the_stream_raises_the_typed_error(server: Loopb
                                    message="Too many tokens per minute.", param=None)))
     # No retries: an error before any content would otherwise be retried (it is retryable).
     with pytest.raises(RateLimitError, match="Too many tokens per minute"):
-        await chunks_of(provider(server, retry=RetryPolicy(max_retries=0)), ask(stream=True))
+        await collect(provider(server, retry=RetryPolicy(max_retries=0)), ask(stream=True))
 
 
 async def test_a_failed_non_streamed_response_raises_the_typed_error(server: LoopbackServer):
@@ -600,7 +588,7 @@ async def test_a_stream_event_that_is_not_json_is_a_malformed_response(server: L
     server.queue(Canned(200, ["event: response.created\ndata: {not json\n\n"],
                         {"content-type": "text/event-stream"}))
     with pytest.raises(MalformedResponseError, match="stream event is not JSON"):
-        await chunks_of(provider(server), ask(stream=True))
+        await collect(provider(server), ask(stream=True))
 
 
 async def test_a_stalled_stream_times_out_as_idle(server: LoopbackServer):

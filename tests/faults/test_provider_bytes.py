@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterator
 
 import pytest
 
@@ -24,7 +23,8 @@ from tests.faults.rawserver import (
     head,
     whole,
 )
-from tests.faults.wires import WIRES, Wire
+from tests.providers.helpers import final
+from tests.providers.wires import WIRES, Wire
 from tether.errors import (
     MalformedResponseError,
     ProviderConnectionError,
@@ -32,7 +32,6 @@ from tether.errors import (
 )
 from tether.messages import Message
 from tether.providers.base import (
-    Completed,
     ModelRequest,
     Provider,
     Retrying,
@@ -43,12 +42,6 @@ from tether.providers.http import RetryPolicy
 
 ALL = sorted(WIRES)
 TEXT = "héllo 😀 日本語 e\u0301 ok"
-
-
-@pytest.fixture
-def raw() -> Iterator[RawServer]:
-    with RawServer() as srv:
-        yield srv
 
 
 def ask(streamed: bool) -> ModelRequest:
@@ -73,11 +66,6 @@ async def fails(provider: Provider, streamed: bool) -> tuple[ProviderError, list
     finally:
         await provider.aclose()
     raise AssertionError(f"no error; the stream gave {seen}")
-
-
-def final(chunks: list[StreamChunk]) -> Completed:
-    assert isinstance(chunks[-1], Completed), chunks
-    return chunks[-1]
 
 
 def body(wire: Wire, text: str = TEXT) -> bytes:

@@ -12,21 +12,14 @@ import asyncio
 import gc
 import json
 import warnings
-from collections.abc import Iterator
 
 import pytest
 
 from tests.faults.rawserver import RawServer, chunked, whole
-from tests.faults.wires import WIRES, Wire
+from tests.providers.wires import WIRES, Wire
 from tether.agent import Agent
 from tether.events import RunFinished
 from tether.result import RunResult, StopCause
-
-
-@pytest.fixture
-def raw() -> Iterator[RawServer]:
-    with RawServer() as srv:
-        yield srv
 
 
 def answer(srv: RawServer, wire: Wire, text: str, *, streamed: bool = False) -> None:

@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.faults.rawserver import RawServer, chunked, whole
-from tests.faults.wires import WIRES, Wire
+from tests.providers.helpers import texts
+from tests.providers.wires import WIRES, Wire
 from tether.errors import ProviderError
 from tether.messages import Message, message_to_dict
 from tether.providers.base import (
@@ -47,6 +48,8 @@ ALL = sorted(WIRES)
 
 @pytest.fixture(scope="module")
 def raw() -> Iterator[RawServer]:
+    # One server for the module (conftest's is per test): hypothesis runs many examples
+    # inside one test, and a function-scoped fixture would not be reset between them.
     with RawServer() as srv:
         yield srv
 
@@ -100,10 +103,6 @@ def check(wire: Wire, chunks: list[StreamChunk], error: Any) -> Message | None:
         usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
         usage.cache_write_tokens, usage.requests))
     return message
-
-
-def texts(chunks: list[StreamChunk]) -> str:
-    return "".join(c.text for c in chunks if isinstance(c, TextChunk))
 
 
 # --- strategies ---------------------------------------------------------------------------------

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.faults.rawserver import RawServer, chunked, whole
-from tests.faults.wires import WIRES, Wire
+from tests.providers.helpers import texts
+from tests.providers.wires import WIRES, Wire
 from tether.agent import Agent
 from tether.errors import BadRequestError, ProviderError
 from tether.messages import Message, ToolCall
@@ -31,12 +31,6 @@ EMOJI = "\U0001f600"  # 😀, "\ud83d\ude00" in UTF-16
 HIGH, LOW = "\ud83d", "\ude00"
 
 
-@pytest.fixture
-def raw() -> Iterator[RawServer]:
-    with RawServer() as srv:
-        yield srv
-
-
 async def chunks_of(wire: Wire, url: str, streamed: bool = True) -> list[StreamChunk]:
     provider = WIRES[wire.name].provider(url)
     try:
@@ -44,10 +38,6 @@ async def chunks_of(wire: Wire, url: str, streamed: bool = True) -> list[StreamC
             ModelRequest((Message.user("hi"),), stream=streamed))]
     finally:
         await provider.aclose()
-
-
-def texts(chunks: list[StreamChunk]) -> str:
-    return "".join(c.text for c in chunks if isinstance(c, TextChunk))
 
 
 def message(chunks: list[StreamChunk]) -> Message:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.faults.rawserver import RawServer, chunked, whole
-from tests.faults.wires import WIRES
+from tests.providers.wires import WIRES
 from tether.agent import Agent
 from tether.errors import MalformedResponseError, ProviderError
 from tether.events import RunFinished
@@ -24,12 +23,6 @@ from tether.result import StopCause
 
 ALL = sorted(WIRES)
 Path = tuple[Any, ...]
-
-
-@pytest.fixture
-def raw() -> Iterator[RawServer]:
-    with RawServer() as srv:
-        yield srv
 
 
 def put(data: Any, path: Path, value: Any) -> Any:

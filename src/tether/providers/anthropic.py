@@ -29,12 +29,10 @@ Wire notes (why the mapping looks the way it does):
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from typing import Any
-
-import httpx
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from tether.errors import (
     ConfigError,
@@ -55,7 +53,6 @@ from tether.messages import (
     Usage,
 )
 from tether.providers.base import (
-    Completed,
     ModelRequest,
     ModelResponse,
     NamedToolChoice,
@@ -65,10 +62,7 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
-from tether.providers.boundary import checked
 from tether.providers.http import (
-    HTTPTransport,
-    RetryBudget,
     RetryPolicy,
     Sleep,
     Timeouts,
@@ -79,11 +73,9 @@ from tether.providers.http import (
     error_message,
     load_json,
     parse_retry_after,
-    read_stream_errors,
-    resolve_api_key,
-    retry_before_first_chunk,
     wrong_type,
 )
+from tether.providers.shell import HTTPModel, WireCodec
 from tether.tools import ToolSpec
 
 NAME = "anthropic"
@@ -115,12 +107,51 @@ _ERROR_STATUS: dict[str, int] = {
 }
 
 
-class Anthropic:
+@dataclass(frozen=True, slots=True)
+class _AnthropicCodec(WireCodec):
+    """The Messages API: ``POST /v1/messages``, the key in ``x-api-key``."""
+
+    name: ClassVar[str] = NAME
+    max_tokens_default: int
+    anthropic_version: str
+
+    def model_name(self, model: str, base_url: str) -> str:
+        if not model:
+            raise ConfigError("provider anthropic: model is required (e.g. claude-sonnet-4-5)")
+        return model
+
+    def headers(self) -> dict[str, str]:
+        return {"anthropic-version": self.anthropic_version}
+
+    def auth(self, key: str) -> dict[str, str]:
+        return {"x-api-key": key}
+
+    def endpoint(self, model: str, stream: bool) -> tuple[str, Mapping[str, str] | None]:
+        return "/v1/messages", None
+
+    def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
+        return request_body(request, model, self.max_tokens_default)
+
+    def completion(self, data: Any, request: ModelRequest, model: str) -> ModelResponse:
+        return parse_message(data)
+
+    def decoder(self, request: ModelRequest, model: str) -> _AnthropicDecoder:
+        return _AnthropicDecoder()
+
+    def classify(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+        return classify_error(status, headers, body)
+
+
+class Anthropic(HTTPModel[_AnthropicCodec]):
     """A Claude model behind the Anthropic Messages API.
 
     ``api_key`` wins over ``api_key_env`` (read when the adapter is built; a variable that
     is not set is a ``ConfigError``). ``headers`` are added to every request (a beta
     header, a gateway's key). ``sleep`` is what waits between retries (tests pass a fake).
+
+    A retryable error before any content is retried, as an HTTP status or inside the 200
+    (an ``overloaded_error`` event right after ``message_start``, which yields nothing):
+    see ``HTTPModel.stream``.
     """
 
     name = NAME
@@ -139,77 +170,19 @@ class Anthropic:
         sleep: Sleep = asyncio.sleep,
         anthropic_version: str = "2023-06-01",
     ) -> None:
-        if not model:
-            raise ConfigError("provider anthropic: model is required (e.g. claude-sonnet-4-5)")
         if max_tokens_default < 1:
             raise ConfigError(
                 f"provider anthropic: max_tokens_default must be at least 1, "
                 f"not {max_tokens_default}"
             )
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.max_tokens_default = max_tokens_default
-        key = resolve_api_key(api_key, api_key_env, NAME)
-        wire_headers = {"anthropic-version": anthropic_version}
-        if key is not None:
-            wire_headers["x-api-key"] = key
-        wire_headers.update(headers or {})
-        self._transport = HTTPTransport(
-            base_url=self.base_url, headers=wire_headers, provider=NAME,
-            classify=classify_error, retry=retry, timeouts=timeouts, sleep=sleep,
-        )
+        super().__init__(_AnthropicCodec(max_tokens_default, anthropic_version), base_url,
+                         model, api_key, api_key_env, retry=retry, timeouts=timeouts,
+                         headers=headers, sleep=sleep)
 
-    def __repr__(self) -> str:  # never the key
-        return f"Anthropic(base_url={self.base_url!r}, model={self.model!r})"
-
-    def with_model(self, model: str) -> Anthropic:
-        """The same endpoint and settings with another model. The copy shares the HTTP
-        client (closing either closes it; the next request opens a new one)."""
-        clone = copy.copy(self)
-        clone.model = model
-        return clone
-
-    async def aclose(self) -> None:
-        await self._transport.aclose()
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        """Send ``request``; yield text, reasoning and tool-call deltas, then ``Completed``.
-
-        A retryable error before any content is retried, as an HTTP status or inside the
-        200 (an ``overloaded_error`` event right after ``message_start``, which yields
-        nothing): see ``retry_before_first_chunk``.
-        """
-        budget = self._transport.budget(request_body(request, self.model,
-                                                     self.max_tokens_default))
-        async for chunk in retry_before_first_chunk(
-                lambda: checked(self._attempt(request, budget), NAME, request.stream), budget,
-                self._transport.sleep):
-            yield chunk
-
-    async def _attempt(
-        self, request: ModelRequest, budget: RetryBudget
-    ) -> AsyncGenerator[StreamChunk, None]:
-        response: httpx.Response | None = None
-        async for item in self._transport.send("/v1/messages", budget.body,
-                                               stream=request.stream, budget=budget):
-            if isinstance(item, httpx.Response):
-                response = item
-            else:
-                yield item
-        assert response is not None  # send() yields a response or raises
-        if not request.stream:
-            yield Completed(parse_message(load_json(response.text, NAME)))
-            return
-        try:
-            if "text/event-stream" not in response.headers.get("content-type", ""):
-                # Asked to stream, answered in one piece (some gateways do): parse that.
-                await response.aread()
-                yield Completed(parse_message(load_json(response.text, NAME)))
-                return
-            async for chunk in _read_stream(response):
-                yield chunk
-        finally:
-            await response.aclose()
+    @property
+    def max_tokens_default(self) -> int:
+        """The ``max_tokens`` sent when a request names none (the wire requires one)."""
+        return self._codec.max_tokens_default
 
 
 # --- errors ---------------------------------------------------------------------------------
@@ -428,83 +401,134 @@ def _usage(usage: dict[str, Any]) -> Usage:
     )
 
 
-async def _read_stream(response: httpx.Response) -> AsyncIterator[StreamChunk]:
-    """The chunks of a streamed response, then ``Completed`` at ``message_stop``.
+class _AnthropicDecoder:
+    """A streamed Messages answer: one method per event type (``message_start``,
+    ``content_block_start``, ``content_block_delta`` and one per kind of delta,
+    ``message_delta``, ``message_stop``, ``error``); ``ping``, ``content_block_stop`` and
+    unknown events carry nothing to keep.
 
     Blocks are assembled in plain dicts keyed by the wire's block index; tool calls are
     numbered in the order they start (``ToolCallChunk.index``).
     """
-    blocks: dict[int, dict[str, Any]] = {}
-    usage: dict[str, Any] = {}
-    model, msg_id, stop = "", None, None
-    calls = 0
-    async for _event, raw in read_stream_errors(response, NAME):
-        payload = load_json(raw, NAME, "stream event")
+
+    __slots__ = ("blocks", "calls", "done", "model", "msg_id", "stop", "usage")
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.usage: dict[str, Any] = {}
+        self.model = ""
+        self.msg_id: str | None = None
+        self.stop: Any = None
+        self.calls = 0
+        self.done = False
+
+    def feed(self, event: str, data: str) -> Sequence[StreamChunk]:
+        payload = load_json(data, NAME, "stream event")
         if not isinstance(payload, dict):
             raise wrong_type(NAME, "a stream event", payload)
         kind = payload.get("type")
         if not isinstance(kind, str):
             raise wrong_type(NAME, "a stream event's type", kind)
-        if kind == "content_block_delta":
-            block = blocks.get(payload.get("index", -1))
-            delta = payload.get("delta") or {}
-            if block is None:
-                raise MalformedResponseError(
-                    f"{NAME}: a delta for a block that never started: {raw[:200]}", provider=NAME)
-            dtype = delta.get("type")
-            if dtype == "text_delta":
-                text = delta.get("text") or ""
-                block["pieces"].append(text)
-                if text:
-                    yield TextChunk(text)
-            elif dtype == "input_json_delta":
-                piece = delta.get("partial_json") or ""
-                block["pieces"].append(piece)
-                if piece and block["type"] == "tool_use":
-                    yield ToolCallChunk(block["call"], None, None, piece)
-            elif dtype == "thinking_delta":
-                text = delta.get("thinking") or ""
-                block["pieces"].append(text)
-                if text:
-                    yield ReasoningChunk(text)
-            elif dtype == "signature_delta":
-                block["signature"] = (block.get("signature") or "") + (delta.get("signature")
-                                                                         or "")
-            # Other deltas (citations) add nothing the provider-neutral message can hold.
-        elif kind == "content_block_start":
-            start = payload.get("content_block") or {}
-            block = {"type": start.get("type"), "start": start, "pieces": []}
-            blocks[payload.get("index", len(blocks))] = block
-            if block["type"] == "tool_use":
-                _input(start)  # read at the end, if no deltas came: checked now
-                block["call"] = calls
-                calls += 1
-                yield ToolCallChunk(block["call"], _field(start, "id"), _field(start, "name"), "")
-            elif block["type"] == "text" and start.get("text"):
-                block["pieces"].append(start["text"])
-                yield TextChunk(start["text"])
-            elif block["type"] == "thinking":
-                block["signature"] = start.get("signature") or None
-                if start.get("thinking"):
-                    block["pieces"].append(start["thinking"])
-                    yield ReasoningChunk(start["thinking"])
-        elif kind == "message_start":
-            message = payload.get("message") or {}
-            model, msg_id = message.get("model") or "", message.get("id")
-            usage.update(message.get("usage") or {})
-        elif kind == "message_delta":
-            stop = (payload.get("delta") or {}).get("stop_reason") or stop
-            # Counts here are cumulative: they replace message_start's.
-            usage.update({k: v for k, v in (payload.get("usage") or {}).items()
-                          if v is not None})
-        elif kind == "message_stop":
-            parts = [_assemble(blocks[i]) for i in sorted(blocks)]
-            yield Completed(_response(parts, stop, usage, model, msg_id))
-            return
-        elif kind == "error":
-            raise _answered_error(payload, raw, "in the stream")
-        # ping, content_block_stop and unknown events carry nothing to keep.
-    raise cut_short(NAME, "the stream ended before message_stop (the answer may be cut short)")
+        handler = _EVENTS.get(kind)
+        return () if handler is None else handler(self, payload, data)
+
+    def content_block_delta(self, payload: dict[str, Any], raw: str) -> Sequence[StreamChunk]:
+        block = self.blocks.get(payload.get("index", -1))
+        if block is None:
+            raise MalformedResponseError(
+                f"{NAME}: a delta for a block that never started: {raw[:200]}", provider=NAME)
+        delta = payload.get("delta") or {}
+        handler = _DELTAS.get(delta.get("type"))
+        # Other deltas (citations) add nothing the provider-neutral message can hold.
+        return () if handler is None else handler(block, delta)
+
+    @staticmethod
+    def text_delta(block: dict[str, Any], delta: dict[str, Any]) -> Sequence[StreamChunk]:
+        text = delta.get("text") or ""
+        block["pieces"].append(text)
+        return (TextChunk(text),) if text else ()
+
+    @staticmethod
+    def input_json_delta(block: dict[str, Any], delta: dict[str, Any]) -> Sequence[StreamChunk]:
+        piece = delta.get("partial_json") or ""
+        block["pieces"].append(piece)
+        if piece and block["type"] == "tool_use":
+            return (ToolCallChunk(block["call"], None, None, piece),)
+        return ()
+
+    @staticmethod
+    def thinking_delta(block: dict[str, Any], delta: dict[str, Any]) -> Sequence[StreamChunk]:
+        text = delta.get("thinking") or ""
+        block["pieces"].append(text)
+        return (ReasoningChunk(text),) if text else ()
+
+    @staticmethod
+    def signature_delta(block: dict[str, Any], delta: dict[str, Any]) -> Sequence[StreamChunk]:
+        block["signature"] = (block.get("signature") or "") + (delta.get("signature") or "")
+        return ()
+
+    def content_block_start(self, payload: dict[str, Any], raw: str) -> Sequence[StreamChunk]:
+        start = payload.get("content_block") or {}
+        block: dict[str, Any] = {"type": start.get("type"), "start": start, "pieces": []}
+        self.blocks[payload.get("index", len(self.blocks))] = block
+        if block["type"] == "tool_use":
+            _input(start)  # read at the end, if no deltas came: checked now
+            block["call"] = self.calls
+            self.calls += 1
+            return (ToolCallChunk(block["call"], _field(start, "id"), _field(start, "name"), ""),)
+        if block["type"] == "text" and start.get("text"):
+            block["pieces"].append(start["text"])
+            return (TextChunk(start["text"]),)
+        if block["type"] == "thinking":
+            block["signature"] = start.get("signature") or None
+            if start.get("thinking"):
+                block["pieces"].append(start["thinking"])
+                return (ReasoningChunk(start["thinking"]),)
+        return ()
+
+    def message_start(self, payload: dict[str, Any], raw: str) -> Sequence[StreamChunk]:
+        message = payload.get("message") or {}
+        self.model, self.msg_id = message.get("model") or "", message.get("id")
+        self.usage.update(message.get("usage") or {})
+        return ()
+
+    def message_delta(self, payload: dict[str, Any], raw: str) -> Sequence[StreamChunk]:
+        self.stop = (payload.get("delta") or {}).get("stop_reason") or self.stop
+        # Counts here are cumulative: they replace message_start's.
+        self.usage.update({k: v for k, v in (payload.get("usage") or {}).items()
+                           if v is not None})
+        return ()
+
+    def message_stop(self, payload: dict[str, Any], raw: str) -> Sequence[StreamChunk]:
+        self.done = True
+        return ()
+
+    def error(self, payload: dict[str, Any], raw: str) -> Sequence[StreamChunk]:
+        raise _answered_error(payload, raw, "in the stream")
+
+    def finish(self) -> ModelResponse:
+        if not self.done:
+            raise cut_short(NAME, "the stream ended before message_stop (the answer may be "
+                                  "cut short)")
+        parts = [_assemble(self.blocks[i]) for i in sorted(self.blocks)]
+        return _response(parts, self.stop, self.usage, self.model, self.msg_id)
+
+
+_Handler = Callable[[_AnthropicDecoder, dict[str, Any], str], Sequence[StreamChunk]]
+_EVENTS: dict[str, _Handler] = {
+    "content_block_delta": _AnthropicDecoder.content_block_delta,
+    "content_block_start": _AnthropicDecoder.content_block_start,
+    "message_start": _AnthropicDecoder.message_start,
+    "message_delta": _AnthropicDecoder.message_delta,
+    "message_stop": _AnthropicDecoder.message_stop,
+    "error": _AnthropicDecoder.error,
+}
+_DELTAS: dict[Any, Callable[[dict[str, Any], dict[str, Any]], Sequence[StreamChunk]]] = {
+    "text_delta": _AnthropicDecoder.text_delta,
+    "input_json_delta": _AnthropicDecoder.input_json_delta,
+    "thinking_delta": _AnthropicDecoder.thinking_delta,
+    "signature_delta": _AnthropicDecoder.signature_delta,
+}
 
 
 def _assemble(block: dict[str, Any]) -> Part:

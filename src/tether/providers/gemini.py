@@ -32,14 +32,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import json
 import re
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from typing import Any
-
-import httpx
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from tether.errors import (
     AuthError,
@@ -64,7 +62,6 @@ from tether.messages import (
     Usage,
 )
 from tether.providers.base import (
-    Completed,
     ModelRequest,
     ModelResponse,
     NamedToolChoice,
@@ -74,10 +71,7 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
-from tether.providers.boundary import checked
 from tether.providers.http import (
-    HTTPTransport,
-    RetryBudget,
     RetryPolicy,
     Sleep,
     Timeouts,
@@ -87,11 +81,9 @@ from tether.providers.http import (
     decode_json,
     load_json,
     parse_retry_after,
-    read_stream_errors,
-    resolve_api_key,
-    retry_before_first_chunk,
     wrong_type,
 )
+from tether.providers.shell import HTTPModel, WireCodec
 from tether.tools import ToolSpec
 
 NAME = "gemini"
@@ -123,13 +115,50 @@ _PROMPT_BLOCKED = "promptFeedback.blockReason="
 _ON_NEXT_TEXT = "next_text"
 
 
-class Gemini:
+@dataclass(frozen=True, slots=True)
+class _GeminiCodec(WireCodec):
+    """The Gemini API: ``models/{model}:generateContent`` (``:streamGenerateContent?alt=sse``
+    streamed), the key in ``x-goog-api-key``."""
+
+    name: ClassVar[str] = NAME
+
+    def model_name(self, model: str, base_url: str) -> str:
+        model = model.removeprefix("models/")
+        if not model:
+            raise ConfigError("provider gemini: model is required (e.g. gemini-2.5-flash)")
+        return model
+
+    def auth(self, key: str) -> dict[str, str]:
+        return {"x-goog-api-key": key}
+
+    def endpoint(self, model: str, stream: bool) -> tuple[str, Mapping[str, str] | None]:
+        if stream:
+            return f"/models/{model}:streamGenerateContent", {"alt": "sse"}
+        return f"/models/{model}:generateContent", None
+
+    def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
+        return request_body(request)
+
+    def completion(self, data: Any, request: ModelRequest, model: str) -> ModelResponse:
+        return parse_response(data, model)
+
+    def decoder(self, request: ModelRequest, model: str) -> _GeminiDecoder:
+        return _GeminiDecoder(model)
+
+    def classify(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+        return classify_error(status, headers, body)
+
+
+class Gemini(HTTPModel[_GeminiCodec]):
     """A Gemini model behind the Gemini API (Google AI Studio's REST endpoint).
 
     ``api_key`` wins over ``api_key_env`` (read when the adapter is built; a variable that
     is not set is a ``ConfigError``); the key goes in the ``x-goog-api-key`` header.
     ``headers`` are added to every request. ``sleep`` waits between retries (tests pass a
-    fake).
+    fake). A model may be named with its ``models/`` prefix.
+
+    A retryable error before any content is retried, as an HTTP status or inside the 200
+    (an error object before the first candidate): see ``HTTPModel.stream``.
     """
 
     name = NAME
@@ -146,74 +175,8 @@ class Gemini:
         headers: Mapping[str, str] | None = None,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
-        model = model.removeprefix("models/")
-        if not model:
-            raise ConfigError("provider gemini: model is required (e.g. gemini-2.5-flash)")
-        self.base_url = base_url
-        self.model = model
-        key = resolve_api_key(api_key, api_key_env, NAME)
-        wire_headers: dict[str, str] = {}
-        if key is not None:
-            wire_headers["x-goog-api-key"] = key
-        wire_headers.update(headers or {})
-        self._transport = HTTPTransport(
-            base_url=base_url, headers=wire_headers, provider=NAME, classify=classify_error,
-            retry=retry, timeouts=timeouts, sleep=sleep,
-        )
-
-    def with_model(self, model: str) -> Gemini:
-        """The same endpoint and settings with another model. The copy shares the HTTP
-        client, so a sub-agent on another model opens no connection pool of its own."""
-        model = model.removeprefix("models/")
-        if not model:
-            raise ConfigError("provider gemini: model is required (e.g. gemini-2.5-flash)")
-        clone = copy.copy(self)
-        clone.model = model
-        return clone
-
-    async def aclose(self) -> None:
-        await self._transport.aclose()
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        """Send ``request``; yield text, reasoning and tool-call deltas, then ``Completed``.
-
-        A retryable error before any content is retried, as an HTTP status or inside the
-        200 (an error object before the first candidate): see ``retry_before_first_chunk``.
-        """
-        budget = self._transport.budget(request_body(request))
-        async for chunk in retry_before_first_chunk(
-                lambda: checked(self._attempt(request, budget), NAME, request.stream), budget,
-                self._transport.sleep):
-            yield chunk
-
-    async def _attempt(
-        self, request: ModelRequest, budget: RetryBudget
-    ) -> AsyncGenerator[StreamChunk, None]:
-        if request.stream:
-            path, params = f"/models/{self.model}:streamGenerateContent", {"alt": "sse"}
-        else:
-            path, params = f"/models/{self.model}:generateContent", None
-        response: httpx.Response | None = None
-        async for item in self._transport.send(path, budget.body, stream=request.stream,
-                                               params=params, budget=budget):
-            if isinstance(item, httpx.Response):
-                response = item
-            else:
-                yield item
-        assert response is not None  # send() yields a response or raises
-        if not request.stream:
-            yield Completed(parse_response(load_json(response.text, NAME), self.model))
-            return
-        try:
-            if "text/event-stream" not in response.headers.get("content-type", ""):
-                # Asked to stream, answered in one piece (a gateway, or no ``alt=sse``).
-                await response.aread()
-                yield Completed(parse_response(load_json(response.text, NAME), self.model))
-                return
-            async for chunk in _read_stream(response, self.model):
-                yield chunk
-        finally:
-            await response.aclose()
+        super().__init__(_GeminiCodec(), base_url, model, api_key, api_key_env, retry=retry,
+                         timeouts=timeouts, headers=headers, sleep=sleep)
 
 
 # --- errors ---------------------------------------------------------------------------------
@@ -604,7 +567,7 @@ class _Accumulator:
         self.calls = 0
         self.chunks = 0
 
-    def feed(self, data: Mapping[str, Any]) -> list[StreamChunk]:
+    def add(self, data: Mapping[str, Any]) -> list[StreamChunk]:
         if "error" in data:
             raise _stream_error(data)
         self.chunks += 1
@@ -664,31 +627,38 @@ def _merge_chunks(chunks: Sequence[Any], model: str) -> ModelResponse:
         if not isinstance(chunk, dict):
             raise MalformedResponseError(f"{NAME}: a chunk is not an object: {chunk!r:.200}",
                                          provider=NAME)
-        acc.feed(chunk)
+        acc.add(chunk)
     return acc.response()
 
 
-async def _read_stream(response: httpx.Response, model: str) -> AsyncIterator[StreamChunk]:
-    """The chunks of an SSE stream, then ``Completed``.
+class _GeminiDecoder:
+    """A streamed answer: each event is a whole ``GenerateContentResponse`` chunk.
 
     Gemini's stream has no terminal event of its own: its last chunk carries the
     candidate's ``finishReason`` (or, for a refused prompt, ``promptFeedback.blockReason``).
     A stream that ends before any chunk said so was cut short (a gateway's ``[DONE]``
     counts as an end too).
     """
-    acc = _Accumulator(model)
-    done = False
-    async for _event, data in read_stream_errors(response, NAME):
+
+    __slots__ = ("acc", "done")
+
+    def __init__(self, model: str) -> None:
+        self.acc = _Accumulator(model)
+        self.done = False
+
+    def feed(self, event: str, data: str) -> list[StreamChunk]:
         if data == "[DONE]":
-            done = True
-            break
+            self.done = True
+            return []
         chunk = load_json(data, NAME, "stream chunk")
         if not isinstance(chunk, dict):
             raise MalformedResponseError(f"{NAME}: a stream chunk is not an object: {data[:200]!r}",
                                          provider=NAME)
-        for item in acc.feed(chunk):
-            yield item
-    if acc.chunks and acc.raw_stop is None and not done:
-        raise cut_short(NAME, "the stream ended before a chunk with a finishReason (the "
-                              "answer may be cut short)")
-    yield Completed(acc.response())
+        return self.acc.add(chunk)
+
+    def finish(self) -> ModelResponse:
+        acc = self.acc
+        if acc.chunks and acc.raw_stop is None and not self.done:
+            raise cut_short(NAME, "the stream ended before a chunk with a finishReason (the "
+                                  "answer may be cut short)")
+        return acc.response()

@@ -13,14 +13,12 @@ per chunk, one ``json.loads`` and a few lookups.
 from __future__ import annotations
 
 import asyncio
-import copy
 import hashlib
 import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any
-
-import httpx
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from tether.errors import (
     ConfigError,
@@ -41,21 +39,16 @@ from tether.messages import (
     Usage,
 )
 from tether.providers.base import (
-    Completed,
     ModelRequest,
     ModelResponse,
     NamedToolChoice,
     ReasoningChunk,
-    Retrying,
     StreamChunk,
     TextChunk,
     ToolCallChunk,
     ToolChoice,
 )
-from tether.providers.boundary import checked
 from tether.providers.http import (
-    HTTPTransport,
-    RetryBudget,
     RetryPolicy,
     Sleep,
     Timeouts,
@@ -63,12 +56,10 @@ from tether.providers.http import (
     count,
     cut_short,
     decode_json,
-    read_stream_errors,
-    resolve_api_key,
-    retry_before_first_chunk,
     wrong_type,
 )
 from tether.providers.profiles import OpenAICompatProfile, profile_for
+from tether.providers.shell import HTTPModel, WireCodec
 from tether.tools import ToolSpec
 
 NAME = "openai-chat"
@@ -92,9 +83,6 @@ _OVERFLOW_MARKERS = ("context_length_exceeded", "exceed_context_size", "context 
 # ``reasoning_content``; OpenRouter and Ollama ``reasoning``.
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
-# How long to wait for the end of a body after ``[DONE]`` (it normally comes in the same read).
-_DRAIN_SECS = 1.0
-
 # The lowest temperature the retry after a model-output parse error samples at.
 PARSE_RETRY_TEMPERATURE = 0.7
 
@@ -103,7 +91,50 @@ PARSE_RETRY_TEMPERATURE = 0.7
 _FENCE_DEBRIS = re.compile(r"(?>\s+|`{3,}[\w.+-]*|`+)*")
 
 
-class OpenAIChat:
+@dataclass(frozen=True, slots=True)
+class _ChatCodec(WireCodec):
+    """The Chat Completions wire, shaped to what ``profile`` says the server honours."""
+
+    name: ClassVar[str] = NAME
+    profile: OpenAICompatProfile
+
+    def model_name(self, model: str, base_url: str) -> str:
+        if not model:
+            raise ConfigError(
+                f"{NAME}: model is required (the name the server at {base_url} serves the "
+                f"model under; llama-server accepts any name)"
+            )
+        return model
+
+    def headers(self) -> dict[str, str]:
+        return {"accept": "application/json, text/event-stream"}
+
+    def auth(self, key: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {key}"}
+
+    def endpoint(self, model: str, stream: bool) -> tuple[str, Mapping[str, str] | None]:
+        return "/chat/completions", None
+
+    def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
+        return request_body(request, model, self.profile)
+
+    def revise(self, error: ProviderError, body: Any) -> Any:
+        return warmer_after_parse_error(error, body)
+
+    def completion(self, data: Any, request: ModelRequest, model: str) -> ModelResponse:
+        return _completion(data, len(request.messages), model)
+
+    def decoder(self, request: ModelRequest, model: str) -> _ChatDecoder:
+        return _ChatDecoder(len(request.messages), model)
+
+    def classify(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+        return _classify(status, headers, body)
+
+    def settings(self) -> dict[str, Any]:
+        return {"profile": self.profile.name}
+
+
+class OpenAIChat(HTTPModel[_ChatCodec]):
     """A model behind a Chat Completions endpoint.
 
     ::
@@ -115,6 +146,11 @@ class OpenAIChat:
     ``openrouter``, ``openai``, ``generic``) or is an ``OpenAICompatProfile``; without it the
     server is detected from ``base_url``. ``sleep`` is what retries wait with (tests pass a
     recorder).
+
+    A retryable error before any content is retried (see ``HTTPModel.stream``). The retry
+    after a ``ModelOutputParseError`` samples warmer: it carries ``temperature =
+    max(PARSE_RETRY_TEMPERATURE, the request's)``, because a server at temperature 0 would
+    produce the same unparseable output again.
     """
 
     name = NAME
@@ -132,253 +168,242 @@ class OpenAIChat:
         headers: Mapping[str, str] | None = None,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
-        if not model:
-            raise ConfigError(
-                f"{NAME}: model is required (the name the server at {base_url} serves the "
-                f"model under; llama-server accepts any name)"
-            )
-        self.base_url = base_url.rstrip("/")
+        chosen = (profile if isinstance(profile, OpenAICompatProfile)
+                  else profile_for(profile, base_url))
+        super().__init__(_ChatCodec(chosen), base_url, model, api_key, api_key_env,
+                         retry=retry, timeouts=timeouts, headers=headers, sleep=sleep)
+
+    @property
+    def profile(self) -> OpenAICompatProfile:
+        """What the server honours (``tool_choice`` modes, usage in streams, ...)."""
+        return self._codec.profile
+
+
+# --- the request ------------------------------------------------------------------------
+
+
+def request_body(request: ModelRequest, model: str,
+                 profile: OpenAICompatProfile) -> dict[str, Any]:
+    """The JSON body of ``POST /chat/completions`` for ``request``, within what ``profile``
+    says the server honours."""
+    body: dict[str, Any] = {"model": model,
+                            "messages": wire_messages(request.messages, request.system)}
+    if request.tools:
+        choice, tools = _tool_choice(request.tool_choice, request.tools, profile)
+        body["tools"] = [_wire_tool(t) for t in tools]
+        body["tool_choice"] = choice
+    if request.max_output_tokens is not None:
+        body[profile.max_tokens_field] = request.max_output_tokens
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.stream:
+        body["stream"] = True
+        if profile.supports_stream_usage:
+            body["stream_options"] = {"include_usage": True}
+    return body
+
+
+# --- a whole answer -----------------------------------------------------------------------
+
+
+def _completion(data: Any, turn: int, model: str) -> ModelResponse:
+    if not isinstance(data, dict):
+        raise MalformedResponseError(
+            f"{NAME}: expected a JSON object, got {type(data).__name__}", provider=NAME)
+    choices = data.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        raise wrong_type(NAME, "choices", choices)
+    if not choices:
+        if data.get("error"):  # OpenRouter reports upstream failures as HTTP 200
+            raise _stream_error(data)
+        raise MalformedResponseError(
+            f"{NAME}: the response has no choices: {json.dumps(data)[:300]}", provider=NAME)
+    choice = choices[0]
+    message = choice.get("message") or {}
+    response_id = data.get("id")
+    seed = f"{response_id}|{turn}"
+    parts: list[Part] = []
+    for field_name in _REASONING_FIELDS:
+        thought = _optional_text(message.get(field_name), field_name)
+        if thought:
+            parts.append(Reasoning(thought, NAME, provider_data={"field": field_name}))
+            break
+    raw_calls = list(message.get("tool_calls") or ())
+    legacy = message.get("function_call")
+    if isinstance(legacy, dict):  # the pre-tools function calling some servers still use
+        raw_calls.append({"function": legacy})
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(raw_calls):
+        function = raw.get("function") or {}
+        calls.append(ToolCall(_call_id(raw.get("id"), seed, index, seen),
+                              _optional_text(function.get("name"), "a tool call's name"),
+                              _arguments_text(function.get("arguments"))))
+    text = _content_text(message.get("content"))
+    refusal = _optional_text(message.get("refusal"), "refusal")
+    if text and not (calls and is_fence_debris(text)):
+        parts.append(Text(text))
+    elif refusal:
+        parts.append(Text(refusal))
+    parts.extend(calls)
+    finish = choice.get("finish_reason")
+    return ModelResponse(
+        Message("assistant", tuple(parts)),
+        _stop_reason(finish, bool(calls), bool(refusal) and not calls),
+        _usage(data.get("usage")),
+        model=str(data.get("model") or model),
+        id=response_id,
+        raw_stop_reason=finish,
+    )
+
+
+# --- a stream -----------------------------------------------------------------------------
+
+
+class _ChatDecoder:
+    """A streamed Chat Completions answer.
+
+    Every event is a ``chat.completion.chunk`` (or ``[DONE]``, which ends the stream; so
+    does the body's end after a ``finish_reason``: servers differ in which they send). A
+    chunk may carry an ``error`` object, ``usage``, and a first choice whose delta holds
+    any of text, reasoning, tool calls (or the legacy ``function_call``) and a refusal,
+    then a ``finish_reason``: each has a method of its own, called in that order.
+    """
+
+    __slots__ = ("calls", "done", "finish_reason", "model", "refusals", "response_id",
+                 "texts", "thought_field", "thoughts", "usage")
+
+    def __init__(self, turn: int, model: str) -> None:
+        self.texts: list[str] = []
+        self.thoughts: list[str] = []
+        self.thought_field = ""
+        self.refusals: list[str] = []
+        self.calls = _CallAssembler(turn)
+        self.finish_reason: str | None = None
+        self.usage: Any = None
+        self.response_id: str | None = None
         self.model = model
-        self.profile = (profile if isinstance(profile, OpenAICompatProfile)
-                        else profile_for(profile, base_url))
-        key = resolve_api_key(api_key, api_key_env, NAME)
-        all_headers = {"accept": "application/json, text/event-stream"}
-        if key:
-            all_headers["authorization"] = f"Bearer {key}"
-        if headers:
-            all_headers.update(headers)
-        self._transport = HTTPTransport(
-            base_url=self.base_url, headers=all_headers, provider=NAME, classify=_classify,
-            retry=retry, timeouts=timeouts, sleep=sleep,
-        )
+        self.done = False
 
-    def __repr__(self) -> str:
-        return (f"OpenAIChat(base_url={self.base_url!r}, model={self.model!r}, "
-                f"profile={self.profile.name!r})")
-
-    def with_model(self, model: str) -> OpenAIChat:
-        """The same endpoint with another model. The copy shares the HTTP client, so a
-        sub-agent on another model opens no connection pool of its own."""
-        clone = copy.copy(self)
-        clone.model = model
-        return clone
-
-    async def aclose(self) -> None:
-        await self._transport.aclose()
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        """Send ``request``; yield text, reasoning and tool-call deltas as they arrive (when
-        ``request.stream``), retry notices, and finally ``Completed``.
-
-        A retryable error before any content is retried, whether it came as an HTTP status
-        or inside a 200 (llama-server streams its parse error as an ``error`` event). The
-        retry after a ``ModelOutputParseError`` samples warmer: it carries
-        ``temperature = max(PARSE_RETRY_TEMPERATURE, the request's)``, because a server at
-        temperature 0 would produce the same unparseable output again.
-        """
-        budget = self._transport.budget(self.request_body(request), warmer_after_parse_error)
-        async for chunk in retry_before_first_chunk(
-                lambda: checked(self._attempt(request, budget), NAME, request.stream), budget,
-                self._transport.sleep):
-            yield chunk
-
-    async def _attempt(
-        self, request: ModelRequest, budget: RetryBudget
-    ) -> AsyncGenerator[StreamChunk, None]:
-        response: httpx.Response | None = None
-        async for item in self._transport.send("/chat/completions", budget.body,
-                                               stream=request.stream, budget=budget):
-            if isinstance(item, Retrying):
-                yield item
-            else:
-                response = item
-        assert response is not None, "the transport yields a response or raises"
-        if not request.stream:
-            yield Completed(self._completion(_json_body(response.text), request))
-            return
-        try:
-            if "text/event-stream" not in response.headers.get("content-type", ""):
-                # Asked to stream, answered whole (some proxies and servers do): same answer.
-                await response.aread()
-                yield Completed(self._completion(_json_body(response.text), request))
-                return
-            async for chunk in self._read_stream(response, request):
-                yield chunk
-        finally:
-            await response.aclose()
-
-    # --- the request --------------------------------------------------------------------
-
-    def request_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The JSON body this adapter sends for ``request`` (public for tests and debugging)."""
-        profile = self.profile
-        body: dict[str, Any] = {"model": self.model,
-                                "messages": wire_messages(request.messages, request.system)}
-        if request.tools:
-            choice, tools = _tool_choice(request.tool_choice, request.tools, profile)
-            body["tools"] = [_wire_tool(t) for t in tools]
-            body["tool_choice"] = choice
-        if request.max_output_tokens is not None:
-            body[profile.max_tokens_field] = request.max_output_tokens
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if request.stream:
-            body["stream"] = True
-            if profile.supports_stream_usage:
-                body["stream_options"] = {"include_usage": True}
-        return body
-
-    # --- a whole answer -------------------------------------------------------------------
-
-    def _completion(self, data: Any, request: ModelRequest) -> ModelResponse:
-        if not isinstance(data, dict):
-            raise MalformedResponseError(
-                f"{NAME}: expected a JSON object, got {type(data).__name__}", provider=NAME)
-        choices = data.get("choices")
-        if choices is not None and not isinstance(choices, list):
-            raise wrong_type(NAME, "choices", choices)
+    def feed(self, event: str, data: str) -> list[StreamChunk]:
+        if data == "[DONE]":
+            self.done = True
+            return []
+        chunk = _event_object(data)
+        if self.response_id is None:
+            self.first(chunk)
+        if chunk.get("error"):
+            raise _stream_error(chunk)
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices")
         if not choices:
-            if data.get("error"):  # OpenRouter reports upstream failures as HTTP 200
-                raise _stream_error(data)
-            raise MalformedResponseError(
-                f"{NAME}: the response has no choices: {json.dumps(data)[:300]}", provider=NAME)
+            return []
         choice = choices[0]
-        message = choice.get("message") or {}
-        response_id = data.get("id")
-        seed = f"{response_id}|{len(request.messages)}"
-        parts: list[Part] = []
-        for field in _REASONING_FIELDS:
-            thought = _optional_text(message.get(field), field)
+        index = choice.get("index")
+        if index is not None and index != 0:
+            if type(index) is not int:
+                raise wrong_type(NAME, "a choice's index", index)
+            return []  # only the first choice is read (tether asks for one)
+        out: list[StreamChunk] = []
+        # A few servers put the last piece under "message" instead of "delta".
+        delta = choice.get("delta") or choice.get("message")
+        if delta:
+            self.delta(delta, out)
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+        return out
+
+    def first(self, chunk: Mapping[str, Any]) -> None:
+        """The first chunk names the response and the model that answers."""
+        self.response_id = chunk.get("id")
+        self.model = chunk.get("model") or self.model
+        self.calls.response_id = self.response_id
+
+    def delta(self, delta: Mapping[str, Any], out: list[StreamChunk]) -> None:
+        content = delta.get("content")
+        if content:
+            self.content(content, out)
+        for field_name in _REASONING_FIELDS:
+            thought = delta.get(field_name)
             if thought:
-                parts.append(Reasoning(thought, NAME, provider_data={"field": field}))
+                self.reasoning(field_name, thought, out)
                 break
-        raw_calls = list(message.get("tool_calls") or ())
-        legacy = message.get("function_call")
-        if isinstance(legacy, dict):  # the pre-tools function calling some servers still use
-            raw_calls.append({"function": legacy})
-        calls: list[ToolCall] = []
-        seen: set[str] = set()
-        for index, raw in enumerate(raw_calls):
-            function = raw.get("function") or {}
-            calls.append(ToolCall(_call_id(raw.get("id"), seed, index, seen),
-                                  _optional_text(function.get("name"), "a tool call's name"),
-                                  _arguments_text(function.get("arguments"))))
-        text = _content_text(message.get("content"))
-        refusal = _optional_text(message.get("refusal"), "refusal")
-        if text and not (calls and is_fence_debris(text)):
-            parts.append(Text(text))
-        elif refusal:
-            parts.append(Text(refusal))
-        parts.extend(calls)
-        finish = choice.get("finish_reason")
-        return ModelResponse(
-            Message("assistant", tuple(parts)),
-            _stop_reason(finish, bool(calls), bool(refusal) and not calls),
-            _usage(data.get("usage")),
-            model=str(data.get("model") or self.model),
-            id=response_id,
-            raw_stop_reason=finish,
-        )
+        raw_calls = delta.get("tool_calls")
+        if raw_calls:
+            self.tool_calls(raw_calls, out)
+        legacy = delta.get("function_call")
+        if legacy:
+            self.function_call(legacy, out)
+        refusal = delta.get("refusal")
+        if refusal:
+            self.refusal(refusal)
 
-    # --- a stream -------------------------------------------------------------------------
+    def content(self, content: Any, out: list[StreamChunk]) -> None:
+        if not isinstance(content, str):
+            content = _content_text(content)
+        self.texts.append(content)
+        out.append(TextChunk(content))
 
-    async def _read_stream(
-        self, response: httpx.Response, request: ModelRequest
-    ) -> AsyncIterator[StreamChunk]:
-        texts: list[str] = []
-        thoughts: list[str] = []
-        thought_field = ""
-        calls = _CallAssembler(len(request.messages))
-        finish: str | None = None
-        usage: Any = None
-        response_id: str | None = None
-        model = ""
-        done = False
-        refusal: list[str] = []
-        events = read_stream_errors(response, NAME)
-        async for _event, data in events:
-            if data == "[DONE]":
-                done = True
-                break
-            try:
-                chunk = decode_json(data)
-            except ValueError as e:
-                raise MalformedResponseError(
-                    f"{NAME}: a stream event is not JSON ({e}): {data[:200]!r}", provider=NAME
-                ) from None
-            if not isinstance(chunk, dict):
-                raise MalformedResponseError(
-                    f"{NAME}: a stream event is not a JSON object: {data[:200]!r}", provider=NAME)
-            if response_id is None:
-                response_id = chunk.get("id")
-                model = chunk.get("model") or ""
-                calls.response_id = response_id
-            if chunk.get("error"):
-                raise _stream_error(chunk)
-            if chunk.get("usage"):
-                usage = chunk["usage"]
-            choices = chunk.get("choices")
-            if not choices:
-                continue
-            choice = choices[0]
-            index = choice.get("index")
-            if index is not None and index != 0:
-                if type(index) is not int:
-                    raise wrong_type(NAME, "a choice's index", index)
-                continue
-            # A few servers put the last piece under "message" instead of "delta".
-            delta = choice.get("delta") or choice.get("message")
-            if delta:
-                content = delta.get("content")
-                if content:
-                    if not isinstance(content, str):
-                        content = _content_text(content)
-                    texts.append(content)
-                    yield TextChunk(content)
-                for field in _REASONING_FIELDS:
-                    thought = delta.get(field)
-                    if thought:
-                        if not isinstance(thought, str):
-                            raise wrong_type(NAME, field, thought)
-                        thoughts.append(thought)
-                        thought_field = field
-                        yield ReasoningChunk(thought)
-                        break
-                raw_calls = delta.get("tool_calls")
-                if raw_calls:
-                    for raw in raw_calls:
-                        yield calls.add(raw)
-                legacy = delta.get("function_call")
-                if legacy:
-                    yield calls.add({"index": 0, "function": legacy})
-                if delta.get("refusal"):
-                    refusal.append(delta["refusal"])
-            if choice.get("finish_reason"):
-                finish = choice["finish_reason"]
-        if done:
-            await _drain(events)
-        if finish is None and not done:
+    def reasoning(self, field_name: str, thought: Any, out: list[StreamChunk]) -> None:
+        if not isinstance(thought, str):
+            raise wrong_type(NAME, field_name, thought)
+        self.thoughts.append(thought)
+        self.thought_field = field_name
+        out.append(ReasoningChunk(thought))
+
+    def tool_calls(self, raw_calls: Any, out: list[StreamChunk]) -> None:
+        if not isinstance(raw_calls, list):
+            raise wrong_type(NAME, "a delta's tool_calls", raw_calls)
+        for raw in raw_calls:
+            if not isinstance(raw, dict):
+                raise wrong_type(NAME, "a tool call delta", raw)
+            out.append(self.calls.add(raw))
+
+    def function_call(self, legacy: Any, out: list[StreamChunk]) -> None:
+        """The pre-tools function calling some servers still stream: one call, index 0."""
+        out.append(self.calls.add({"index": 0, "function": legacy}))
+
+    def refusal(self, refusal: Any) -> None:
+        self.refusals.append(_optional_text(refusal, "refusal"))
+
+    def finish(self) -> ModelResponse:
+        finish = self.finish_reason
+        if finish is None and not self.done:
             raise cut_short(NAME, "the stream ended before the model finished (no "
                                   "finish_reason, no [DONE]); the answer may be cut off")
         parts: list[Part] = []
-        if thoughts:
-            parts.append(Reasoning("".join(thoughts), NAME,
-                                   provider_data={"field": thought_field}))
-        tool_calls = calls.finish()
-        text = "".join(texts)
+        if self.thoughts:
+            parts.append(Reasoning("".join(self.thoughts), NAME,
+                                   provider_data={"field": self.thought_field}))
+        tool_calls = self.calls.finish()
+        text = "".join(self.texts)
         if text and not (tool_calls and is_fence_debris(text)):
             parts.append(Text(text))
-        elif refusal:
-            parts.append(Text("".join(refusal)))
+        elif self.refusals:
+            parts.append(Text("".join(self.refusals)))
         parts.extend(tool_calls)
-        yield Completed(ModelResponse(
+        return ModelResponse(
             Message("assistant", tuple(parts)),
-            _stop_reason(finish, bool(tool_calls), bool(refusal) and not tool_calls),
-            _usage(usage),
-            model=model or self.model,
-            id=response_id,
+            _stop_reason(finish, bool(tool_calls), bool(self.refusals) and not tool_calls),
+            _usage(self.usage),
+            model=self.model,
+            id=self.response_id,
             raw_stop_reason=finish,
-        ))
+        )
+
+
+def _event_object(data: str) -> dict[str, Any]:
+    try:
+        chunk = decode_json(data)
+    except ValueError as e:
+        raise MalformedResponseError(
+            f"{NAME}: a stream event is not JSON ({e}): {data[:200]!r}", provider=NAME
+        ) from None
+    if not isinstance(chunk, dict):
+        raise MalformedResponseError(
+            f"{NAME}: a stream event is not a JSON object: {data[:200]!r}", provider=NAME)
+    return chunk
 
 
 class _Slot:
@@ -532,14 +557,6 @@ def _tool_choice(
 # --- response pieces ---------------------------------------------------------------------
 
 
-def _json_body(content: str) -> Any:
-    try:
-        return decode_json(content)
-    except ValueError as e:
-        raise MalformedResponseError(
-            f"{NAME}: the response is not JSON ({e}): {content[:200]!r}", provider=NAME) from None
-
-
 def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -633,17 +650,6 @@ def _usage(raw: Any) -> Usage:
         if reasoning:
             details["reasoning_tokens"] = reasoning
     return Usage(prompt, completion, cached, 0, 1, details)
-
-
-async def _drain(events: AsyncIterator[Any]) -> None:
-    """Read to the end of the body after ``[DONE]``: a connection closed with unread bytes is
-    reset, a fully read one goes back to the pool for the next turn."""
-    try:
-        async with asyncio.timeout(_DRAIN_SECS):
-            async for _ in events:
-                pass
-    except (TimeoutError, ProviderError):
-        pass  # the answer is complete; a server that keeps talking only costs its connection
 
 
 # --- errors ------------------------------------------------------------------------------

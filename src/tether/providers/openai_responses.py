@@ -17,13 +17,10 @@ API rejects a reasoning item "without its required following item" and a functio
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
-
-import httpx
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from tether.errors import (
     BadRequestError,
@@ -46,7 +43,6 @@ from tether.messages import (
     Usage,
 )
 from tether.providers.base import (
-    Completed,
     ModelRequest,
     ModelResponse,
     NamedToolChoice,
@@ -56,10 +52,7 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
-from tether.providers.boundary import checked
 from tether.providers.http import (
-    HTTPTransport,
-    RetryBudget,
     RetryPolicy,
     Sleep,
     Timeouts,
@@ -68,11 +61,9 @@ from tether.providers.http import (
     cut_short,
     decode_json,
     load_json,
-    read_stream_errors,
-    resolve_api_key,
-    retry_before_first_chunk,
     wrong_type,
 )
+from tether.providers.shell import HTTPModel, WireCodec
 from tether.tools import ToolSpec
 
 NAME = "openai-responses"
@@ -82,7 +73,46 @@ NAME = "openai-responses"
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5", "codex")
 
 
-class OpenAIResponses:
+@dataclass(frozen=True, slots=True)
+class _ResponsesCodec(WireCodec):
+    """The Responses API: ``POST /responses``, the key as a bearer token."""
+
+    name: ClassVar[str] = NAME
+    store: bool
+    encrypted_reasoning: bool | None
+    reasoning: Mapping[str, Any] | None
+
+    def headers(self) -> dict[str, str]:
+        return {"accept": "application/json, text/event-stream"}
+
+    def auth(self, key: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {key}"}
+
+    def endpoint(self, model: str, stream: bool) -> tuple[str, Mapping[str, str] | None]:
+        return "/responses", None
+
+    def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
+        return build_body(request, model=model, store=self.store,
+                          include_encrypted=self.include_encrypted(model),
+                          reasoning=self.reasoning)
+
+    def include_encrypted(self, model: str) -> bool:
+        if self.encrypted_reasoning is not None:
+            return self.encrypted_reasoning
+        name = model.rsplit("/", 1)[-1].lower()
+        return name.startswith(_REASONING_PREFIXES)
+
+    def completion(self, data: Any, request: ModelRequest, model: str) -> ModelResponse:
+        return parse_response(data, model)
+
+    def decoder(self, request: ModelRequest, model: str) -> _ResponsesDecoder:
+        return _ResponsesDecoder(model)
+
+    def classify(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+        return _classify(status, headers, body)
+
+
+class OpenAIResponses(HTTPModel[_ResponsesCodec]):
     """A model behind the OpenAI Responses API (OpenAI, or a server that speaks it).
 
     ::
@@ -96,6 +126,9 @@ class OpenAIResponses:
     (``None``: only for reasoning model families, o1/o3/o4/gpt-5/codex). ``reasoning`` is
     sent as the request's ``reasoning`` object, e.g. ``{"effort": "low", "summary": "auto"}``
     (summaries are what streams as reasoning text).
+
+    A retryable error before any content is retried, as an HTTP status or inside the 200
+    (an ``error`` event before the first delta): see ``HTTPModel.stream``.
     """
 
     name = NAME
@@ -115,81 +148,25 @@ class OpenAIResponses:
         encrypted_reasoning: bool | None = None,
         reasoning: Mapping[str, Any] | None = None,
     ) -> None:
-        self.base_url = base_url
-        self.model = model
-        self.store = store
-        self.encrypted_reasoning = encrypted_reasoning
-        self.reasoning = dict(reasoning) if reasoning else None
-        key = resolve_api_key(api_key, api_key_env, NAME)
-        all_headers = {"accept": "application/json, text/event-stream", **(headers or {})}
-        if key:
-            all_headers["authorization"] = f"Bearer {key}"
-        self._transport = HTTPTransport(
-            base_url=base_url, headers=all_headers, provider=NAME, classify=_classify,
-            retry=retry, timeouts=timeouts, sleep=sleep,
-        )
+        codec = _ResponsesCodec(store, encrypted_reasoning, dict(reasoning) if reasoning else None)
+        super().__init__(codec, base_url, model, api_key, api_key_env, retry=retry,
+                         timeouts=timeouts, headers=headers, sleep=sleep)
 
-    def with_model(self, model: str) -> OpenAIResponses:
-        """A copy speaking to ``model`` with the same endpoint, key and settings. The copy
-        shares the HTTP client, so a sub-agent on another model opens no connection pool of
-        its own."""
-        clone = copy.copy(self)
-        clone.model = model
-        return clone
+    @property
+    def store(self) -> bool:
+        """Whether the provider keeps the exchange (``store`` on the wire)."""
+        return self._codec.store
 
-    async def aclose(self) -> None:
-        await self._transport.aclose()
+    @property
+    def encrypted_reasoning(self) -> bool | None:
+        """Whether encrypted reasoning is asked for (None: for reasoning model families)."""
+        return self._codec.encrypted_reasoning
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        """Send ``request``; yield text, reasoning and tool-call deltas, then ``Completed``.
-
-        A retryable error before any content is retried, as an HTTP status or inside the
-        200 (an ``error`` event before the first delta): see ``retry_before_first_chunk``.
-        """
-        budget = self._transport.budget(build_body(
-            request, model=self.model, store=self.store,
-            include_encrypted=self._include_encrypted(), reasoning=self.reasoning))
-        async for chunk in retry_before_first_chunk(
-                lambda: checked(self._attempt(request, budget), NAME, request.stream), budget,
-                self._transport.sleep):
-            yield chunk
-
-    async def _attempt(
-        self, request: ModelRequest, budget: RetryBudget
-    ) -> AsyncGenerator[StreamChunk, None]:
-        response: httpx.Response | None = None
-        async for item in self._transport.send("/responses", budget.body,
-                                               stream=request.stream, budget=budget):
-            if isinstance(item, httpx.Response):
-                response = item
-            else:
-                yield item
-        assert response is not None
-        if not request.stream:
-            yield Completed(parse_response(load_json(response.text, NAME), self.model))
-            return
-        try:
-            if "text/event-stream" not in response.headers.get("content-type", ""):
-                # Asked for a stream, answered with one JSON object: read it as such.
-                await response.aread()
-                yield Completed(parse_response(load_json(response.text, NAME), self.model))
-                return
-            state = _StreamState(self.model)
-            async for event, data in read_stream_errors(response, NAME):
-                if data == "[DONE]":
-                    continue
-                payload = load_json(data, NAME, "stream event")
-                for chunk in state.feed(event, payload):
-                    yield chunk
-            yield Completed(state.finish())
-        finally:
-            await response.aclose()
-
-    def _include_encrypted(self) -> bool:
-        if self.encrypted_reasoning is not None:
-            return self.encrypted_reasoning
-        name = self.model.rsplit("/", 1)[-1].lower()
-        return name.startswith(_REASONING_PREFIXES)
+    @property
+    def reasoning(self) -> dict[str, Any] | None:
+        """The request's ``reasoning`` object, as given."""
+        reasoning = self._codec.reasoning
+        return None if reasoning is None else dict(reasoning)
 
 
 # --- request ---------------------------------------------------------------------------------
@@ -444,60 +421,56 @@ def _usage(usage: Any) -> Usage:
 # --- streaming -------------------------------------------------------------------------------
 
 
-@dataclass
-class _StreamState:
-    """What a stream has said so far; ``finish`` prefers the final response object."""
+class _ResponsesDecoder:
+    """A streamed Responses answer: one method per event type; ``finish`` prefers the
+    final response object and rebuilds the output from the items when it has none.
+    ``response.created``, ``in_progress``, ``content_part.*`` and the ``*.done`` text
+    events say nothing new; ``[DONE]`` (some servers send it) is skipped."""
 
-    model: str
-    items: dict[int, dict[str, Any]] = field(default_factory=dict)  # by output_index
-    call_index: dict[str, int] = field(default_factory=dict)  # item id -> ToolCallChunk index
-    final: dict[str, Any] | None = None
+    __slots__ = ("call_index", "final", "items", "model")
 
-    def feed(self, event: str, data: Any) -> list[StreamChunk]:
-        if not isinstance(data, dict):
-            raise MalformedResponseError(f"{NAME}: a stream event is not an object: {data!r:.200}",
-                                         provider=NAME)
-        kind = data.get("type") or event
+    done = False  # the stream is read to its end: response.completed comes last
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.items: dict[int, dict[str, Any]] = {}  # by output_index
+        self.call_index: dict[str, int] = {}  # item id -> ToolCallChunk index
+        self.final: dict[str, Any] | None = None
+
+    def feed(self, event: str, data: str) -> Sequence[StreamChunk]:
+        if data == "[DONE]":
+            return ()
+        payload = load_json(data, NAME, "stream event")
+        if not isinstance(payload, dict):
+            raise MalformedResponseError(
+                f"{NAME}: a stream event is not an object: {payload!r:.200}", provider=NAME)
+        kind = payload.get("type") or event
         if not isinstance(kind, str):
             raise wrong_type(NAME, "a stream event's type", kind)
-        if kind == "response.output_text.delta":
-            delta = data.get("delta") or ""
-            self._item(data, "message")["_text"] += delta
-            return [TextChunk(delta)] if delta else []
-        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            delta = data.get("delta") or ""
-            return [ReasoningChunk(delta)] if delta else []
-        if kind == "response.function_call_arguments.delta":
-            return self._arguments(data, data.get("delta") or "")
-        if kind == "response.function_call_arguments.done":
-            so_far = self._item(data, "function_call")["arguments"]
-            full = data.get("arguments")
-            # Only what the deltas did not already carry (some servers send no deltas).
-            if isinstance(full, str) and full.startswith(so_far):
-                return self._arguments(data, full[len(so_far):])
-            return []
-        if kind == "response.output_item.added":
-            return self._added(data)
-        if kind == "response.output_item.done":
-            item = data.get("item")
-            if not isinstance(item, dict):
-                raise wrong_type(NAME, "the item of response.output_item.done", item)
-            self.items[int(data.get("output_index", len(self.items)))] = item
-            return []
-        if kind in ("response.completed", "response.incomplete"):
-            final = data.get("response")
-            if final is not None and not isinstance(final, dict):
-                raise wrong_type(NAME, f"the response of {kind}", final)
-            self.final = final or {}
-            return []
-        if kind == "response.failed":
-            response = data.get("response") or {}
-            raise error_from_payload(response.get("error"), "the response failed mid-stream")
-        if kind == "error":
-            raise error_from_payload(data.get("error") or data, "the stream reported an error")
-        return []  # created, in_progress, content_part.*, *.done text events: nothing new
+        handler = _EVENTS.get(kind)
+        return () if handler is None else handler(self, payload)
 
-    def _added(self, data: Mapping[str, Any]) -> list[StreamChunk]:
+    def output_text_delta(self, data: dict[str, Any]) -> Sequence[StreamChunk]:
+        delta = data.get("delta") or ""
+        self._item(data, "message")["_text"] += delta
+        return (TextChunk(delta),) if delta else ()
+
+    def reasoning_delta(self, data: dict[str, Any]) -> Sequence[StreamChunk]:
+        delta = data.get("delta") or ""
+        return (ReasoningChunk(delta),) if delta else ()
+
+    def arguments_delta(self, data: dict[str, Any]) -> Sequence[StreamChunk]:
+        return self._arguments(data, data.get("delta") or "")
+
+    def arguments_done(self, data: dict[str, Any]) -> Sequence[StreamChunk]:
+        so_far = self._item(data, "function_call")["arguments"]
+        full = data.get("arguments")
+        # Only what the deltas did not already carry (some servers send no deltas).
+        if isinstance(full, str) and full.startswith(so_far):
+            return self._arguments(data, full[len(so_far):])
+        return ()
+
+    def item_added(self, data: dict[str, Any]) -> Sequence[StreamChunk]:
         item = data.get("item")
         if not isinstance(item, dict):
             raise wrong_type(NAME, "the item of response.output_item.added", item)
@@ -509,11 +482,33 @@ class _StreamState:
             self.call_index[str(item.get("id") or index)] = call
             self.items[index] = item
             call_id = item.get("call_id") or item.get("id") or f"call_{call}"
-            first: list[StreamChunk] = [ToolCallChunk(call, str(call_id), item.get("name"), "")]
+            first = (ToolCallChunk(call, str(call_id), item.get("name"), ""),)
             initial = data["item"].get("arguments") or ""
-            return first + self._arguments(data, initial) if initial else first
+            return (*first, *self._arguments(data, initial)) if initial else first
         self.items[index] = item
-        return []
+        return ()
+
+    def item_done(self, data: dict[str, Any]) -> Sequence[StreamChunk]:
+        item = data.get("item")
+        if not isinstance(item, dict):
+            raise wrong_type(NAME, "the item of response.output_item.done", item)
+        self.items[int(data.get("output_index", len(self.items)))] = item
+        return ()
+
+    def completed(self, data: dict[str, Any]) -> Sequence[StreamChunk]:
+        """``response.completed`` and ``response.incomplete``: the final response object."""
+        final = data.get("response")
+        if final is not None and not isinstance(final, dict):
+            raise wrong_type(NAME, f"the response of {data.get('type')}", final)
+        self.final = final or {}
+        return ()
+
+    def failed(self, data: dict[str, Any]) -> Sequence[StreamChunk]:
+        response = data.get("response") or {}
+        raise error_from_payload(response.get("error"), "the response failed mid-stream")
+
+    def error(self, data: dict[str, Any]) -> Sequence[StreamChunk]:
+        raise error_from_payload(data.get("error") or data, "the stream reported an error")
 
     def _item(self, data: Mapping[str, Any], kind: str) -> dict[str, Any]:
         index = data.get("output_index")
@@ -530,12 +525,12 @@ class _StreamState:
         item.setdefault("_text", "")
         return item
 
-    def _arguments(self, data: Mapping[str, Any], delta: str) -> list[StreamChunk]:
+    def _arguments(self, data: Mapping[str, Any], delta: str) -> Sequence[StreamChunk]:
         item = self._item(data, "function_call")
         item["arguments"] += delta
         key = str(item.get("id") or data.get("output_index"))
         call = self.call_index.get(key, 0)
-        return [ToolCallChunk(call, None, None, delta)] if delta else []
+        return (ToolCallChunk(call, None, None, delta),) if delta else ()
 
     def finish(self) -> ModelResponse:
         if self.final is None:
@@ -544,18 +539,33 @@ class _StreamState:
         if not final.get("output"):
             # Some servers send the final response without its output; rebuild it from the
             # items the stream delivered.
-            final["output"] = [self._settled(self.items[i]) for i in sorted(self.items)]
+            final["output"] = [_settled(self.items[i]) for i in sorted(self.items)]
         final.setdefault("status", "completed")
         return parse_response(final, self.model)
 
-    @staticmethod
-    def _settled(item: dict[str, Any]) -> dict[str, Any]:
-        if "_text" not in item:
-            return item  # a finished item from response.output_item.done
-        if item.get("type") == "message":
-            return {"type": "message", "id": item.get("id"),
-                    "content": [{"type": "output_text", "text": item["_text"]}]}
-        return {k: v for k, v in item.items() if k != "_text"}
+
+def _settled(item: dict[str, Any]) -> dict[str, Any]:
+    if "_text" not in item:
+        return item  # a finished item from response.output_item.done
+    if item.get("type") == "message":
+        return {"type": "message", "id": item.get("id"),
+                "content": [{"type": "output_text", "text": item["_text"]}]}
+    return {k: v for k, v in item.items() if k != "_text"}
+
+
+_EVENTS: dict[str, Callable[[_ResponsesDecoder, dict[str, Any]], Sequence[StreamChunk]]] = {
+    "response.output_text.delta": _ResponsesDecoder.output_text_delta,
+    "response.reasoning_summary_text.delta": _ResponsesDecoder.reasoning_delta,
+    "response.reasoning_text.delta": _ResponsesDecoder.reasoning_delta,
+    "response.function_call_arguments.delta": _ResponsesDecoder.arguments_delta,
+    "response.function_call_arguments.done": _ResponsesDecoder.arguments_done,
+    "response.output_item.added": _ResponsesDecoder.item_added,
+    "response.output_item.done": _ResponsesDecoder.item_done,
+    "response.completed": _ResponsesDecoder.completed,
+    "response.incomplete": _ResponsesDecoder.completed,
+    "response.failed": _ResponsesDecoder.failed,
+    "error": _ResponsesDecoder.error,
+}
 
 
 # --- errors ----------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
-"""The four provider wires as the fault tests need them: an adapter aimed at a server, a
-whole answer, and a streamed answer as a list of events (text, a tool call, reasoning where
-the wire has it), each well formed, for the tests to break."""
+"""The four provider wires described alike, for the tests that run every adapter through
+the same behaviours (tests/test_provider_contract.py, tests/faults/test_provider_*): an
+adapter aimed at a server, a whole answer, a streamed answer as a list of events (text, a
+tool call, reasoning where the wire has it) and an error body, each well formed, for the
+tests to break."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tests.providers.helpers import FakeSleep
 from tether.messages import Message
 from tether.providers import (
     Anthropic,
@@ -27,13 +30,11 @@ from tether.providers.http import RetryPolicy, Timeouts
 NO_RETRY = RetryPolicy(max_retries=0)
 
 
-async def no_sleep(_seconds: float) -> None:
-    return None
-
-
 @dataclass(frozen=True)
 class Wire:
     name: str
+    # The adapter for a ``base_url`` (the API's, prefix included) and keyword arguments
+    # (model "m" and key "k" unless given).
     make: Callable[..., Provider]
     # A whole (non-streamed) answer saying ``text``.
     body: Callable[[str], dict[str, Any]]
@@ -47,9 +48,19 @@ class Wire:
     terminal: Callable[[Any], bool] = lambda _event: False
     # The stream ends with ``data: [DONE]``.
     done: bool = False
+    # Where the API lives under a server's root (``base_url`` is the root plus this), and
+    # the path a whole and a streamed request go to.
+    prefix: str = ""
+    path: str = ""
+    stream_path: str = ""
+    # The body of an HTTP error of ``status`` saying ``message``, as the wire writes it.
+    error: Callable[[int, str], dict[str, Any]] = lambda status, message: {
+        "error": {"message": message, "code": status}}
 
-    def provider(self, base_url: str, retry: RetryPolicy = NO_RETRY, **kw: Any) -> Provider:
-        return self.make(base_url, retry=retry, sleep=no_sleep,
+    def provider(self, root: str, retry: RetryPolicy = NO_RETRY, **kw: Any) -> Provider:
+        """The adapter aimed at the server at ``root`` (the API under its ``prefix``). A
+        retry waits no time unless ``sleep`` is given."""
+        return self.make(root + self.prefix, retry=retry, sleep=kw.pop("sleep", FakeSleep()),
                          timeouts=kw.pop("timeouts", Timeouts(read=30)), **kw)
 
     def next_body(self, answer: Message) -> bytes:
@@ -212,26 +223,50 @@ def _gemini_events(deltas: Sequence[str], call: Sequence[str] | None) -> list[An
     return out
 
 
+_ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
+                     403: "permission_error", 404: "not_found_error", 429: "rate_limit_error",
+                     500: "api_error", 503: "overloaded_error", 529: "overloaded_error"}
+_OPENAI_CODES = {400: "invalid_value", 429: "rate_limit_exceeded", 500: "server_error",
+                 503: "server_is_overloaded", 529: "server_is_overloaded"}
+_GEMINI_STATUSES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
+                    404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
+                    500: "INTERNAL", 502: "UNAVAILABLE", 503: "UNAVAILABLE", 529: "UNAVAILABLE"}
+
 WIRES: dict[str, Wire] = {
     "openai-chat": Wire(
         "openai-chat",
-        lambda url, **kw: OpenAIChat(f"{url}/v1", "m", api_key="k", profile="openai", **kw),
+        lambda url, **kw: OpenAIChat(url, **{"model": "m", "api_key": "k", "profile": "openai",
+                                             **kw}),
         _chat_body, _chat_events,
         replay=lambda r: OpenAIChat("http://127.0.0.1:1/v1", "m").request_body(r),
-        terminal=lambda e: any(c.get("finish_reason") for c in e["choices"]), done=True),
+        terminal=lambda e: any(c.get("finish_reason") for c in e["choices"]), done=True,
+        prefix="/v1", path="/v1/chat/completions", stream_path="/v1/chat/completions"),
     "openai-responses": Wire(
         "openai-responses",
-        lambda url, **kw: OpenAIResponses(f"{url}/v1", "m", api_key="k", **kw),
+        lambda url, **kw: OpenAIResponses(url, **{"model": "m", "api_key": "k", **kw}),
         _responses_body, _responses_events, named=True,
         replay=lambda r: openai_responses.build_body(r, model="m"),
-        terminal=lambda e: e[0] == "response.completed"),
+        terminal=lambda e: e[0] == "response.completed",
+        prefix="/v1", path="/v1/responses", stream_path="/v1/responses",
+        error=lambda status, message: {"error": {
+            "message": message,
+            "type": "invalid_request_error" if status < 500 else "server_error",
+            "code": _OPENAI_CODES.get(status)}}),
     "anthropic": Wire(
-        "anthropic", lambda url, **kw: Anthropic(url, "m", api_key="k", **kw),
+        "anthropic", lambda url, **kw: Anthropic(url, **{"model": "m", "api_key": "k", **kw}),
         _anthropic_body, _anthropic_events, named=True,
         replay=lambda r: anthropic.request_body(r, "m", 100),
-        terminal=lambda e: e[0] == "message_delta"),
+        terminal=lambda e: e[0] == "message_delta",
+        path="/v1/messages", stream_path="/v1/messages",
+        error=lambda status, message: {"type": "error", "error": {
+            "type": _ANTHROPIC_ERRORS.get(status, "api_error"), "message": message}}),
     "gemini": Wire(
-        "gemini", lambda url, **kw: Gemini(f"{url}/v1beta", "m", api_key="k", **kw),
+        "gemini", lambda url, **kw: Gemini(url, **{"model": "m", "api_key": "k", **kw}),
         _gemini_body, _gemini_events, replay=gemini.request_body,
-        terminal=lambda e: "finishReason" in e["candidates"][0]),
+        terminal=lambda e: "finishReason" in e["candidates"][0],
+        prefix="/v1beta", path="/v1beta/models/m:generateContent",
+        stream_path="/v1beta/models/m:streamGenerateContent?alt=sse",
+        error=lambda status, message: {"error": {
+            "code": status, "message": message,
+            "status": _GEMINI_STATUSES.get(status, "UNKNOWN")}}),
 }
