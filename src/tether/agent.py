@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tether import events as ev
 from tether.approval import (
@@ -26,6 +26,7 @@ from tether.approval import (
     PermissionMode,
     ask,
 )
+from tether.context import ContextConfig, ContextFitter, ContextStrategy
 from tether.conversation import Conversation, PendingCall
 from tether.errors import ConfigError, MalformedResponseError, TetherError
 from tether.messages import (
@@ -104,6 +105,7 @@ class Agent:
         output_retries: int = 2,
         max_cost_usd: float | None = None,
         prices: Prices | None = None,
+        context: ContextStrategy | ContextConfig = "trim",
     ) -> None:
         if max_turns < 1:
             raise ConfigError(f"max_turns must be at least 1, not {max_turns}")
@@ -130,6 +132,9 @@ class Agent:
                               "[providers.NAME.prices] in tether.toml)")
         self.max_cost_usd = max_cost_usd
         self.prices = prices
+        # How a conversation is fitted into the model's window (tether.context).
+        self.context = ContextConfig.of(context)
+        self._fitter: ContextFitter | None = None
         self._sources = ensure_tools(tools)
         self._static: dict[str, Tool] | None = None
         # What starting the sources (MCP servers) had to say; the next run emits it.
@@ -311,6 +316,15 @@ class Agent:
 
     # --- internals --------------------------------------------------------------------------
 
+    def _context_fitter(self) -> ContextFitter:
+        """The fitter of this agent's model: what it has learned (the window, the token
+        estimate, the last summary) carries over from one run to the next."""
+        fitter = self._fitter
+        if fitter is None or fitter.provider is not self.model or fitter.config is not self.context:
+            fitter = self._fitter = ContextFitter(self.context, self.model,
+                                                  self.max_output_tokens)
+        return fitter
+
     async def _close_providers(self) -> None:
         await self.model.aclose()
         for provider in self.providers.values():
@@ -343,9 +357,12 @@ def _start_notices(agent: Agent) -> list[ev.Notice]:
     return notices
 
 
+_Chunk = TypeVar("_Chunk")
+
+
 async def _until(
-    interrupt: asyncio.Event | None, chunks: AsyncIterator[StreamChunk]
-) -> AsyncIterator[StreamChunk]:
+    interrupt: asyncio.Event | None, chunks: AsyncIterator[_Chunk]
+) -> AsyncIterator[_Chunk]:
     """A model's chunks until ``interrupt`` is set; then the response is abandoned at once
     (the provider closes its connection) instead of running to its end.
 
@@ -356,7 +373,7 @@ async def _until(
         async for chunk in chunks:
             yield chunk
         return
-    queue: asyncio.Queue[StreamChunk | BaseException | None] = asyncio.Queue()
+    queue: asyncio.Queue[_Chunk | BaseException | None] = asyncio.Queue()
 
     async def read() -> None:
         try:
@@ -464,6 +481,8 @@ class _Run:
         self.start = len(conversation.messages)
         self.pending: list[PendingCall] = []
         self.error: TetherError | None = None
+        self.fitter = agent._context_fitter()
+        self.prompt_sent = False  # whether this run added a prompt (at index ``start``)
 
     async def execute(self, prompt: Message | None) -> AsyncIterator[ev.Event]:
         agent, conv = self.agent, self.conversation
@@ -472,6 +491,7 @@ class _Run:
             if any(isinstance(p, Image) for p in prompt.parts):
                 conv.grow_taint(Taint(private=True))  # a user's picture is private data
             conv.append(prompt)
+            self.prompt_sent = True
         tools = self._turn_tools()
         yield self._event(ev.RunStarted(prompt.text if prompt else "", agent.model.model,
                                         tuple(tools), conv.taint))
@@ -507,8 +527,11 @@ class _Run:
 
             response: ModelResponse | None = None
             try:
-                async for chunk in _until(self.interrupt, agent.model.stream(self._request())):
-                    if isinstance(chunk, TextChunk):
+                async for chunk in _until(self.interrupt, self._send()):
+                    if isinstance(chunk, ev.ContextFitted):
+                        self.usage = self.usage + chunk.usage  # what a summary cost
+                        yield self._event(chunk)
+                    elif isinstance(chunk, TextChunk):
                         yield self._event(ev.TextDelta(chunk.text))
                     elif isinstance(chunk, ReasoningChunk):
                         yield self._event(ev.ReasoningDelta(chunk.text))
@@ -853,6 +876,13 @@ class _Run:
         if self.output is None:
             return tools
         return self.output.tools(tools)
+
+    def _send(self) -> AsyncIterator[StreamChunk | ev.ContextFitted]:
+        """The next request, fitted into the model's window (the conversation stays whole:
+        only what is sent is fitted), and the model's answer to it."""
+        pins = (self.start,) if self.prompt_sent else ()
+        return self.fitter.stream(self._request(), taint=self.conversation.taint, pins=pins,
+                                  owner=self.conversation)
 
     def _request(self) -> ModelRequest:
         agent = self.agent
