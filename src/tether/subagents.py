@@ -207,7 +207,8 @@ async def run_subagent(
                   permission_mode=parent.permission_mode, workspace=parent.workspace,
                   providers=parent.providers,
                   approval_timeout_secs=parent.approval_timeout_secs,
-                  tool_timeout_secs=parent.tool_timeout_secs, temperature=parent.temperature)
+                  tool_timeout_secs=parent.tool_timeout_secs, temperature=parent.temperature,
+                  context=parent.context.for_provider(profile.provider))
     emit = ctx.emit
     path = ctx.extras.get("path", (ctx.call_id,))
     if emit is not None:
