@@ -3,6 +3,7 @@ model: every rule of docs/context.md, and the taint a fitting must never launder
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -363,7 +364,7 @@ async def test_a_paused_calls_context_is_never_left_out_when_the_run_resumes() -
     assert result.stop_cause == "completed"
     sent = model.requests[-1].messages
     assert sent[-2].tool_calls and [c.id for c in sent[-2].tool_calls] == ["d1", "d2"]
-    assert [r.content for r in sent[-1].tool_results][0] == "deployed to prod"
+    assert sent[-1].tool_results[0].content == "deployed to prod"
     assert _pairs_intact(sent)
 
 
@@ -406,9 +407,12 @@ async def test_the_view_is_a_function_of_the_messages_so_a_new_process_sends_the
 
 
 def _overflow(n_prompt: int, n_ctx: int) -> ContextOverflowError:
-    body = ('{"error":{"code":400,"message":"request (%d tokens) exceeds the available '
-            'context size (%d tokens), try increasing it","type":"exceed_context_size_error",'
-            '"n_prompt_tokens":%d,"n_ctx":%d}}' % (n_prompt, n_ctx, n_prompt, n_ctx))
+    # llama-server's own words (b6xxx), as tests/e2e measured them.
+    body = json.dumps({"error": {
+        "code": 400, "type": "exceed_context_size_error",
+        "message": f"request ({n_prompt} tokens) exceeds the available context size "
+                   f"({n_ctx} tokens), try increasing it",
+        "n_prompt_tokens": n_prompt, "n_ctx": n_ctx}})
     return ContextOverflowError("openai-chat: HTTP 400: request exceeds the available "
                                 "context size", provider="openai-chat", status=400, body=body)
 
