@@ -407,7 +407,7 @@ async def test_the_view_is_a_function_of_the_messages_so_a_new_process_sends_the
 
 
 def _overflow(n_prompt: int, n_ctx: int) -> ContextOverflowError:
-    # llama-server's own words (b6xxx), as tests/e2e measured them.
+    # What llama-server answers (measured on the build tests/e2e use).
     body = json.dumps({"error": {
         "code": 400, "type": "exceed_context_size_error",
         "message": f"request ({n_prompt} tokens) exceeds the available context size "
