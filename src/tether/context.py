@@ -81,6 +81,10 @@ NOTE_TOKENS = 48
 # The reserve for the answer when neither the configuration nor max_output_tokens sets
 # one: a quarter of the window, at most this.
 DEFAULT_RESERVE_TOKENS = 1024
+# How far the model's own counts may move the estimate: a server's usage is outside input
+# too, and one that reports a tenth of the real prompt must not switch fitting off (nor
+# one that reports ten times more trim everything away).
+MIN_SCALE, MAX_SCALE = 0.5, 4.0
 
 _UNTRUSTED_OPEN = "<untrusted-data"
 _UNTRUSTED_CLOSE = "\n</untrusted-data>"
@@ -654,7 +658,7 @@ class ContextFitter:
             tokens_before=plan.tokens_before,
             tokens_after=estimate.fixed(request) + sum(estimate.message(m) for m in view),
             messages_before=len(messages),
-            messages_sent=len(view),
+            messages_sent=len(messages) - len(plan.dropped),
             dropped=len(plan.dropped),
             shortened=len(plan.shortened),
             summarized=summarized,
@@ -713,7 +717,7 @@ class ContextFitter:
         seen = usage.input_tokens / raw
         current = self.estimate.scale
         if seen > current * 1.02 or seen < current * 0.85:
-            self.estimate = dataclasses.replace(self.estimate, scale=seen)
+            self.estimate = dataclasses.replace(self.estimate, scale=_bounded(seen))
         self._calibrated = True
 
     def _learn(self, error: ContextOverflowError, sent: ModelRequest) -> None:
@@ -728,11 +732,11 @@ class ContextFitter:
             self.window, self.window_source = max(256, int(estimated * 0.9)), "estimated"
         if prompt is not None and estimated > 0:
             scale = self.estimate.scale * prompt / estimated
-            self.estimate = dataclasses.replace(self.estimate,
-                                                scale=max(self.estimate.scale, scale) * 1.05)
+            self.estimate = dataclasses.replace(
+                self.estimate, scale=_bounded(max(self.estimate.scale, scale) * 1.05))
         else:
             self.estimate = dataclasses.replace(self.estimate,
-                                                scale=self.estimate.scale * 1.25)
+                                                scale=_bounded(self.estimate.scale * 1.25))
 
     # --- summaries ------------------------------------------------------------------------
 
@@ -774,6 +778,10 @@ class ContextFitter:
         summary = Summary(text, untrusted, digests)
         self._last_summary = summary
         return summary, usage
+
+
+def _bounded(scale: float) -> float:
+    return max(MIN_SCALE, min(MAX_SCALE, scale))
 
 
 def _pieces(text: str, limit: int) -> list[str]:

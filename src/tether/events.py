@@ -205,7 +205,8 @@ class ContextFitted:
     """What is sent was fitted into the model's context window (see tether.context).
 
     The conversation itself stays whole; this says what the request carries instead:
-    ``messages_sent`` of ``messages_before``, ``dropped`` left out (``summarized`` of them
+    ``messages_sent`` of the conversation's ``messages_before`` (the note standing for the
+    left-out ones is not counted), ``dropped`` left out (``summarized`` of them
     stand in a summary), ``shortened`` tool results cut down, the estimated tokens before
     and after. ``reason``: ``window`` (the view passed the budget), ``overflow`` (the
     server refused the request; fitted tighter and sent again), ``continued`` (an earlier
