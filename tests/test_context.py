@@ -15,6 +15,7 @@ from tether.context import (
     SUMMARY_SOURCE,
     Budget,
     ContextConfig,
+    ContextFitter,
     Estimate,
     blocks,
     build_view,
@@ -26,6 +27,7 @@ from tether.errors import ConfigError, ContextOverflowError, ProviderError
 from tether.messages import Image, Message, Reasoning, Text, ToolCall, ToolResult
 from tether.pending import DeferringApprover
 from tether.providers import Scripted, call, calls
+from tether.providers.base import Completed, ModelRequest
 from tether.trust import untrusted_block
 
 WINDOW = 2048
@@ -315,6 +317,32 @@ async def test_a_summary_of_trusted_text_is_delimited_as_a_summary() -> None:
     assert ("<summary-of-earlier-messages>\nRecords 0 to 9 were read.\n"
             "</summary-of-earlier-messages>") in first
     assert "<untrusted-data" not in first
+
+
+async def test_a_summary_written_clean_is_untrusted_when_sent_for_an_untrusted_conversation(
+) -> None:
+    # The same earlier messages, summarized once, then sent for a conversation that has
+    # seen untrusted text: the reused summary is delimited as untrusted.
+    summarizer = _summarizer("Records 0 to 9 were read.")
+    model = Scripted(["ok"] * 4)
+    fitter = ContextFitter(_config("summarize", summarizer=summarizer), model)
+    messages = [Message.user("Read.")]
+    for i in range(12):
+        messages += [Message("assistant", (ToolCall(f"c{i}", "lookup", f'{{"n": {i}}}'),)),
+                     Message("tool", (ToolResult(f"c{i}", "lookup", "z" * 1500),))]
+    request = ModelRequest(messages=(*messages, Message.user("And now?")))
+    sent: list[str] = []
+    written: list[int] = []
+    for taint in (Taint(), Taint(untrusted=True), Taint()):
+        async for chunk in fitter.stream(request, taint=taint):
+            if isinstance(chunk, Completed):
+                sent.append(model.requests[-1].messages[0].text)
+        written.append(len(summarizer.requests))
+    assert written[0] == written[-1]  # written once, then reused
+    assert "<summary-of-earlier-messages>" in sent[0]
+    # Once untrusted, it stays so.
+    assert all(untrusted_block(SUMMARY_SOURCE, "Records 0 to 9 were read.") in text
+               for text in sent[1:])
 
 
 async def test_a_summary_continues_the_last_one_instead_of_starting_again() -> None:

@@ -750,6 +750,11 @@ class ContextFitter:
         last = self._last_summary
         usage = Usage()
         if last is not None and last.covers == digests:
+            # Reused (by this conversation later, or by another one with the same first
+            # messages): untrusted when it was written so, or when the conversation that
+            # now sends it has seen untrusted text.
+            if taint.untrusted and not last.untrusted:
+                last = self._last_summary = dataclasses.replace(last, untrusted=True)
             return last, usage
         previous: Summary | None = None
         todo = list(left_out)
