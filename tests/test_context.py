@@ -324,7 +324,7 @@ async def test_a_summary_written_clean_is_untrusted_when_sent_for_an_untrusted_c
     # The same earlier messages, summarized once, then sent for a conversation that has
     # seen untrusted text: the reused summary is delimited as untrusted.
     summarizer = _summarizer("Records 0 to 9 were read.")
-    model = Scripted(["ok"] * 4)
+    model = Scripted(["ok"] * 6)
     fitter = ContextFitter(_config("summarize", summarizer=summarizer), model)
     messages = [Message.user("Read.")]
     for i in range(12):
@@ -333,16 +333,18 @@ async def test_a_summary_written_clean_is_untrusted_when_sent_for_an_untrusted_c
     request = ModelRequest(messages=(*messages, Message.user("And now?")))
     sent: list[str] = []
     written: list[int] = []
-    for taint in (Taint(), Taint(untrusted=True), Taint()):
+    # (The first requests calibrate the estimate against the model's counts; from the
+    # third on, the same messages are left out.)
+    for taint in (Taint(), Taint(), Taint(), Taint(untrusted=True), Taint()):
         async for chunk in fitter.stream(request, taint=taint):
             if isinstance(chunk, Completed):
                 sent.append(model.requests[-1].messages[0].text)
         written.append(len(summarizer.requests))
-    assert written[0] == written[-1]  # written once, then reused
-    assert "<summary-of-earlier-messages>" in sent[0]
+    assert written[2] == written[-1]  # written, then reused
+    assert "<summary-of-earlier-messages>" in sent[2]
     # Once untrusted, it stays so.
     assert all(untrusted_block(SUMMARY_SOURCE, "Records 0 to 9 were read.") in text
-               for text in sent[1:])
+               for text in sent[3:])
 
 
 async def test_a_summary_continues_the_last_one_instead_of_starting_again() -> None:
@@ -530,6 +532,27 @@ def test_a_plan_pins_what_it_is_told_to_keep() -> None:
     assert plan.tokens_after <= budget.high
     pinned = plan_fit([*messages, Message.user("next")], budget, estimate, 0, pins=(0,))
     assert 0 not in pinned.dropped
+
+
+def test_when_shortening_old_results_is_enough_nothing_is_left_out() -> None:
+    # Two results of about 1,100 tokens each in a 1,536-token budget: shortening the older
+    # one fits, so no message is left out (and only the view after it changes).
+    budget, estimate = Budget(2048, 512), Estimate()
+    messages = [Message.user("Read.")]
+    for i in range(2):
+        messages += [Message("assistant", (ToolCall(f"c{i}", "lookup", "{}"),)),
+                     Message("tool", (ToolResult(f"c{i}", "lookup", "z" * 3300),))]
+    plan = plan_fit(messages, budget, estimate, 0)
+    assert (plan.dropped, plan.shortened) == ((), (2,))
+    assert budget.low < plan.tokens_after <= budget.high
+    # A third no longer fits even shortened: whole blocks go, down to the low-water mark.
+    messages += [Message("assistant", (ToolCall("c2", "lookup", "{}"),)),
+                 Message("tool", (ToolResult("c2", "lookup", "z" * 3300),)),
+                 Message("assistant", (ToolCall("c3", "lookup", "{}"),)),
+                 Message("tool", (ToolResult("c3", "lookup", "z" * 3300),))]
+    later = plan_fit(messages, budget, estimate, 0)
+    assert later.dropped and _pairs_intact([m for i, m in enumerate(messages)
+                                            if i not in later.dropped])
 
 
 def test_a_request_point_with_nothing_over_the_budget_does_not_act() -> None:

@@ -377,14 +377,18 @@ def plan_fit(
                     and (block_of[i] >= cut or block_of[i] in held):
                 shortened.add(i)
                 total -= full[i] - short_cost[i]
-        while total > budget.low and cut < tail:
-            b, cut = cut, cut + 1
-            if b in pinned:
-                held.add(b)
-                continue
-            total -= sum(cost(i) for i in range(*units[b]))
-            if not noted:
-                total, noted = total + note_tokens, True
+        # Shortening alone may be enough: only the view after the shortened result
+        # changes, so a server's prompt cache still serves what comes before. Otherwise
+        # whole blocks go, down to the low-water mark, so the next fitting is far off.
+        if total > budget.high:
+            while total > budget.low and cut < tail:
+                b, cut = cut, cut + 1
+                if b in pinned:
+                    held.add(b)
+                    continue
+                total -= sum(cost(i) for i in range(*units[b]))
+                if not noted:
+                    total, noted = total + note_tokens, True
         if total > budget.high:  # the newest block alone is too large: shorten it too
             for i in range(*units[tail]):
                 if i in short_cost and i not in shortened:
