@@ -1,8 +1,9 @@
 """A long tool-using session on a small real window (llama-server ``-c 2048``) keeps
 answering: tether fits each request into the window the server reports (docs/context.md).
 
-Without fitting, this session fails at about its fifth turn with the server's "exceeds the
-available context size"; every later turn would fail the same way.
+Measured on this model: after six turns the server holds 1,941 tokens of this session, so
+without fitting the seventh turn passes the window (the server's "exceeds the available
+context size") and so would every later one.
 """
 
 from __future__ import annotations
