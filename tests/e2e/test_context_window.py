@@ -21,7 +21,9 @@ from tether.local import SYSTEM_PROMPT, LocalServer
 from tether.local.setup import default_cache_dir
 from tether.providers.openai_chat import OpenAIChat
 
-pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
+# On the real-model tests' worker (pytest-xdist --dist loadgroup): one llama-server at a time.
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module"),
+              pytest.mark.xdist_group("real_model")]
 
 WINDOW = 2048
 # TETHER_E2E_CONTEXT_TURNS runs fewer, to try it out on a busy machine.
