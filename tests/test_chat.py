@@ -298,3 +298,39 @@ def test_ctrl_c_during_a_turn_stops_that_turn_and_the_chat_goes_on(tmp_path: Pat
     sent = server.requests[1].body["messages"]
     assert [(m["role"], m.get("content")) for m in sent] == [
         ("user", "read my notes"), ("user", "hello again")]
+
+
+# --- a session longer than the model's window (docs/context.md) --------------------------------
+
+
+def test_run_and_chat_say_in_one_line_what_was_fitted_and_the_session_stays_whole(
+        tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        env = workspace(tmp_path, server.url)
+        toml = tmp_path / "tether.toml"
+        toml.write_text(toml.read_text().replace('max_retries = 0\n',
+                                                 'max_retries = 0\ncontext_window = 1024\n'))
+        (tmp_path / "log.txt").write_text("a line of the build log\n" * 400)
+        server.queue(tool_call("c1", "read_file", path="log.txt"), answer("It built."),
+                     answer("You asked about the log."), answer("Still here."),
+                     answer("Everything."))
+        first = tether(tmp_path, env, "run", "--session", "long", "Did it build?")
+        second = tether(tmp_path, env, "run", "--session", "long", "What did I ask?")
+        chat = tether(tmp_path, env, "chat", "--session", "long", stdin="and now?\n")
+        whole = tether(tmp_path, env, "run", "--session", "long", "--context", "off",
+                       "Send it all.")
+    for done in (first, second, chat, whole):
+        assert done.returncode == 0, done.stderr
+    # The newest tool result alone passed the window: shortened, and said so.
+    assert "context: sent 3 of 3 messages" in first.stderr
+    assert "1 tool result(s) shortened" in first.stderr
+    lines = [[x for x in done.stderr.splitlines() if "context: sent" in x]
+             for done in (second, chat)]
+    assert lines[0][0].startswith("context: sent 4 of 5 messages")
+    assert lines[1][0].startswith("context: sent 6 of 7 messages")
+    assert all("window 1,024" in x and "1 left out" in x for [x] in lines)
+    assert "context:" not in whole.stderr
+    sent = [r.body["messages"] for r in server.requests]
+    assert "Did it build?" not in json.dumps(sent[2]) and "left out" in sent[2][0]["content"]
+    assert len(sent[4]) == 9 and sent[4][0]["content"] == "Did it build?"
+    assert len(only_session(tmp_path).messages) == 10

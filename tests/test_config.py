@@ -174,3 +174,54 @@ def test_a_tool_passed_in_wins_over_a_configured_one_of_the_same_name(
 
     agent = agent_from_config(tmp_path, tools=[quiet])
     assert agent.tools["shout"].spec.description == "Whisper."
+
+
+def test_context_keys_build_the_agents_context_config(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    write(tmp_path / "tether.toml", """
+default_provider = "big"
+[providers.big]
+base_url = "http://127.0.0.1:1/v1"
+model = "big"
+context_window = 4096
+[providers.small]
+base_url = "http://127.0.0.1:2/v1"
+model = "small"
+context_window = 2048
+[agent]
+context = "summarize"
+context_summarizer = "small"
+""")
+    agent = agent_from_config(tmp_path)
+    assert (agent.context.strategy, agent.context.window) == ("summarize", 4096)
+    assert agent.context.summarizer is not None and agent.context.summarizer.model == "small"
+    assert agent.context.for_provider("small").window == 2048
+    assert agent_from_config(tmp_path, provider="small").context.window == 2048
+
+
+def test_the_default_context_is_trim_with_the_window_asked_of_the_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    agent = agent_from_config(tmp_path)
+    assert (agent.context.strategy, agent.context.window, agent.context.summarizer) == \
+        ("trim", None, None)
+
+
+@pytest.mark.parametrize(("toml", "where"), [
+    ("[agent]\ncontext = 'compress'", r"agent\.context"),
+    ("[providers.local]\nmodel = 'm'\ncontext_window = 100", r"providers\.local\.context_window"),
+    ("[providers.local]\nmodel = 'm'\ncontext_window = 'big'", r"providers\.local\.context_window"),
+])
+def test_bad_context_values_say_where(tmp_path: Path, toml: str, where: str) -> None:
+    write(tmp_path / "tether.toml", toml)
+    with pytest.raises(ConfigError, match=where):
+        load_config(tmp_path, env=NO_USER)
+
+
+def test_a_summarizer_that_names_no_provider_is_a_config_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    write(tmp_path / "tether.toml", "[agent]\ncontext = 'summarize'\ncontext_summarizer = 'tiny'")
+    with pytest.raises(ConfigError, match=r"context_summarizer = 'tiny'.*configured: local"):
+        agent_from_config(tmp_path)

@@ -27,6 +27,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "Agent": "tether.agent",
     "Conversation": "tether.conversation",
+    "ContextConfig": "tether.context",
     "RunResult": "tether.result",
     "StopCause": "tether.result",
     "ToolCallRecord": "tether.result",
@@ -92,6 +93,7 @@ if TYPE_CHECKING:
     from tether.agent import Agent
     from tether.approval import AllowAll, ApprovalRequest, Approver, Decision, DenyAll
     from tether.batch import run_batch
+    from tether.context import ContextConfig
     from tether.conversation import Conversation, PendingCall, SessionLike
     from tether.errors import (
         ConfigError,

@@ -23,6 +23,7 @@ from tether import events as ev
 from tether import gate
 from tether.approval import Approver, Decision, PermissionMode
 from tether.bounds import Progress, Reached, Spend, first_reached
+from tether.context import ContextConfig, ContextFitter, ContextStrategy
 from tether.conversation import Conversation, PendingCall, SessionLike
 from tether.errors import ConfigError, MalformedResponseError, TetherError
 from tether.execution import Allowed, Done, run_calls, settled
@@ -37,6 +38,7 @@ from tether.providers.base import (
     Provider,
     ReasoningChunk,
     Retrying,
+    StreamChunk,
     TextChunk,
 )
 from tether.result import RunResult, StopCause, ToolCallRecord
@@ -83,6 +85,7 @@ class Agent:
     tool_timeout_secs = Setting[float | None]()
     temperature = Setting[float | None]()
     output_retries = Setting[int]()
+    context = Setting[ContextConfig]()
 
     def __init__(
         self,
@@ -105,6 +108,7 @@ class Agent:
         max_cost_usd: float | None = None,
         prices: Prices | None = None,
         instrument: bool | Instrumentation | None = False,
+        context: ContextStrategy | ContextConfig = "trim",
     ) -> None:
         settings = AgentSettings(
             system_prompt=system_prompt, max_turns=max_turns,
@@ -112,7 +116,7 @@ class Agent:
             permission_mode=permission_mode, security=security or SecurityConfig(),
             workspace=Path(workspace), approval_timeout_secs=approval_timeout_secs,
             tool_timeout_secs=tool_timeout_secs, temperature=temperature,
-            output_retries=output_retries)
+            output_retries=output_retries, context=ContextConfig.of(context))
         self._setup(model, settings, tools, approver, subagents, providers, instrument)
 
     @classmethod
@@ -151,6 +155,7 @@ class Agent:
 
             self.instrument = instrumentation(instrument)
         self._toolsets = ensure_tools(tools)
+        self._fitter: ContextFitter | None = None
         # What starting the toolsets (MCP servers) had to say; the next run emits it.
         self.start_notices: list[ev.Notice] = []
         self._reported_clashes: set[str] = set()
@@ -326,6 +331,17 @@ class Agent:
 
     # --- internals --------------------------------------------------------------------------
 
+    def _context_fitter(self) -> ContextFitter:
+        """The fitter of this agent's model: what it has learned (the window, the token
+        estimate, the last summary) carries over from one run to the next."""
+        fitter, settings = self._fitter, self.settings
+        if fitter is None or fitter.provider is not self.model \
+                or fitter.config is not settings.context \
+                or fitter.max_output_tokens != settings.max_output_tokens:
+            fitter = self._fitter = ContextFitter(settings.context, self.model,
+                                                  settings.max_output_tokens)
+        return fitter
+
     def _managed(self) -> list[ManagedToolset]:
         return [t for t in self._toolsets if isinstance(t, ManagedToolset)]
 
@@ -483,6 +499,8 @@ class _Run:
         self.pending: list[PendingCall] = []
         self.error: TetherError | None = None
         self.observer = _observer(self)
+        self.fitter = agent._context_fitter()
+        self.prompt_sent = False  # whether this run added a prompt (at index ``start``)
 
     async def execute(self, prompt: Message | None) -> AsyncIterator[ev.Event]:
         conv = self.conversation
@@ -491,6 +509,7 @@ class _Run:
             if any(isinstance(p, Image) for p in prompt.parts):
                 conv.grow_taint(Taint(private=True))  # a user's picture is private data
             conv.append(prompt)
+            self.prompt_sent = True
         yield self._event(ev.RunStarted(prompt.text if prompt else "", self.agent.model.model,
                                         tuple(self._tools()), conv.taint))
         for notice in self.agent.take_notices():
@@ -534,10 +553,12 @@ class _Run:
 
         response: ModelResponse | None = None
         try:
-            chunks = self.agent.model.stream(self._request())
             within = None if self.observer is None else self.observer.model_context()
-            async for chunk in until_interrupted(self.interrupt, chunks, within):
-                if isinstance(chunk, TextChunk):
+            async for chunk in until_interrupted(self.interrupt, self._send(), within):
+                if isinstance(chunk, ev.ContextFitted):
+                    self.spend.add(chunk.usage)  # what a summary cost
+                    yield self._event(chunk)
+                elif isinstance(chunk, TextChunk):
                     yield self._event(ev.TextDelta(chunk.text))
                 elif isinstance(chunk, ReasoningChunk):
                     yield self._event(ev.ReasoningDelta(chunk.text))
@@ -668,6 +689,13 @@ class _Run:
 
     def _tools(self) -> dict[str, Tool]:
         return self.ending.tools(self.agent.tools)
+
+    def _send(self) -> AsyncIterator[StreamChunk | ev.ContextFitted]:
+        """The next request, fitted into the model's window (the conversation stays whole:
+        only what is sent is fitted), and the model's answer to it."""
+        pins = (self.start,) if self.prompt_sent else ()
+        return self.fitter.stream(self._request(), taint=self.conversation.taint, pins=pins,
+                                  owner=self.conversation)
 
     def _request(self) -> ModelRequest:
         settings = self.settings

@@ -223,6 +223,35 @@ class Notice:
 
 
 @dataclass(frozen=True, slots=True)
+class ContextFitted:
+    """What is sent was fitted into the model's context window (see tether.context).
+
+    The conversation itself stays whole; this says what the request carries instead:
+    ``messages_sent`` of the conversation's ``messages_before`` (the note standing for the
+    left-out ones is not counted), ``dropped`` left out (``summarized`` of them
+    stand in a summary), ``shortened`` tool results cut down, the estimated tokens before
+    and after. ``reason``: ``window`` (the view passed the budget), ``overflow`` (the
+    server refused the request; fitted tighter and sent again), ``continued`` (an earlier
+    fitting still holds: the first request of a run on a fitted conversation). ``usage``
+    is what writing the summary cost; ``note`` says what went wrong, if anything."""
+
+    strategy: str
+    reason: str
+    window: int
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_sent: int
+    dropped: int
+    shortened: int
+    summarized: int = 0
+    usage: Usage = dataclasses.field(default_factory=Usage)
+    note: str = ""
+    path: tuple[str, ...] = ()
+    kind: Literal["context_fitted"] = "context_fitted"
+
+
+@dataclass(frozen=True, slots=True)
 class RunPaused:
     """The run stopped to wait for decisions on these calls (a deferring approver)."""
 
@@ -242,7 +271,7 @@ Event: TypeAlias = (
     RunStarted | TurnStarted | TextDelta | ReasoningDelta | ModelResponded | ProviderRetry
     | ToolCallRequested | TrifectaBlocked | TrifectaWaived | ApprovalRequested
     | ApprovalDecided | ToolStarted | ToolFinished | TaintChanged | SubagentStarted
-    | SubagentFinished | UsageUpdated | Notice | RunPaused | RunFinished
+    | SubagentFinished | UsageUpdated | Notice | ContextFitted | RunPaused | RunFinished
 )
 
 

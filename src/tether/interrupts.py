@@ -6,14 +6,15 @@ import asyncio
 import contextlib
 import contextvars
 from collections.abc import AsyncIterator
+from typing import TypeVar
 
-from tether.providers.base import StreamChunk
+_Chunk = TypeVar("_Chunk")
 
 
 async def until_interrupted(
-    interrupt: asyncio.Event | None, chunks: AsyncIterator[StreamChunk],
+    interrupt: asyncio.Event | None, chunks: AsyncIterator[_Chunk],
     context: contextvars.Context | None = None,
-) -> AsyncIterator[StreamChunk]:
+) -> AsyncIterator[_Chunk]:
     """A model's chunks until ``interrupt`` is set; then the response is abandoned at once
     (the provider closes its connection) instead of running to its end.
 
@@ -26,7 +27,7 @@ async def until_interrupted(
         async for chunk in chunks:
             yield chunk
         return
-    queue: asyncio.Queue[StreamChunk | BaseException | None] = asyncio.Queue()
+    queue: asyncio.Queue[_Chunk | BaseException | None] = asyncio.Queue()
 
     async def read() -> None:
         try:

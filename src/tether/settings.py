@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from tether.approval import PERMISSION_MODES, PermissionMode
+from tether.context import ContextConfig
 from tether.errors import ConfigError
 from tether.trust import SecurityConfig
 
@@ -47,6 +48,7 @@ class AgentSettings:
       waited for (``None``: for ever).
     - ``system_prompt``, ``temperature``: what every request carries; ``output_retries``:
       corrections a structured answer gets; ``workspace``: where the file tools work.
+    - ``context``: how a conversation is fitted into the model's window (tether.context).
     """
 
     system_prompt: str | None = None
@@ -61,6 +63,7 @@ class AgentSettings:
     tool_timeout_secs: float | None = 600.0
     temperature: float | None = None
     output_retries: int = 2
+    context: ContextConfig = field(default_factory=ContextConfig)
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:

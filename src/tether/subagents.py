@@ -81,7 +81,8 @@ class SubagentProfile:
         """The child's settings: the parent's, with this profile's changes. Everything else
         (budgets and prices, timeouts, permission mode, security, workspace) is the
         parent's, so nothing can be forgotten on the way down."""
-        return parent.replace(system_prompt=self.system_prompt, max_turns=self.max_turns)
+        return parent.replace(system_prompt=self.system_prompt, max_turns=self.max_turns,
+                              context=parent.context.for_provider(self.provider))
 
 
 def delegation_tools(profiles: Sequence[SubagentProfile], parent: Agent) -> list[Delegations]:

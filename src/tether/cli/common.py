@@ -28,6 +28,9 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="the model name to ask for")
     p.add_argument("--max-turns", type=int, help="bound on model turns")
     p.add_argument("--system", help="system prompt")
+    p.add_argument("--context", choices=("trim", "summarize", "off"),
+                   help="how a conversation longer than the model's window is sent "
+                        "([agent] context)")
     p.add_argument("--yes", "-y", action="store_true",
                    help="allow tools that need approval without asking (permission_mode=allow)")
     p.add_argument("--read-only", action="store_true",
@@ -61,6 +64,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         out.setdefault("agent", {})["max_turns"] = args.max_turns
     if getattr(args, "system", None):
         out.setdefault("agent", {})["system_prompt"] = args.system
+    if getattr(args, "context", None):
+        out.setdefault("agent", {})["context"] = args.context
     if getattr(args, "yes", False) and getattr(args, "read_only", False):
         raise ConfigError("--yes and --read-only contradict each other; choose one")
     if getattr(args, "yes", False):

@@ -30,6 +30,22 @@ def _named(display_name: str, tool: str) -> str:
         f"{display_name} ({tool})"
 
 
+def context_line(event: ev.ContextFitted) -> str:
+    """One line saying what a fitting sent: ``context: sent 14 of 62 messages (~1,430 of
+    ~9,800 tokens, window 2,048): 48 left out, 3 tool results shortened``."""
+    done = []
+    if event.dropped:
+        done.append(f"{event.dropped} left out" + (", summarized" if event.summarized else ""))
+    if event.shortened:
+        done.append(f"{event.shortened} tool result(s) shortened")
+    why = {"overflow": " after the server refused the request",
+           "continued": " (as before)"}.get(event.reason, "")
+    line = (f"context: sent {event.messages_sent} of {event.messages_before} messages"
+            f"{why} (~{event.tokens_after:,} of ~{event.tokens_before:,} tokens, window "
+            f"{event.window:,}): {'; '.join(done) or 'nothing left out'}")
+    return f"{line} · {event.note}" if event.note else line
+
+
 class EventRenderer:
     """Feed it every event of a run; it prints as things happen."""
 
@@ -118,6 +134,8 @@ class EventRenderer:
         elif isinstance(event, ev.Notice):
             style = {"info": "dim", "warning": "yellow", "error": "red"}[event.level]
             err.print(shown(pad, (event.message, style)))
+        elif isinstance(event, ev.ContextFitted):
+            err.print(shown(pad, (context_line(event), "yellow" if event.note else "dim")))
         elif isinstance(event, ev.RunPaused):
             err.print(shown((f"paused: waiting for decisions on "
                              f"{', '.join(event.pending_call_ids)}", "yellow")))

@@ -122,6 +122,7 @@ def agent_from_config(
 
         prices = Prices(pcfg.prices.input_per_mtok, pcfg.prices.output_per_mtok)
     kwargs: dict[str, Any] = {
+        "context": context_from(cfg, name, others),
         "max_cost_usd": cfg.agent.max_cost_usd,
         "prices": prices,
         "system_prompt": cfg.agent.system_prompt,
@@ -144,6 +145,25 @@ def agent_from_config(
                                                agent_name=cfg.telemetry.agent_name)
     kwargs.update(overrides)
     return Agent(model, selected, **kwargs)
+
+
+def context_from(cfg: Config, name: str, providers: dict[str, Provider]) -> Any:
+    """The ``ContextConfig`` of ``[agent] context`` for provider ``name``: its
+    ``context_window``, the other providers' windows (for sub-agents), the summarizer."""
+    from tether.context import ContextConfig
+
+    summarizer = None
+    wanted = cfg.agent.context_summarizer
+    if wanted is not None:
+        if wanted not in providers:
+            known = ", ".join(sorted(providers)) or "none"
+            raise ConfigError(f"agent.context_summarizer = {wanted!r} names no configured "
+                              f"provider (configured: {known})")
+        summarizer = providers[wanted]
+    windows = {n: p.context_window for n, p in cfg.providers.items()
+               if p.context_window is not None}
+    return ContextConfig(cfg.agent.context, window=cfg.providers[name].context_window,
+                         summarizer=summarizer, windows=windows)
 
 
 def servers_from_config(sections: Sequence[McpSection]) -> list[McpServer]:

@@ -30,7 +30,9 @@ class ProviderConfig(_Strict):
     model: str
     api_key_env: str | None = None
     profile: str | None = None
-    context_window: int | None = None
+    # The model's context window in tokens; unset: asked of the server, else the server
+    # profile's default (see docs/context.md).
+    context_window: int | None = Field(default=None, ge=256)
     max_retries: int = Field(default=2, ge=0)
     retry_after_cap_secs: float = Field(default=60.0, ge=0)
     timeout_secs: float = Field(default=600.0, gt=0)
@@ -48,6 +50,10 @@ class AgentConfig(_Strict):
     approval_timeout_secs: float | None = Field(default=300.0, gt=0)
     tool_timeout_secs: float | None = Field(default=600.0, gt=0)
     output_retries: int = Field(default=2, ge=0)
+    # How a conversation longer than the model's window is sent (docs/context.md), and
+    # which [providers.NAME] writes summaries for "summarize" (unset: the agent's model).
+    context: Literal["trim", "summarize", "off"] = "trim"
+    context_summarizer: str | None = None
 
 
 class ToolsConfig(_Strict):

@@ -15,6 +15,7 @@ base_url = "http://127.0.0.1:8080/v1"
 model = "qwen"
 profile = "llama-server"        # llama-server | ollama | vllm | lmstudio | openrouter | openai
 # api_key_env = "OPENAI_API_KEY" # the environment variable holding the key, if one is needed
+# context_window = 4096         # tokens; unset: asked of the server (docs/context.md)
 # max_retries = 2               # 429/503/529 and connection errors are retried with backoff
 # retry_after_cap_secs = 60     # a longer Retry-After fails at once, naming the wait
 
@@ -27,6 +28,7 @@ profile = "llama-server"        # llama-server | ollama | vllm | lmstudio | open
 # system_prompt = "Be brief."
 max_turns = 40
 # max_output_tokens = 4000      # the run's output token budget
+context = "trim"                # trim | summarize | off: a conversation longer than the window
 
 [tools]
 # enabled = ["calculator", "read_file", "list_dir", "grep", "write_file", "edit_file", "fetch_url"]

@@ -178,6 +178,23 @@ class OpenAIChat(HTTPModel[_ChatCodec]):
         """What the server honours (``tool_choice`` modes, usage in streams, ...)."""
         return self._codec.profile
 
+    async def context_window(self) -> int | None:
+        """The context window the server reports for this model (llama-server, Ollama,
+        vLLM, LM Studio), else the profile's default, else None (providers/window.py)."""
+        from tether.providers.window import discover_window
+
+        return await discover_window(self._transport.client, self.base_url, self.model,
+                                     self.profile.name)
+
+    async def count_tokens(self, text: str) -> int | None:
+        """The tokens ``text`` makes with the server's tokenizer, where the server has an
+        endpoint for it (llama-server's ``/tokenize``); None otherwise."""
+        if self.profile.name != "llama-server":
+            return None
+        from tether.providers.window import count_tokens
+
+        return await count_tokens(self._transport.client, self.base_url, text)
+
 
 # --- the request ------------------------------------------------------------------------
 
