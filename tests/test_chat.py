@@ -41,7 +41,7 @@ def workspace(tmp_path: Path, url: str) -> dict[str, str]:
         f'[tools]\nenabled = ["read_file", "write_file"]\n')
     (tmp_path / "notes.txt").write_text("door code 0417\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
-    env.update(TETHER_CONFIG=str(tmp_path / "no-user-config.toml"),
+    env.update(TETHER_CONFIG=os.devnull,
                TETHER_STORE=str(tmp_path / "sessions.db"), COLUMNS="200")
     return env
 

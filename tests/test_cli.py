@@ -48,7 +48,7 @@ enabled = ["calculator"]
 
 
 def tether(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TETHER_CONFIG": str(ws / "no-user-config.toml"), "COLUMNS": "200"}
+    env = {**os.environ, "TETHER_CONFIG": os.devnull, "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "tether.cli", "-w", str(ws), *args],
                           capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
                           timeout=60)
@@ -190,7 +190,7 @@ def test_ctrl_c_stops_the_run_at_its_next_step_with_exit_130(tmp_path: Path,
     done = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
     server.queue(Canned.sse([gate, chunk, done]))  # the answer waits until the gate opens
     ws = workspace(tmp_path, server.url + "/v1")
-    env = {**os.environ, "TETHER_CONFIG": str(ws / "no-user-config.toml")}
+    env = {**os.environ, "TETHER_CONFIG": os.devnull}
     proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "-w", str(ws), "run", "go"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             stdin=subprocess.DEVNULL)
@@ -228,7 +228,7 @@ def test_the_console_approver_asks_at_a_terminal_and_a_no_is_a_refusal(
     (ws / "tether.toml").write_text((ws / "tether.toml").read_text().replace(
         'enabled = ["calculator"]', 'enabled = ["write_file"]'))
     primary, secondary = pty.openpty()
-    env = {**os.environ, "TETHER_CONFIG": str(ws / "no-user-config.toml"), "COLUMNS": "120",
+    env = {**os.environ, "TETHER_CONFIG": os.devnull, "COLUMNS": "120",
            "TERM": "dumb"}
     proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "-w", str(ws), "run",
                              "Write hi to notes.txt"], stdin=secondary, stdout=secondary,

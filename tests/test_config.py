@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from tether.config import INIT_TEMPLATE, agent_from_config, load_config
 from tether.errors import ConfigError
 
-NO_USER = {"TETHER_CONFIG": "/nonexistent/tether-user.toml"}
+NO_USER = {"TETHER_CONFIG": os.devnull}
 
 
 def write(path: Path, text: str) -> Path:
@@ -96,7 +97,7 @@ def test_the_init_template_is_valid_config(tmp_path: Path) -> None:
 
 def test_agent_from_config_applies_agent_tools_security_and_subagents(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
     write(tmp_path / "tether.toml", """
 [agent]
 system_prompt = "Be brief."
@@ -123,7 +124,7 @@ answer_shape = "number"
 
 def test_subagent_config_errors_surface_at_load(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
     write(tmp_path / "tether.toml", """
 [[subagents]]
 name = "rate"
@@ -136,7 +137,7 @@ trusted_output = true
 
 def test_unknown_builtin_tools_are_a_config_error(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
     write(tmp_path / "tether.toml", "[tools]\nenabled = ['teleport']")
     with pytest.raises(ConfigError, match="'teleport'"):
         agent_from_config(tmp_path)
@@ -144,7 +145,7 @@ def test_unknown_builtin_tools_are_a_config_error(tmp_path: Path,
 
 def test_tools_python_loads_your_own_tools_relative_to_the_workspace(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "tools.py").write_text(
         "from tether import tool\n\n@tool\ndef shout(text: str) -> str:\n"
@@ -161,7 +162,7 @@ def test_a_tool_passed_in_wins_over_a_configured_one_of_the_same_name(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tether import tool
 
-    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
     (tmp_path / "tools.py").write_text(
         "from tether import tool\n\n@tool\ndef shout(text: str) -> str:\n"
         "    \"\"\"Shout.\"\"\"\n    return text.upper()\n")

@@ -135,6 +135,12 @@ class Agent:
         # What starting the sources (MCP servers) had to say; the next run emits it.
         self.start_notices: list[ev.Notice] = []
         self._shadowed: set[str] = set()
+        # Runs of an agent not entered with ``async with`` start the sources nobody started
+        # and close them when the last of them ends (see ``_sources_for_run``).
+        self._entered = False
+        self._run_users = 0
+        self._starting: asyncio.Future[None] | None = None
+        self._run_started: list[Toolset] = []
         self.subagents = list(subagents)
         if self.subagents:
             from tether.subagents import delegation_tools
@@ -239,8 +245,9 @@ class Agent:
             raise TetherError("the prompt is empty: say what the agent should do")
         parts = (Text(prompt),) if isinstance(prompt, str) else tuple(prompt)
         run = _Run(self, conversation, _stream_requests, _output, _path, interrupt=interrupt)
-        async for event in _recorded(run.execute(Message("user", parts)), session):
-            yield event
+        async with self._sources_for_run():
+            async for event in _recorded(run.execute(Message("user", parts)), session):
+                yield event
 
     async def resume(
         self,
@@ -266,7 +273,8 @@ class Agent:
             session, conversation = conversation, _bind_session(None, conversation)
         bound = bind_decisions(_pending_of(conversation), decisions)
         run = _Run(self, conversation, stream, None, (), decisions=bound)
-        result = await _collect(_recorded(run.execute(None), session))
+        async with self._sources_for_run():
+            result = await _collect(_recorded(run.execute(None), session))
         if result.error is not None:
             result.error.result = result  # type: ignore[attr-defined]
             raise result.error
@@ -290,26 +298,62 @@ class Agent:
         await asyncio.gather(*(close() for close in _source_methods(self._sources, "aclose")))
 
     async def __aenter__(self) -> Agent:
-        """Start every tool source that has ``start()`` (MCP servers), side by side. A
-        source's ``start()`` may return ``Notice`` events (a server that did not start):
-        they are kept in ``start_notices`` and emitted by the next run."""
+        """Start every tool source that has ``start()`` (MCP servers), side by side, and keep
+        them up across runs until the block ends. A source's ``start()`` may return
+        ``Notice`` events (a server that did not start): they are kept in ``start_notices``
+        and emitted by the next run. Without ``async with``, each run starts the sources
+        nobody started and closes them when it ends."""
+        try:
+            await self._start_sources(self._sources)
+        except BaseException:
+            await self._close_providers()
+            raise
+        self._entered = True
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._entered = False
+        await self.aclose()
+
+    # --- internals --------------------------------------------------------------------------
+
+    async def _start_sources(self, sources: Sequence[Tool | Toolset]) -> None:
         outcomes = await asyncio.gather(
-            *(start() for start in _source_methods(self._sources, "start")),
+            *(start() for start in _source_methods(sources, "start")),
             return_exceptions=True)
         failed = [o for o in outcomes if isinstance(o, BaseException)]
         if failed:
-            await self.aclose()
+            await asyncio.gather(*(close() for close in _source_methods(sources, "aclose")))
             raise failed[0]
         for outcome in outcomes:
             if not isinstance(outcome, BaseException) and outcome:
                 self.start_notices.extend(outcome)
         self._static = None
-        return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    # --- internals --------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def _sources_for_run(self) -> AsyncIterator[None]:
+        """Around one run of an agent not entered with ``async with``: the sources nobody
+        started (``started`` is False: MCP servers) start before its first turn and close
+        when it ends, or when the last of the runs sharing them ends."""
+        if self._entered:
+            yield
+            return
+        if self._run_users == 0:
+            idle = [s for s in self._sources
+                    if not isinstance(s, Tool) and getattr(s, "started", True) is False]
+            self._run_started = idle
+            self._starting = asyncio.ensure_future(self._start_sources(idle)) if idle else None
+        self._run_users += 1
+        try:
+            if self._starting is not None:
+                await asyncio.shield(self._starting)  # concurrent runs share one start
+            yield
+        finally:
+            self._run_users -= 1
+            if self._run_users == 0:
+                started, self._run_started, self._starting = self._run_started, [], None
+                await asyncio.gather(*(close() for close in _source_methods(started, "aclose")))
+                self._static = None
 
     async def _close_providers(self) -> None:
         await self.model.aclose()
