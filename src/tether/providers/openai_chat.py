@@ -113,8 +113,9 @@ class OpenAIChat:
 
     ``profile`` names the server (``llama-server``, ``ollama``, ``vllm``, ``lmstudio``,
     ``openrouter``, ``openai``, ``generic``) or is an ``OpenAICompatProfile``; without it the
-    server is detected from ``base_url``. ``sleep`` is what retries wait with (tests pass a
-    recorder).
+    hosted services are known by ``base_url``'s host, and any other server is assumed
+    ``generic`` (``profile_assumed`` is then True). ``sleep`` is what retries wait with
+    (tests pass a recorder).
     """
 
     name = NAME
@@ -141,6 +142,8 @@ class OpenAIChat:
         self.model = model
         self.profile = (profile if isinstance(profile, OpenAICompatProfile)
                         else profile_for(profile, base_url))
+        # Nothing named the server and its host is no known service: ``generic`` is assumed.
+        self.profile_assumed = profile is None and self.profile.name == "generic"
         key = resolve_api_key(api_key, api_key_env, NAME)
         all_headers = {"accept": "application/json, text/event-stream"}
         if key:
@@ -617,7 +620,7 @@ def _stop_reason(finish: Any, has_calls: bool, refused: bool) -> StopReason:
 
 def _usage(raw: Any) -> Usage:
     if raw is None:
-        return Usage(requests=1)
+        return Usage(requests=1, unreported_requests=1)  # tokens unknown, not 0
     if not isinstance(raw, dict):
         raise wrong_type(NAME, "usage", raw)
     prompt = count(raw.get("prompt_tokens"), NAME, "prompt_tokens")
