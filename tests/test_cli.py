@@ -48,7 +48,8 @@ enabled = ["calculator"]
 
 
 def tether(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TETHER_CONFIG": os.devnull, "COLUMNS": "200"}
+    env = {**os.environ, "TETHER_CONFIG": os.devnull, "COLUMNS": "200",
+           "TETHER_STORE": str(ws / "sessions.db")}
     return subprocess.run([sys.executable, "-m", "tether.cli", "-w", str(ws), *args],
                           capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
                           timeout=60)
@@ -86,23 +87,24 @@ def test_run_without_a_reachable_provider_says_what_to_configure(tmp_path: Path)
     assert "tether local serve" in out.stderr and "[providers.test]" in out.stderr
 
 
-def test_run_with_an_output_schema_prints_the_validated_json(tmp_path: Path,
-                                                             server: LoopbackServer) -> None:
+def test_run_with_an_output_schema_keeps_its_tools_and_prints_the_validated_json(
+        tmp_path: Path, server: LoopbackServer) -> None:
     schema = {"title": "product", "type": "object",
               "properties": {"value": {"type": "integer"}}, "required": ["value"]}
     (tmp_path / "schema.json").write_text(json.dumps(schema))
 
     def answer_with_the_offered_tool(request: Recorded) -> Canned:
-        offered = request.body["tools"]
-        assert len(offered) == 1 and offered[0]["function"]["parameters"] == schema
-        return tool_call(offered[0]["function"]["name"], {"value": 391})
+        offered = {t["function"]["name"]: t["function"] for t in request.body["tools"]}
+        assert "calculator" in offered  # the run keeps its tools (with_tools())
+        (name,) = [n for n in offered if n.startswith("product_")]
+        assert offered[name]["parameters"] == schema
+        return tool_call(name, {"value": 391})
 
     server.queue(answer_with_the_offered_tool)
     out = tether(workspace(tmp_path, server.url + "/v1"), "run", "--output-schema",
                  str(tmp_path / "schema.json"), "17*23?")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"value": 391}
-    assert server.requests[0].body["tools"][0]["function"]["name"].startswith("product_")
 
 
 def test_an_output_schema_run_answered_in_prose_exits_3(tmp_path: Path,

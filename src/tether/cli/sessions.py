@@ -30,6 +30,10 @@ class SessionPaused(TetherError):
     """The session waits for approval decisions before it can take a new prompt."""
 
 
+class SessionAmbiguous(TetherError):
+    """A session id prefix that more than one session's id starts with."""
+
+
 def add_cli(sub: Any) -> None:
     """Register ``tether sessions``."""
     from tether.cli.common import add_run_flags
@@ -112,6 +116,37 @@ def open_session(args: argparse.Namespace, cfg: Config, session_id: str | None,
     return Session.create(store, **meta)
 
 
+def resolve_id(store: SQLiteStore, key: str) -> str:
+    """The id of the session ``key`` names: its whole id, or a prefix of exactly one id.
+    A prefix several ids share is an error listing them; no match is ``SessionNotFound``."""
+    from tether.store import SessionNotFound
+
+    try:
+        return store.load(key).info.id
+    except SessionNotFound:
+        pass
+    matches = [i.id for i in store.list(limit=1_000_000_000) if i.id.startswith(key)] \
+        if key else []
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        shown = ", ".join(matches[:10]) + (f" and {len(matches) - 10} more"
+                                           if len(matches) > 10 else "")
+        raise SessionAmbiguous(f"{key!r} starts {len(matches)} session ids: {shown}; give "
+                               f"more of the id")
+    raise SessionNotFound(f"no session {key!r} in {store.path} (`tether sessions list` shows "
+                          f"them)")
+
+
+def latest_session(store: SQLiteStore) -> str:
+    """The id of the most recently updated session (``tether run -c``)."""
+    infos = store.list(limit=1)
+    if not infos:
+        raise ConfigError(f"there is no session to continue in {store.path}; run without -c "
+                          f"to start one")
+    return infos[0].id
+
+
 def refuse_if_paused(session: Session) -> None:
     pending = session.pending
     if pending is not None:
@@ -122,11 +157,13 @@ def refuse_if_paused(session: Session) -> None:
 
 
 def session_for_run(args: argparse.Namespace, cfg: Config) -> Session:
-    """The session ``tether run --session ID`` continues (created when new)."""
-    if getattr(args, "output_schema", None):
-        raise ConfigError("--session and --output-schema cannot be combined yet")
-    session = open_session(args, cfg, args.session, store_for(args.workspace),
-                           title=args.prompt)
+    """The session ``tether run`` is logged to: the one ``--session ID`` names (created with
+    that id when new), the most recent one (``-c``), or a new one titled with the prompt."""
+    store = store_for(args.workspace)
+    session_id = args.session
+    if getattr(args, "continue_last", False):
+        session_id = latest_session(store)
+    session = open_session(args, cfg, session_id, store, title=args.prompt)
     refuse_if_paused(session)
     return session
 
@@ -165,8 +202,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(literal(f"no sessions in {store.path}"))
         return 0
     table = Table(title=plain(f"sessions ({store.path})"), title_justify="left")
+    widest = max(len(literal(i.id)) for i in infos)
     for col in ("id", "updated", "model", "msgs", "taint", "last run", "title"):
-        table.add_column(col, overflow="fold" if col == "title" else "ellipsis")
+        if col == "id":  # in full: an id is what the other commands take
+            table.add_column(col, no_wrap=True, min_width=widest)
+        else:
+            table.add_column(col, overflow="fold" if col == "title" else "ellipsis")
     for i in infos:
         last = "paused" if i.paused else (i.last_stop or "-")
         # Titles are the prompts people and hosts wrote; ids and models came from outside.
@@ -185,7 +226,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from tether.store import Session
 
     store = store_for(args.workspace)
-    session = Session.load(args.id, store)
+    session = Session.load(resolve_id(store, args.id), store)
     pending = session.pending
     if args.json:
         out = {**_info_dict(session.info), "taint": session.taint.to_dict(),
@@ -245,17 +286,29 @@ def _print_message(con: Any, message: Any) -> None:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    store = store_for(args.workspace)
-    missing = [i for i in args.ids if not store.delete(i)]
-    for i in args.ids:
-        if i not in missing:
-            print(f"deleted {i}")
-    if missing:
-        from tether.cli.common import error as _error
+    from tether.cli.common import error as _error
+    from tether.store import SessionNotFound
 
+    store = store_for(args.workspace)
+    missing: list[str] = []
+    failed = False
+    for key in args.ids:
+        try:
+            session_id = resolve_id(store, key)
+        except SessionNotFound:
+            missing.append(key)
+            continue
+        except SessionAmbiguous as e:
+            _error(str(e))
+            failed = True
+            continue
+        if store.delete(session_id):
+            print(f"deleted {session_id}")
+        else:
+            missing.append(key)
+    if missing:
         _error(f"no session {', '.join(missing)} in {store.path}")
-        return 1
-    return 0
+    return 1 if missing or failed else 0
 
 
 # --- resume ---------------------------------------------------------------------------------
@@ -273,7 +326,7 @@ async def _resume(args: argparse.Namespace) -> int:
     from tether.store import Session
 
     store = store_for(args.workspace)
-    args.session_id = args.id
+    args.id = args.session_id = resolve_id(store, args.id)
     prefer_session_provider(args, store)
     session = Session.load(args.id, store)
     pending = session.pending
@@ -379,4 +432,5 @@ async def check_store(cfg: Config) -> list[tuple[bool, str, str]]:
     return [(True, label, f"{path} writable (schema v{version}, {count} session(s))")]
 
 
-__all__ = ["SessionPaused", "add_cli", "check_store", "open_session", "session_for_run"]
+__all__ = ["SessionAmbiguous", "SessionPaused", "add_cli", "check_store", "latest_session",
+           "open_session", "resolve_id", "session_for_run"]
