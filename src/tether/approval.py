@@ -130,7 +130,7 @@ class ConsoleApprover:
 
     def __init__(self, console: Any = None, *, workspace: str | Path | None = None) -> None:
         self._console = console
-        self._workspace = Path(workspace) if workspace is not None else None
+        self.workspace = Path(workspace) if workspace is not None else None
         self._lock = asyncio.Lock()  # one prompt at a time when calls run concurrently
 
     async def approve(self, request: ApprovalRequest) -> Decision:
@@ -143,7 +143,7 @@ class ConsoleApprover:
         from rich.text import Text
 
         console: Console = self._console or Console(stderr=True)
-        current = _current_text(self._workspace, request)
+        current = _current_text(self.workspace, request)
         console.print(Panel(approval_text(request, current=current), title="Approval needed",
                             border_style="yellow"))
         choices = ["y", "a", "n"] if request.can_cache else ["y", "n"]
