@@ -132,7 +132,11 @@ def test_config_init_writes_a_file_once(tmp_path: Path) -> None:
     second = tether(tmp_path, "config", "init")
     assert second.returncode == 1 and "--force" in second.stderr
     shown = tether(tmp_path, "config", "show")
-    assert shown.returncode == 0 and '"default_provider": "local"' in shown.stdout
+    assert shown.returncode == 0
+    line = next(x for x in shown.stdout.splitlines() if x.startswith("default_provider ="))
+    assert '"local"' in line and line.endswith("# defaults")
+    model = next(x for x in shown.stdout.splitlines() if x.startswith("providers.local.model"))
+    assert model.endswith(f"# {tmp_path / 'tether.toml'}")  # the file init wrote sets it
 
 
 def test_a_config_error_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None:

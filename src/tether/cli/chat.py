@@ -61,9 +61,8 @@ def add_cli(sub: Any) -> None:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    err = Console(stderr=True, highlight=False)
+    from tether.cli.render import stderr_console
+    err = stderr_console()
     state: dict[str, Any] = {}
     try:
         return asyncio.run(chat(args, sys.stdin, err, state))

@@ -28,11 +28,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 async def _doctor(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from tether.cli.render import stdout_console
     from tether.config import load_config
 
-    console = Console(highlight=False)
+    console = stdout_console()
     failures = 0
 
     def report(ok: bool, label: str, detail: str) -> None:

@@ -42,6 +42,14 @@ def stderr_console() -> Console:
     return console
 
 
+def stdout_console() -> Console:
+    """``stderr_console`` for standard output (``tether doctor``, ``sessions show``)."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.soft_wrap = True
+    return console
+
+
 def is_terminal(stream: TextIO) -> bool:
     try:
         return stream.isatty()

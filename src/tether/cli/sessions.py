@@ -218,8 +218,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from tether.cli.render import stdout_console
     from tether.display import json_dumps, json_text, shown
     from tether.messages import message_to_dict
     from tether.pending import pending_call_to_dict
@@ -236,7 +235,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                **({"events": session.events()} if args.events else {})}
         print(json_dumps(out, indent=2))
         return 0
-    con = Console(highlight=False)
+    con = stdout_console()
     info = session.info
     con.print(shown((f"session {info.id}", "bold"), f" {info.title}"))
     con.print(shown((f"created {_when(info.created)} · updated {_when(info.updated)} · "
