@@ -175,3 +175,45 @@ def test_a_tool_passed_in_wins_over_a_configured_one_of_the_same_name(
 
     agent = agent_from_config(tmp_path, tools=[quiet])
     assert agent.tools["shout"].spec.description == "Whisper."
+
+
+def test_tether_config_naming_a_missing_file_is_an_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError, match=r"TETHER_CONFIG names .*nope\.toml.*not a file"):
+        load_config(tmp_path, env={"TETHER_CONFIG": str(missing)})
+    load_config(tmp_path, env={"TETHER_CONFIG": os.devnull})  # /dev/null: no user file
+
+
+def test_a_workspace_that_is_not_a_folder_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"is not a folder \(-w / --workspace\)"):
+        load_config(tmp_path / "missing", env=NO_USER)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="is not a folder"):
+        load_config(tmp_path / "file", env=NO_USER)
+
+
+@pytest.mark.parametrize(("entry", "variable", "setting"), [
+    ('kind = "anthropic"\nmodel = "c"', "ANTHROPIC_API_KEY",
+     "the anthropic default; providers.claude.api_key_env can name another"),
+    ('kind = "openai-chat"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "c"\n'
+     'api_key_env = "MY_KEY_VAR"', "MY_KEY_VAR", "providers.claude.api_key_env names it"),
+])
+def test_a_missing_key_names_the_provider_the_variable_and_its_setting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str, variable: str,
+        setting: str) -> None:
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
+    monkeypatch.delenv(variable, raising=False)
+    write(tmp_path / "tether.toml", f'default_provider = "claude"\n[providers.claude]\n{entry}\n')
+    with pytest.raises(ConfigError) as caught:
+        agent_from_config(tmp_path)
+    message = str(caught.value)
+    assert "provider 'claude'" in message and variable in message and setting in message
+
+
+def test_a_provider_no_run_uses_needs_no_key(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    write(tmp_path / "tether.toml", 'default_provider = "local"\n'
+                                    '[providers.claude]\nkind = "anthropic"\nmodel = "c"\n')
+    assert agent_from_config(tmp_path).model.model == "qwen"
