@@ -133,10 +133,11 @@ def test_config_init_writes_a_file_once(tmp_path: Path) -> None:
     assert second.returncode == 1 and "--force" in second.stderr
     shown = tether(tmp_path, "config", "show")
     assert shown.returncode == 0
-    line = next(x for x in shown.stdout.splitlines() if x.startswith("default_provider ="))
-    assert '"local"' in line and line.endswith("# defaults")
-    model = next(x for x in shown.stdout.splitlines() if x.startswith("providers.local.model"))
-    assert model.endswith(f"# {tmp_path / 'tether.toml'}")  # the file init wrote sets it
+    lines = {x.split(" = ")[0]: x for x in shown.stdout.splitlines() if " = " in x}
+    # Each key with the layer it came from: the file init wrote, or the built-in defaults.
+    assert '"local"' in lines["default_provider"]
+    assert lines["default_provider"].endswith(f"# {tmp_path / 'tether.toml'}")
+    assert lines["agent.temperature"].endswith("# defaults")
 
 
 def test_a_config_error_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None:
