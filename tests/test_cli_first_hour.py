@@ -385,3 +385,67 @@ def test_the_answer_renders_as_markdown_in_a_terminal_with_nothing_hidden() -> N
     assert "**" not in text and "bold" in text
     assert "hidden" in text and "\x1b[31m" not in text  # an HTML comment and an escape shown
 
+
+
+def test_a_provider_failure_is_printed_once_after_its_retries(tmp_path: Path,
+                                                              server: LoopbackServer) -> None:
+    failing = Canned.json({"error": {"message": "the upstream is overloaded xyzzy"}}, 503,
+                          **{"retry-after": "0"})
+    server.queue(failing, failing)
+    ws = workspace(tmp_path, server.url + "/v1")
+    (ws / "tether.toml").write_text((ws / "tether.toml").read_text().replace(
+        "max_retries = 0", "max_retries = 1"))
+    out = tether(ws, "run", "hi")
+    assert out.returncode == 1
+    assert len(server.requests) == 2
+    assert out.stderr.count("xyzzy") == 1, out.stderr  # not in the retry line too
+    assert "retrying in 0.0s (attempt 1)" in out.stderr
+
+
+def test_a_spinner_shows_the_model_is_working_at_a_terminal(tmp_path: Path,
+                                                            server: LoopbackServer) -> None:
+    import pty
+    import select
+    import threading
+
+    gate = threading.Event()
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": {"content": "**Done.**"}, "finish_reason": None}]}
+    end = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    server.queue(Canned.sse([gate, chunk, end]))  # silent until the gate opens
+    ws = workspace(tmp_path, server.url + "/v1")
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "TETHER_CONFIG": os.devnull, "TETHER_STORE": str(ws / "s.db"),
+           "COLUMNS": "100", "TERM": "xterm"}
+    proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "-w", str(ws), "run", "go"],
+                            stdin=secondary, stdout=secondary, stderr=secondary, env=env,
+                            close_fds=True)
+    os.close(secondary)
+    screen = b""
+
+    def read_until(marker: bytes | None) -> None:
+        nonlocal screen
+        while marker is None or marker not in screen:
+            ready, _, _ = select.select([primary], [], [], 30)
+            assert ready, f"waited for {marker!r}: {screen.decode(errors='replace')}"
+            try:
+                data = os.read(primary, 4096)
+            except OSError:  # the terminal closed: the process is done
+                return
+            if not data:
+                return
+            screen += data
+
+    try:
+        read_until("thinking…".encode())
+        gate.set()
+        read_until(None)
+        proc.wait(timeout=30)
+    finally:
+        gate.set()
+        if proc.poll() is None:
+            proc.kill()
+        os.close(primary)
+    assert proc.returncode == 0
+    text = screen.decode(errors="replace")
+    assert "Done." in text and "**Done.**" not in text  # rendered as Markdown
