@@ -89,16 +89,15 @@ async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
     from tether.agent import Conversation
     from tether.approval import ConsoleApprover
     from tether.cli.common import make_agent, workspace_of
-    from tether.cli.sessions import open_session, prefer_session_provider, resolve_id, store_for
-    from tether.store import SessionNotFound
+    from tether.cli.sessions import open_session, prefer_session_provider, store_for
 
     state = state if state is not None else {}
     interactive = stdin.isatty()
     store = None if args.no_store else store_for(args.workspace)
     session_id: str | None = args.session
     if store is not None and session_id:
-        with contextlib.suppress(SessionNotFound):  # new: made with the first message
-            session_id = resolve_id(store, session_id)
+        # The exact id, as `tether run --session`: a new id names the session the first
+        # message creates, so it cannot mean a session whose id it happens to begin.
         args.session_id = session_id
         prefer_session_provider(args, store)
     # Chat always has a person to ask: at a terminal, or the next piped line.
