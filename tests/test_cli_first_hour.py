@@ -449,3 +449,14 @@ def test_a_spinner_shows_the_model_is_working_at_a_terminal(tmp_path: Path,
     assert proc.returncode == 0
     text = screen.decode(errors="replace")
     assert "Done." in text and "**Done.**" not in text  # rendered as Markdown
+
+
+def test_a_store_that_cannot_log_the_run_does_not_stop_it(tmp_path: Path,
+                                                          server: LoopbackServer) -> None:
+    server.queue(answer("still answered"))
+    ws = workspace(tmp_path, server.url + "/v1")
+    (ws / "broken.db").write_bytes(b"not a database at all, but long enough to look " * 4)
+    out = tether(ws, "run", "hi", env={"TETHER_STORE": str(ws / "broken.db")})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "still answered"
+    assert "this run is not logged" in out.stderr and "--no-log" in out.stderr

@@ -121,12 +121,20 @@ def _session_for(args: argparse.Namespace, cfg: Any) -> Any:
     """The session this run is logged to: the one ``--session``/``-c`` names, a new one,
     or None (``--no-log``)."""
     from tether.cli.sessions import session_for_run
+    from tether.store import StoreError
 
     if args.no_log:
         return None
     if not args.prompt.strip():
         raise TetherError("the prompt is empty: say what the agent should do")
-    return session_for_run(args, cfg)
+    if args.session or args.continue_last:
+        return session_for_run(args, cfg)  # asked for: a store that fails is an error
+    try:
+        return session_for_run(args, cfg)
+    except StoreError as e:
+        # Only the log is lost: the run itself needs no store.
+        error(f"this run is not logged: {e} (--no-log skips logging)")
+        return None
 
 
 async def _run_agent(args: argparse.Namespace) -> int:
