@@ -240,7 +240,11 @@ class _Reader:
         def read() -> None:
             try:
                 if self.interactive:
-                    line: str | None = input(prompt)
+                    # The prompt goes where the person looks: stdout may be a file.
+                    if not sys.stdout.isatty():
+                        sys.stderr.write(prompt)
+                        sys.stderr.flush()
+                    line: str | None = input(prompt if sys.stdout.isatty() else "")
                 else:
                     raw = self.stdin.readline()
                     line = raw.removesuffix("\n") if raw else None

@@ -17,10 +17,20 @@ from tether.cli.common import EXIT_OK
 def add_cli(sub: Any) -> None:
     """Register ``tether logs``."""
     p = sub.add_parser("logs", help="the recent runs: prompt, answer, how each stopped")
-    p.add_argument("-n", "--count", type=int, default=10, metavar="N",
+    p.add_argument("-n", "--count", type=_count, default=10, metavar="N",
                    help="how many (10; 0 for all)")
     p.add_argument("--json", action="store_true", help="the entries as JSON")
     p.set_defaults(handler=cmd_logs)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number is needed, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (all) or more, not {value}")
+    return value
 
 
 def entries(store: Any, count: int) -> list[dict[str, Any]]:
