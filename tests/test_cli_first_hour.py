@@ -460,3 +460,26 @@ def test_a_store_that_cannot_log_the_run_does_not_stop_it(tmp_path: Path,
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "still answered"
     assert "this run is not logged" in out.stderr and "--no-log" in out.stderr
+
+
+def test_sessions_show_prints_an_untrusted_result_without_its_wrapper(tmp_path: Path) -> None:
+    from tether import Agent, Capabilities, tool
+    from tether.providers.scripted import Scripted, call
+    from tether.store import Session, SQLiteStore
+
+    @tool(capabilities=Capabilities(untrusted_input=True))
+    def fetch_page(url: str) -> str:
+        """Fetch a page."""
+        return "the page says hello"
+
+    ws = workspace(tmp_path, "http://127.0.0.1:9/v1")
+    store = SQLiteStore(ws / "sessions.db")
+    session = Session.create(store, id="web")
+    Agent(Scripted([call("fetch_page", url="https://example.com"), "ok"]),
+          tools=[fetch_page]).run_sync("read it", session=session)
+    assert "untrusted-data" in session.messages[2].parts[0].content  # what the model got
+    store.close()
+    shown = tether(ws, "sessions", "show", "web")
+    assert shown.returncode == 0, shown.stderr
+    line = next(x for x in shown.stdout.splitlines() if x.startswith("fetch_page"))
+    assert line == "fetch_page (untrusted) the page says hello"

@@ -265,6 +265,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def _print_message(con: Any, message: Any) -> None:
     from tether.display import one_line, shown
     from tether.messages import ToolCall, ToolResult
+    from tether.trust import untrusted_content
 
     style = {"user": "bold cyan", "assistant": "bold green", "tool": "bold magenta"}
     for part in message.parts:
@@ -275,10 +276,12 @@ def _print_message(con: Any, message: Any) -> None:
             flags: list[tuple[str, str]] = []
             if part.is_error:
                 flags.append((" (error)", "red"))
+            content = part.content
             if part.trust == "untrusted":
                 flags.append((" (untrusted)", "yellow"))
-            con.print(shown((part.name, style["tool"]), *flags,
-                            f" {one_line(part.content, 300)}"))
+                # A person reads the data; the notice around it was written for the model.
+                content = untrusted_content(content) or content
+            con.print(shown((part.name, style["tool"]), *flags, f" {one_line(content, 300)}"))
         elif getattr(part, "kind", "") == "text" and part.text.strip():
             con.print(shown((message.role, style.get(message.role, "bold")),
                             f" {one_line(part.text, 300)}"))
