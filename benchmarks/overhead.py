@@ -11,7 +11,16 @@ The kinds alternate over a few rounds and the median round counts, so drift (oth
 processes, CPU frequency) hits both sides alike. Also prints ``import tether`` time,
 measured in fresh interpreters. Targets: tether <= 1.5x the plain loop; import <= 200 ms.
 
-usage: .venv/bin/python benchmarks/overhead.py [N]     (N runs per kind and round; default 200)
+Then the per-run cost of a stored session: the same run (not streamed), each on a new
+session, unstored / in a SQLite file / in PostgreSQL on loopback (a throwaway cluster made
+with the system's initdb, as the tests make one, but with the server's durable defaults:
+fsync and synchronous_commit on). CPU time of this process and wall time per run; the
+database server's own CPU is not counted, its commits' waits are (in the wall time).
+``--no-stores`` leaves this part out; Postgres is skipped, saying why, without psycopg or
+the server binaries.
+
+usage: .venv/bin/python benchmarks/overhead.py [N] [--no-stores]
+       (N runs per kind and round; default 200)
 """
 
 from __future__ import annotations
@@ -223,6 +232,105 @@ async def measure(base_url: str, n: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+# --- stored sessions --------------------------------------------------------------------------
+
+
+async def wall_and_cpu_ms_per_run(run: Run, n: int) -> tuple[float, float]:
+    assert "5" in await run()  # warm
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(n):
+        assert "5" in await run()
+    return (1000 * (time.perf_counter() - wall) / n, 1000 * (time.process_time() - cpu) / n)
+
+
+def _postgres_helper() -> Any:
+    """tests/servers/postgres.py: the throwaway cluster the store tests use."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "tests" / "servers" / "postgres.py"
+    spec = importlib.util.spec_from_file_location("tether_bench_postgres", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def measure_stores(base_url: str, n: int, stores: dict[str, Any]
+                         ) -> dict[str, tuple[float, float, int]]:
+    """Per kind: (wall ms, CPU ms) per run, median of the rounds, and rows one run wrote."""
+    from tether import Agent, Session, tool
+    from tether.providers import OpenAIChat
+
+    agent = Agent(model=OpenAIChat(base_url=base_url, model="m", api_key="x",
+                                   profile="llama-server"), tools=[tool(add)])
+
+    def stored(store: Any) -> Run:
+        async def run() -> str:
+            session = Session.create(store, provider="bench", model="m", title="2+3")
+            return (await agent.run("What is 2+3?", session=session)).text
+        return run
+
+    async def unstored() -> str:
+        return (await agent.run("What is 2+3?")).text
+
+    kinds: dict[str, Run] = {"unstored": unstored,
+                             **{name: stored(store) for name, store in stores.items()}}
+    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
+    try:
+        for _ in range(ROUNDS):
+            for kind, run in kinds.items():
+                samples[kind].append(await wall_and_cpu_ms_per_run(run, n))
+    finally:
+        await agent.aclose()
+    rows = {}
+    for name, store in stores.items():
+        [info] = store.list(limit=1)
+        rows[name] = info.message_count + len(store.events(info.id)) + 2  # + session, outcome
+    rows["unstored"] = 0
+    return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v),
+                rows[k]) for k, v in samples.items()}
+
+
+def run_store_benchmark(base_url: str, n: int) -> list[str]:
+    """The stored-session figures, as lines to print."""
+    import tempfile
+    from contextlib import ExitStack
+    from pathlib import Path
+
+    from tether.store import SQLiteStore
+
+    labels = {"unstored": "unstored", "sqlite": "SQLite file (WAL, synchronous=NORMAL)"}
+    with ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        stores: dict[str, Any] = {"sqlite": SQLiteStore(folder / "sessions.db")}
+        stack.callback(stores["sqlite"].close)
+        skipped = ""
+        try:
+            from tether.store.postgres import PostgresStore
+
+            server = stack.enter_context(_postgres_helper().running(durable=True))
+            stores["postgres"] = PostgresStore(server.database())
+            stack.callback(stores["postgres"].close)
+            labels["postgres"] = f"PostgreSQL {stores['postgres'].server_version} on loopback"
+        except Exception as e:  # a benchmark reports what it could not measure, and goes on
+            skipped = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        result = asyncio.run(measure_stores(base_url, n, stores))
+    lines = [f"per run on a new stored session (prompt -> add(2, 3) -> answer, not streamed), "
+             f"N={n}, median of {ROUNDS} rounds:"]
+    base_wall, base_cpu, _ = result["unstored"]
+    for kind, (wall, cpu, rows) in result.items():
+        line = f"  {labels[kind]:<40} wall {wall:6.2f} ms   CPU {cpu:6.2f} ms"
+        if kind != "unstored":
+            line += (f"   stored: +{wall - base_wall:5.2f} ms wall, +{cpu - base_cpu:5.2f} ms "
+                     f"CPU for {rows} rows ({1000 * (wall - base_wall) / rows:4.0f} us wall "
+                     f"per row)")
+        lines.append(line)
+    if skipped:
+        lines.append(f"  PostgreSQL: not measured ({skipped})")
+    return lines
+
+
 def import_ms(times: int = 5) -> float:
     """``import tether`` in fresh interpreters (after one run that warms the bytecode cache)."""
     code = ("import time; t = time.perf_counter(); import tether; "
@@ -234,13 +342,16 @@ def import_ms(times: int = 5) -> float:
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    n = int(args[0]) if args else 200
     server = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE,
                               text=True)
     try:
         assert server.stdout is not None
         base_url = f"http://127.0.0.1:{server.stdout.readline().strip()}/v1"
         cpu = asyncio.run(measure(base_url, n))
+        stored = [] if "--no-stores" in sys.argv else run_store_benchmark(base_url,
+                                                                         max(1, n // 4))
     finally:
         server.kill()
         server.wait()
@@ -257,6 +368,8 @@ def main() -> None:
     ok &= imported <= TARGET_IMPORT_MS
     print(f"import tether: {imported:.0f} ms (target <= {TARGET_IMPORT_MS} ms)")
     print("all targets met" if ok else "a target was missed")
+    for line in stored:
+        print(line)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""What the test modules share: a loopback HTTP server, a sleep that never waits, and an
-approver that records what it was asked."""
+"""What the test modules share: a loopback HTTP server, a PostgreSQL server, a sleep that
+never waits, and an approver that records what it was asked."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.servers.http import LoopbackServer
+from tests.servers.postgres import PostgresServer, PostgresUnavailable
 from tether.approval import ApprovalRequest, Decision
 
 
@@ -49,6 +50,36 @@ def server() -> Iterator[LoopbackServer]:
 @pytest.fixture
 def sleep() -> FakeSleep:
     return FakeSleep()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server on 127.0.0.1 for the whole test session, started on first
+    use. Missing binaries fail the tests that need it (they are not skipped)."""
+    try:
+        server = PostgresServer()
+    except PostgresUnavailable as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        server.start()
+    except PostgresUnavailable as e:
+        server.stop()
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh, empty database on the test server, dropped afterwards (with any connection
+    a test left open)."""
+    url = postgres_server.database()
+    try:
+        yield url
+    finally:
+        postgres_server.drop(url)
 
 
 @pytest.fixture(autouse=True, scope="session")

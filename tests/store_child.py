@@ -1,7 +1,8 @@
-"""A process that runs an agent on a stored session, for tests/test_store.py.
+"""A process that runs an agent on a stored session, for tests/test_store_conformance.py.
 
-``python tests/store_child.py SCENARIO STORE [ARGS...]``; it prints progress lines the test
-waits on (flushed at once), and some scenarios block for ever so the test can kill them.
+``python tests/store_child.py SCENARIO STORE [ARGS...]``; STORE is a SQLite file or a
+PostgreSQL URL. It prints progress lines the test waits on (flushed at once), and some
+scenarios block for ever so the test can kill them.
 
 - ``kill-during-tools STORE``: one turn calls ``read_secret`` (private) and ``slow_fetch``
   (untrusted, never finishes); prints ``tool-finished read_secret`` while ``slow_fetch``
@@ -24,7 +25,8 @@ from tether.events import TextDelta, ToolFinished
 from tether.pending import DeferringApprover
 from tether.providers.base import ModelRequest, StreamChunk, TextChunk
 from tether.providers.scripted import Scripted, call, calls
-from tether.store import Session, SQLiteStore
+from tether.store import Session, SessionStore, SQLiteStore
+from tether.store.postgres import PostgresStore, is_postgres_url
 
 
 def say(line: str) -> None:
@@ -75,7 +77,7 @@ class StallingModel:
         return None
 
 
-async def kill_during_tools(store: SQLiteStore) -> None:
+async def kill_during_tools(store: SessionStore) -> None:
     session = Session.create(store, provider="scripted", model="scripted", title="tools")
     say(f"session {session.id}")
     model = Scripted([calls(("read_secret", {}, "c1"), ("slow_fetch", {"url": "http://x"}, "c2"))])
@@ -85,7 +87,7 @@ async def kill_during_tools(store: SQLiteStore) -> None:
             say(f"tool-finished {event.tool}")
 
 
-async def kill_during_model(store: SQLiteStore) -> None:
+async def kill_during_model(store: SessionStore) -> None:
     session = Session.create(store, provider="scripted", model="scripted", title="model")
     say(f"session {session.id}")
     agent = Agent(StallingModel(Scripted([call("read_secret", id="c1")])), tools=[read_secret])
@@ -94,7 +96,7 @@ async def kill_during_model(store: SQLiteStore) -> None:
             say("model-streaming")
 
 
-async def pause(store: SQLiteStore) -> None:
+async def pause(store: SessionStore) -> None:
     session = Session.create(store, provider="scripted", model="scripted", title="pause")
     say(f"session {session.id}")
     model = Scripted([call("read_secret", id="c1"), call("delete_note", name="old", id="c2")])
@@ -103,7 +105,7 @@ async def pause(store: SQLiteStore) -> None:
     say(f"stopped {result.stop_cause} {','.join(p.call_id for p in result.pending)}")
 
 
-async def writer(store: SQLiteStore, name: str, runs: int) -> None:
+async def writer(store: SessionStore, name: str, runs: int) -> None:
     say(f"ready {name}")
     assert sys.stdin.readline().strip() == "go"
     for n in range(runs):
@@ -115,18 +117,22 @@ async def writer(store: SQLiteStore, name: str, runs: int) -> None:
 
 
 def main() -> None:
-    scenario, path, *rest = sys.argv[1:]
-    store = SQLiteStore(path)
-    if scenario == "kill-during-tools":
-        asyncio.run(kill_during_tools(store))
-    elif scenario == "kill-during-model":
-        asyncio.run(kill_during_model(store))
-    elif scenario == "pause":
-        asyncio.run(pause(store))
-    elif scenario == "writer":
-        asyncio.run(writer(store, rest[0], int(rest[1])))
-    else:
-        raise SystemExit(f"unknown scenario {scenario}")
+    scenario, target, *rest = sys.argv[1:]
+    store: SessionStore = PostgresStore(target) if is_postgres_url(target) \
+        else SQLiteStore(target)
+    try:
+        if scenario == "kill-during-tools":
+            asyncio.run(kill_during_tools(store))
+        elif scenario == "kill-during-model":
+            asyncio.run(kill_during_model(store))
+        elif scenario == "pause":
+            asyncio.run(pause(store))
+        elif scenario == "writer":
+            asyncio.run(writer(store, rest[0], int(rest[1])))
+        else:
+            raise SystemExit(f"unknown scenario {scenario}")
+    finally:
+        store.close()
 
 
 if __name__ == "__main__":

@@ -31,7 +31,9 @@ _EXPORTS: dict[str, str] = {
     "StopCause": "tether.result",
     "ToolCallRecord": "tether.result",
     "PendingCall": "tether.conversation",
-    "Prices": "tether.result",
+    "SessionLike": "tether.conversation",
+    "Prices": "tether.settings",
+    "AgentSettings": "tether.settings",
     "tool": "tether.tools",
     "Tool": "tether.tools",
     "ToolSpec": "tether.tools",
@@ -63,6 +65,7 @@ _EXPORTS: dict[str, str] = {
     "OutputFailure": "tether.errors",
     "Session": "tether.store",
     "SQLiteStore": "tether.store",
+    "PostgresStore": "tether.store.postgres",
     "PendingState": "tether.pending",
     "DeferringApprover": "tether.pending",
     "run_batch": "tether.batch",
@@ -88,7 +91,7 @@ if TYPE_CHECKING:
     from tether.agent import Agent
     from tether.approval import AllowAll, ApprovalRequest, Approver, Decision, DenyAll
     from tether.batch import run_batch
-    from tether.conversation import Conversation, PendingCall
+    from tether.conversation import Conversation, PendingCall, SessionLike
     from tether.errors import (
         ConfigError,
         OutputFailure,
@@ -100,8 +103,10 @@ if TYPE_CHECKING:
     from tether.messages import Message, Usage
     from tether.output import OutputReport, OutputReservation, OutputSpec, PreparedRun
     from tether.pending import DeferringApprover, PendingState
-    from tether.result import Prices, RunResult, StopCause, ToolCallRecord
+    from tether.result import RunResult, StopCause, ToolCallRecord
+    from tether.settings import AgentSettings, Prices
     from tether.store import Session, SQLiteStore
+    from tether.store.postgres import PostgresStore
     from tether.subagents import SubagentProfile
     from tether.tools import (
         Tool,

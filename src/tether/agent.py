@@ -1,43 +1,33 @@
-"""The agent loop, top to bottom.
+"""The agent and its loop, top to bottom.
 
-One run: the prompt joins the conversation; then, turn by turn, the model is asked, its
-answer kept, and every tool call it made passes the gate (lookup -> argument validation ->
-trifecta check -> approval -> run). A turn ends in one of three ways: a final answer, more
-tool rounds, or a stop with a cause.
+One run: the prompt joins the conversation; then, turn by turn, the bounds are checked, the
+model is asked, its answer kept, and every tool call it made is judged by the gate
+(``tether.gate``: lookup -> argument validation -> trifecta interlock -> permission mode ->
+approval); the allowed calls run side by side (``tether.execution``). Every turn ends in a
+``TurnOutcome`` (``tether.outcome``): the answer, another turn, a pause for decisions, or a
+stop with a cause. The bounds are one table (``tether.bounds``), checked before every model
+request and before every batch of calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import time
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether import events as ev
-from tether.approval import (
-    PERMISSION_MODES,
-    ApprovalReason,
-    ApprovalRequest,
-    Approver,
-    Decision,
-    PermissionMode,
-    ask,
-)
-from tether.conversation import Conversation, PendingCall
+from tether import gate
+from tether.approval import Approver, Decision, PermissionMode
+from tether.bounds import Progress, Reached, Spend, first_reached
+from tether.conversation import Conversation, PendingCall, SessionLike
 from tether.errors import ConfigError, MalformedResponseError, TetherError
-from tether.messages import (
-    Image,
-    Message,
-    Part,
-    Text,
-    ToolCall,
-    ToolResult,
-    Trust,
-    Usage,
-)
+from tether.execution import Allowed, Done, run_calls, settled
+from tether.interrupts import until_interrupted
+from tether.messages import Image, Message, Part, Text, ToolCall, ToolResult
+from tether.outcome import TEXT_ENDING, Ending, Final, Paused, RunAgain, Stopped, TurnOutcome
 from tether.providers.base import (
     Completed,
     ModelRequest,
@@ -46,31 +36,22 @@ from tether.providers.base import (
     Provider,
     ReasoningChunk,
     Retrying,
-    StreamChunk,
     TextChunk,
-    ToolChoice,
 )
-from tether.result import Prices, RunResult, StopCause, ToolCallRecord
+from tether.result import RunResult, StopCause, ToolCallRecord
+from tether.settings import AgentSettings, Prices, Setting
 from tether.tools import (
-    ArgumentError,
+    ManagedToolset,
+    RunScope,
     Tool,
-    ToolContext,
-    ToolOutput,
     Toolset,
-    ToolSpec,
+    collect_tools,
     ensure_tools,
 )
-from tether.trust import (
-    SecurityConfig,
-    Taint,
-    armed_calls,
-    forecast,
-    truncate,
-    untrusted_block,
-)
+from tether.trust import SecurityConfig, Taint
 
 if TYPE_CHECKING:
-    from tether.output import OutputPlan, OutputReservation, OutputSpec, PreparedRun
+    from tether.output import OutputReservation, OutputSpec, PreparedRun
     from tether.pending import Decisions, PendingState
     from tether.subagents import SubagentProfile
 
@@ -82,7 +63,24 @@ class Agent:
 
         agent = Agent(model=OpenAIChat(base_url=..., model="qwen"), tools=[add])
         result = await agent.run("What is 2+3?")
+
+    The keyword arguments that bound and govern its runs make one frozen ``AgentSettings``
+    (``agent.settings``); ``agent.max_turns`` and the others read it (and assigning one
+    makes a new settings value).
     """
+
+    system_prompt = Setting[str | None]()
+    max_turns = Setting[int]()
+    max_output_tokens = Setting[int | None]()
+    max_cost_usd = Setting[float | None]()
+    prices = Setting[Prices | None]()
+    permission_mode = Setting[PermissionMode]()
+    security = Setting[SecurityConfig]()
+    workspace = Setting[Path]()
+    approval_timeout_secs = Setting[float | None]()
+    tool_timeout_secs = Setting[float | None]()
+    temperature = Setting[float | None]()
+    output_retries = Setting[int]()
 
     def __init__(
         self,
@@ -105,49 +103,56 @@ class Agent:
         max_cost_usd: float | None = None,
         prices: Prices | None = None,
     ) -> None:
-        if max_turns < 1:
-            raise ConfigError(f"max_turns must be at least 1, not {max_turns}")
-        if permission_mode not in PERMISSION_MODES:
-            raise ConfigError(
-                f"permission_mode must be one of {', '.join(PERMISSION_MODES)}, "
-                f"not {permission_mode!r}"
-            )
+        settings = AgentSettings(
+            system_prompt=system_prompt, max_turns=max_turns,
+            max_output_tokens=max_output_tokens, max_cost_usd=max_cost_usd, prices=prices,
+            permission_mode=permission_mode, security=security or SecurityConfig(),
+            workspace=Path(workspace), approval_timeout_secs=approval_timeout_secs,
+            tool_timeout_secs=tool_timeout_secs, temperature=temperature,
+            output_retries=output_retries)
+        self._setup(model, settings, tools, approver, subagents, providers)
+
+    @classmethod
+    def from_settings(
+        cls,
+        model: Provider,
+        settings: AgentSettings,
+        tools: Iterable[Tool | Toolset | Callable[..., Any]] = (),
+        *,
+        approver: Approver | None = None,
+        subagents: Iterable[SubagentProfile] = (),
+        providers: dict[str, Provider] | None = None,
+    ) -> Agent:
+        """An agent with these settings (a sub-agent's: its parent's, changed by a profile)."""
+        agent = cls.__new__(cls)
+        agent._setup(model, settings, tools, approver, subagents, providers)
+        return agent
+
+    def _setup(
+        self, model: Provider, settings: AgentSettings,
+        tools: Iterable[Tool | Toolset | Callable[..., Any]], approver: Approver | None,
+        subagents: Iterable[SubagentProfile], providers: dict[str, Provider] | None,
+    ) -> None:
         self.model = model
-        self.system_prompt = system_prompt
-        self.max_turns = max_turns
-        self.max_output_tokens = max_output_tokens
+        self.settings = settings
         self.approver = approver
-        self.security = security or SecurityConfig()
-        self.permission_mode: PermissionMode = permission_mode
-        self.workspace = Path(workspace).resolve()
         self.providers = dict(providers or {})
-        self.approval_timeout_secs = approval_timeout_secs
-        self.tool_timeout_secs = tool_timeout_secs
-        self.temperature = temperature
-        self.output_retries = output_retries
-        if max_cost_usd is not None and prices is None:
-            raise ConfigError("max_cost_usd needs the model's prices (prices=Prices(...), or "
-                              "[providers.NAME.prices] in tether.toml)")
-        self.max_cost_usd = max_cost_usd
-        self.prices = prices
-        self._sources = ensure_tools(tools)
-        self._static: dict[str, Tool] | None = None
-        # What starting the sources (MCP servers) had to say; the next run emits it.
+        self._toolsets = ensure_tools(tools)
+        # What starting the toolsets (MCP servers) had to say; the next run emits it.
         self.start_notices: list[ev.Notice] = []
-        self._shadowed: set[str] = set()
-        # Runs of an agent not entered with ``async with`` start the sources nobody started
-        # and close them when the last of them ends (see ``_sources_for_run``).
+        self._reported_clashes: set[str] = set()
+        # Runs of an agent not entered with ``async with`` start the toolsets nobody started
+        # and close them when the last of them ends (see ``_toolsets_for_run``).
         self._entered = False
         self._run_users = 0
         self._starting: asyncio.Future[None] | None = None
-        self._run_started: list[Toolset] = []
+        self._run_started: list[ManagedToolset] = []
         self.subagents = list(subagents)
         if self.subagents:
             from tether.subagents import delegation_tools
 
-            # First among the tool sources: a delegation keeps its name before any server's.
-            self._sources[0:0] = delegation_tools(self.subagents, self)
-            self._static = None
+            # First among the toolsets: a delegation keeps its name before any server's.
+            self._toolsets[0:0] = delegation_tools(self.subagents, self)
         self._check_tool_names()
 
     # --- public API -----------------------------------------------------------------------
@@ -160,37 +165,47 @@ class Agent:
         return agent_from_config(workspace=workspace, **overrides)
 
     @property
+    def toolsets(self) -> tuple[Tool | Toolset, ...]:
+        """The tools and toolsets the agent was given, in order (delegations first): a
+        ``Tool`` stands for itself, a ``Toolset`` offers whatever tools it has now."""
+        return tuple(self._toolsets)
+
+    @property
     def tools(self) -> dict[str, Tool]:
-        """The tools as they are now (MCP servers may change theirs during a run)."""
-        if self._static is not None:
-            return self._static
-        current: dict[str, Tool] = {}
-        dynamic = False
-        for source in self._sources:
-            if isinstance(source, Tool):
-                current[source.name] = source
-        for source in self._sources:
-            if isinstance(source, Tool):
-                continue
-            dynamic = True
-            for t in source.tools():
-                if t.name not in current:
-                    current[t.name] = t
-                elif current[t.name] is not t and t.name not in self._shadowed:
-                    # Never silently: the first tool of a name keeps it (your own tools
-                    # before any server's), and the user hears about the other one.
-                    self._shadowed.add(t.name)
-                    self.start_notices.append(ev.Notice(
-                        "warning", f"two tools are named {t.name!r}; the one from "
-                                   f"{getattr(source, 'name', source)!r} is not offered",
-                        source="tools"))
-        if not dynamic:
-            self._static = current
-        return current
+        """The tools as they are now (MCP servers may change theirs during a run): your own
+        tools first, then each toolset's; the first tool of a name keeps it (see
+        ``tool_clashes``). Asking changes nothing."""
+        tools, _ = collect_tools(self._toolsets)
+        return tools
+
+    def tool_clashes(self) -> list[ev.Notice]:
+        """A warning for each tool left out because an earlier tool has its name."""
+        _, clashes = collect_tools(self._toolsets)
+        return [ev.Notice("warning", f"two tools are named {c.name!r}; the one from "
+                                     f"{getattr(c.toolset, 'name', c.toolset)!r} is not offered",
+                          source="tools") for c in clashes]
+
+    def take_notices(self) -> list[ev.Notice]:
+        """What the next run should tell its listener, handed over once: the start notices,
+        a warning for toolsets that were never started (their tools are missing: the agent
+        was not entered with ``async with``), and tool name clashes not reported before."""
+        notices, self.start_notices = self.start_notices, []
+        unstarted = [t for t in self._toolsets
+                     if isinstance(t, ManagedToolset) and not t.started]
+        if unstarted:
+            names = ", ".join(repr(t.name) for t in unstarted)
+            notices.append(ev.Notice("warning", f"toolsets not started, their tools are "
+                                                f"missing: {names}. Use `async with agent:` "
+                                                f"(it starts and closes them)."))
+        _, clashes = collect_tools(self._toolsets)
+        for clash, notice in zip(clashes, self.tool_clashes(), strict=True):
+            if clash.name not in self._reported_clashes:
+                self._reported_clashes.add(clash.name)
+                notices.append(notice)
+        return notices
 
     def add_tools(self, *tools: Tool | Toolset | Callable[..., Any]) -> None:
-        self._sources.extend(ensure_tools(tools))
-        self._static = None
+        self._toolsets.extend(ensure_tools(tools))
         self._check_tool_names()
 
     async def run(
@@ -198,7 +213,7 @@ class Agent:
         prompt: str | Sequence[Part],
         *,
         conversation: Conversation | None = None,
-        session: Any = None,
+        session: SessionLike | None = None,
         interrupt: asyncio.Event | None = None,
     ) -> RunResult:
         """Run to an answer or a bound. A provider failure raises (with ``.result`` set).
@@ -207,12 +222,9 @@ class Agent:
         the model is still writing is abandoned (and not kept), calls not yet run are
         answered "not run", a tool already running finishes first. The conversation stays
         valid to continue."""
-        result = await _collect(self.stream(prompt, conversation=conversation, session=session,
-                                            interrupt=interrupt, _stream_requests=False))
-        if result.error is not None:
-            result.error.result = result  # type: ignore[attr-defined]
-            raise result.error
-        return result
+        return _raised(await _collect(run_events(
+            self, prompt, conversation=conversation, session=session, interrupt=interrupt,
+            stream_requests=False)))
 
     def run_sync(self, prompt: str | Sequence[Part], **kwargs: Any) -> RunResult:
         """``run`` for scripts without an event loop of their own.
@@ -232,26 +244,18 @@ class Agent:
         prompt: str | Sequence[Part],
         *,
         conversation: Conversation | None = None,
-        session: Any = None,
+        session: SessionLike | None = None,
         interrupt: asyncio.Event | None = None,
-        _stream_requests: bool = True,
-        _output: OutputPlan | None = None,
-        _path: tuple[str, ...] = (),
     ) -> AsyncIterator[ev.Event]:
         """Every event of a run, ending with ``RunFinished``. Provider failures end the run
         with ``stop_cause == "error"`` instead of raising."""
-        conversation = _bind_session(conversation, session)
-        if isinstance(prompt, str) and not prompt.strip() and not conversation.messages:
-            raise TetherError("the prompt is empty: say what the agent should do")
-        parts = (Text(prompt),) if isinstance(prompt, str) else tuple(prompt)
-        run = _Run(self, conversation, _stream_requests, _output, _path, interrupt=interrupt)
-        async with self._sources_for_run():
-            async for event in _recorded(run.execute(Message("user", parts)), session):
-                yield event
+        async for event in run_events(self, prompt, conversation=conversation,
+                                      session=session, interrupt=interrupt):
+            yield event
 
     async def resume(
         self,
-        conversation: Conversation | PendingState | Any,
+        conversation: Conversation | PendingState | SessionLike,
         decisions: Decisions,
         *,
         stream: bool = False,
@@ -264,21 +268,17 @@ class Agent:
         a later turn does inherits it. A key that answers no pending call raises
         ``PendingStateError`` naming the pending ones, as does an id two pending calls
         share. A pending call left without a decision goes to the approver again."""
-        from tether.pending import PendingState, bind_decisions
+        from tether.pending import PendingState, bind_decisions, paused_calls
 
-        session = None
+        session: SessionLike | None = None
         if isinstance(conversation, PendingState):
             conversation = conversation.conversation
         elif not isinstance(conversation, Conversation):
-            session, conversation = conversation, _bind_session(None, conversation)
-        bound = bind_decisions(_pending_of(conversation), decisions)
-        run = _Run(self, conversation, stream, None, (), decisions=bound)
-        async with self._sources_for_run():
-            result = await _collect(_recorded(run.execute(None), session))
-        if result.error is not None:
-            result.error.result = result  # type: ignore[attr-defined]
-            raise result.error
-        return result
+            session, conversation = conversation, conversation.conversation()
+        bound = bind_decisions(paused_calls(conversation), decisions)
+        run = _Run(self, conversation, stream_requests=stream, decisions=bound)
+        async with self._toolsets_for_run():
+            return _raised(await _collect(_recorded(run.execute(None), session)))
 
     def prepare(
         self,
@@ -295,16 +295,16 @@ class Agent:
     async def aclose(self) -> None:
         await self._close_providers()
         # Side by side: each may wait out a child process's grace period.
-        await asyncio.gather(*(close() for close in _source_methods(self._sources, "aclose")))
+        await asyncio.gather(*(t.aclose() for t in self._managed()))
 
     async def __aenter__(self) -> Agent:
-        """Start every tool source that has ``start()`` (MCP servers), side by side, and keep
-        them up across runs until the block ends. A source's ``start()`` may return
-        ``Notice`` events (a server that did not start): they are kept in ``start_notices``
-        and emitted by the next run. Without ``async with``, each run starts the sources
-        nobody started and closes them when it ends."""
+        """Start every ``ManagedToolset`` (MCP servers), side by side, and keep them up
+        across runs until the block ends. A toolset's ``start()`` may return ``Notice``
+        events (a server that did not start): they are kept in ``start_notices`` and emitted
+        by the next run. Without ``async with``, each run starts the toolsets nobody started
+        and closes them when it ends."""
         try:
-            await self._start_sources(self._sources)
+            await self._start_toolsets(self._managed())
         except BaseException:
             await self._close_providers()
             raise
@@ -317,32 +317,30 @@ class Agent:
 
     # --- internals --------------------------------------------------------------------------
 
-    async def _start_sources(self, sources: Sequence[Tool | Toolset]) -> None:
-        outcomes = await asyncio.gather(
-            *(start() for start in _source_methods(sources, "start")),
-            return_exceptions=True)
+    async def _start_toolsets(self, toolsets: Sequence[ManagedToolset]) -> None:
+        outcomes = await asyncio.gather(*(t.start() for t in toolsets),
+                                        return_exceptions=True)
         failed = [o for o in outcomes if isinstance(o, BaseException)]
         if failed:
-            await asyncio.gather(*(close() for close in _source_methods(sources, "aclose")))
+            await asyncio.gather(*(t.aclose() for t in toolsets))
             raise failed[0]
         for outcome in outcomes:
             if not isinstance(outcome, BaseException) and outcome:
-                self.start_notices.extend(outcome)
-        self._static = None
+                self.start_notices.extend(e for e in outcome if isinstance(e, ev.Notice))
 
     @contextlib.asynccontextmanager
-    async def _sources_for_run(self) -> AsyncIterator[None]:
-        """Around one run of an agent not entered with ``async with``: the sources nobody
-        started (``started`` is False: MCP servers) start before its first turn and close
-        when it ends, or when the last of the runs sharing them ends."""
+    async def _toolsets_for_run(self) -> AsyncIterator[None]:
+        """Around one run of an agent not entered with ``async with``: the toolsets nobody
+        started (MCP servers) start before its first turn and close when it ends, or when
+        the last of the runs sharing them ends."""
         if self._entered:
             yield
             return
         if self._run_users == 0:
-            idle = [s for s in self._sources
-                    if not isinstance(s, Tool) and getattr(s, "started", True) is False]
+            idle = [t for t in self._managed() if not t.started]
             self._run_started = idle
-            self._starting = asyncio.ensure_future(self._start_sources(idle)) if idle else None
+            self._starting = (asyncio.ensure_future(self._start_toolsets(idle)) if idle
+                              else None)
         self._run_users += 1
         try:
             if self._starting is not None:
@@ -352,8 +350,10 @@ class Agent:
             self._run_users -= 1
             if self._run_users == 0:
                 started, self._run_started, self._starting = self._run_started, [], None
-                await asyncio.gather(*(close() for close in _source_methods(started, "aclose")))
-                self._static = None
+                await asyncio.gather(*(t.aclose() for t in started))
+
+    def _managed(self) -> list[ManagedToolset]:
+        return [t for t in self._toolsets if isinstance(t, ManagedToolset)]
 
     async def _close_providers(self) -> None:
         await self.model.aclose()
@@ -362,72 +362,44 @@ class Agent:
 
     def _check_tool_names(self) -> None:
         seen: set[str] = set()
-        for source in self._sources:
+        for source in self._toolsets:
             if isinstance(source, Tool):
                 if source.name in seen:
                     raise ConfigError(f"two tools are named {source.name!r}; names must be unique")
                 seen.add(source.name)
 
 
-def _source_methods(sources: Iterable[Tool | Toolset], method: str) -> list[Any]:
-    return [getattr(s, method) for s in sources
-            if not isinstance(s, Tool) and getattr(s, method, None) is not None]
+async def run_events(
+    agent: Agent,
+    prompt: str | Sequence[Part],
+    *,
+    conversation: Conversation | None = None,
+    session: SessionLike | None = None,
+    interrupt: asyncio.Event | None = None,
+    stream_requests: bool = True,
+    ending: Ending | None = None,
+    within: RunScope | None = None,
+) -> AsyncIterator[ev.Event]:
+    """A run's events: what ``Agent.stream`` and ``Agent.run`` are made of, and the entry
+    point for what runs an agent inside tether (not a public API).
 
-
-def _start_notices(agent: Agent) -> list[ev.Notice]:
-    """The start notices not yet emitted, and a warning for sources that were never started
-    (their tools are missing: the agent was not entered with ``async with``)."""
-    notices, agent.start_notices = agent.start_notices, []
-    unstarted = [s for s in agent._sources if getattr(s, "started", True) is False]
-    if unstarted:
-        names = ", ".join(repr(getattr(s, "name", s)) for s in unstarted)
-        notices.append(ev.Notice("warning", f"tool sources not started, their tools are "
-                                            f"missing: {names}. Use `async with agent:` "
-                                            f"(it starts and closes them)."))
-    return notices
-
-
-async def _until(
-    interrupt: asyncio.Event | None, chunks: AsyncIterator[StreamChunk]
-) -> AsyncIterator[StreamChunk]:
-    """A model's chunks until ``interrupt`` is set; then the response is abandoned at once
-    (the provider closes its connection) instead of running to its end.
-
-    The provider's stream is read in a task of its own, so its HTTP client's cancel scopes
-    stay in one task, and cancelling that task is how the response is abandoned.
+    ``stream_requests`` asks the provider for a streamed answer; ``ending`` says when the
+    run has its answer (a structured-output run's plan; by default its text); ``within``
+    is the run this one is delegated from (its path, interrupt and spend: see
+    ``tether.tools.RunScope``).
     """
-    if interrupt is None:
-        async for chunk in chunks:
-            yield chunk
-        return
-    queue: asyncio.Queue[StreamChunk | BaseException | None] = asyncio.Queue()
-
-    async def read() -> None:
-        try:
-            async for chunk in chunks:
-                queue.put_nowait(chunk)
-            queue.put_nowait(None)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as e:  # handed over whole: the loop decides what it means
-            queue.put_nowait(e)
-
-    async def watch() -> None:
-        await interrupt.wait()
-        queue.put_nowait(None)  # ends the iteration; the loop sees the interrupt is set
-
-    tasks = (asyncio.create_task(read()), asyncio.create_task(watch()))
-    try:
-        while (item := await queue.get()) is not None:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    if session is not None:
+        conversation = session.conversation()
+    elif conversation is None:
+        conversation = Conversation()
+    if isinstance(prompt, str) and not prompt.strip() and not conversation.messages:
+        raise TetherError("the prompt is empty: say what the agent should do")
+    parts = (Text(prompt),) if isinstance(prompt, str) else tuple(prompt)
+    run = _Run(agent, conversation, stream_requests=stream_requests, ending=ending,
+               within=within, interrupt=interrupt)
+    async with agent._toolsets_for_run():
+        async for event in _recorded(run.execute(Message("user", parts)), session):
+            yield event
 
 
 async def _collect(events: AsyncIterator[ev.Event]) -> RunResult:
@@ -439,482 +411,254 @@ async def _collect(events: AsyncIterator[ev.Event]) -> RunResult:
     return result
 
 
-def _bind_session(conversation: Conversation | None, session: Any) -> Conversation:
-    if session is None:
-        return conversation if conversation is not None else Conversation()
-    bound: Conversation = session.conversation()
-    return bound
+def _raised(result: RunResult) -> RunResult:
+    """The result, or its provider failure raised with the result attached."""
+    if result.error is not None:
+        result.error.result = result
+        raise result.error
+    return result
 
 
-def _pending_of(conversation: Conversation) -> list[PendingCall]:
-    """The calls a paused conversation waits on, each at its position in the paused turn.
-
-    A conversation saved without them (by an older tether) waits on every unanswered call.
-    """
-    unanswered = conversation.pending_calls
-    if not unanswered:
-        return []
-    if conversation.pending:
-        from tether.pending import place_calls
-
-        return list(place_calls(conversation.pending, unanswered))
-    calls = []
-    for position, call in enumerate(unanswered):
-        try:
-            arguments = call.parsed_arguments()
-        except ValueError:
-            arguments = call.arguments
-        calls.append(PendingCall(call.id, call.name, arguments, "needs_approval", "", position))
-    return calls
-
-
-async def _recorded(events: AsyncIterator[ev.Event], session: Any) -> AsyncIterator[ev.Event]:
+async def _recorded(events: AsyncIterator[ev.Event],
+                    session: SessionLike | None) -> AsyncIterator[ev.Event]:
     """The events, each handed to ``session.record`` (a stored session) before it is seen."""
-    record = getattr(session, "record", None) if session is not None else None
     async for event in events:
-        if record is not None:
-            record(event)
+        if session is not None:
+            session.record(event)
         yield event
 
 
+_OUTCOMES = (Final, RunAgain, Paused, Stopped)
+
+
 class _Run:
-    """The state of one run; ``execute`` is the loop."""
+    """The state of one run; ``execute`` is the loop, ``_turn`` one turn, ``_calls`` one
+    turn's calls."""
 
     def __init__(
         self,
         agent: Agent,
         conversation: Conversation,
+        *,
         stream_requests: bool,
-        output: OutputPlan | None,
-        path: tuple[str, ...],
+        ending: Ending | None = None,
+        within: RunScope | None = None,
         decisions: dict[int, tuple[PendingCall, Decision]] | None = None,
         interrupt: asyncio.Event | None = None,
     ) -> None:
         self.agent = agent
-        self.interrupt = interrupt
+        self.settings = agent.settings  # one value for the whole run
         self.conversation = conversation
         self.stream_requests = stream_requests
-        self.output = output
-        self.path = path
+        self.ending = ending if ending is not None else TEXT_ENDING
+        self.path = within.path if within is not None else ()
+        self.interrupt = interrupt if interrupt is not None or within is None \
+            else within.interrupt
+        self.spend = Spend(self.settings, within.spend if within is not None else None)
         # A resumed run's decisions, by the position of the pending call each answers; they
-        # apply to the resumed turn only (see ``_handle_calls``).
+        # apply to the resumed turn only (see ``_calls``).
         self.decisions = decisions or {}
-        self.usage = Usage()
         self.turns = 0
+        self.text = ""  # the model's last text
         self.records: list[ToolCallRecord] = []
-        self.blocked_sends = 0
-        self.malformed = 0
         self.events: list[ev.Event] = []
         self.start = len(conversation.messages)
         self.pending: list[PendingCall] = []
         self.error: TetherError | None = None
 
     async def execute(self, prompt: Message | None) -> AsyncIterator[ev.Event]:
-        agent, conv = self.agent, self.conversation
+        conv = self.conversation
         if prompt is not None:
             conv.pending = []  # a new prompt: no earlier pause can be answered any more
             if any(isinstance(p, Image) for p in prompt.parts):
                 conv.grow_taint(Taint(private=True))  # a user's picture is private data
             conv.append(prompt)
-        tools = self._turn_tools()
-        yield self._event(ev.RunStarted(prompt.text if prompt else "", agent.model.model,
-                                        tuple(tools), conv.taint))
-        for notice in _start_notices(agent):
+        yield self._event(ev.RunStarted(prompt.text if prompt else "", self.agent.model.model,
+                                        tuple(self._tools()), conv.taint))
+        for notice in self.agent.take_notices():
             yield self._event(notice)
         offered = self._offered_taint()  # before a resumed turn's calls are checked, too
         if offered is not None:
             yield offered
 
-        # A paused run resumes with the calls it stopped on.
-        if prompt is None and conv.pending_calls:
-            decisions, self.decisions = self.decisions, {}  # used up by this turn alone
-            async for event in self._handle_calls(conv.pending_calls, decisions):
-                yield event
-            if self.pending:
-                yield self._finish(StopCause.PAUSED, "")
-                return
-
-        stop: StopCause | None = None
-        text = ""
-        while stop is None:
-            if self._interrupted():
-                stop = StopCause.INTERRUPTED
-                break
-            if self.turns >= agent.max_turns:
-                stop = StopCause.MAX_TURNS
-                break
-            self.turns += 1
-            yield self._event(ev.TurnStarted(self.turns))
-            offered = self._offered_taint()
-            if offered is not None:
-                yield offered
-
-            response: ModelResponse | None = None
-            try:
-                async for chunk in _until(self.interrupt, agent.model.stream(self._request())):
-                    if isinstance(chunk, TextChunk):
-                        yield self._event(ev.TextDelta(chunk.text))
-                    elif isinstance(chunk, ReasoningChunk):
-                        yield self._event(ev.ReasoningDelta(chunk.text))
-                    elif isinstance(chunk, Retrying):
-                        yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
-                                                           chunk.error))
-                    elif isinstance(chunk, Completed):
-                        response = chunk.response
-            except TetherError as error:  # ProviderError and a scripted model's exhaustion
-                self.error = error
-                stop = StopCause.ERROR
-                break
-            if response is None and self._interrupted():
-                stop = StopCause.INTERRUPTED  # mid-answer: the partial answer is dropped
-                break
-            if response is None:
-                self.error = MalformedResponseError(
-                    f"{agent.model.name}: the response ended without completing",
-                    provider=agent.model.name,
-                )
-                stop = StopCause.ERROR
-                break
-
-            message = response.message
-            conv.append(message)
-            self.usage = self.usage + response.usage
-            yield self._event(ev.ModelResponded(message, response.stop_reason, response.usage))
-            yield self._event(ev.UsageUpdated(response.usage, self.usage))
-            text = message.text
-
-            calls = message.tool_calls
-            if not calls:
-                if self.output is not None:
-                    nudge = self.output.on_prose(text)
-                    if nudge is not None:
-                        conv.append(Message.user(nudge))
-                        continue
-                    stop = StopCause.NO_OUTPUT
-                elif response.stop_reason == "max_tokens" and self._budget_spent():
-                    stop = StopCause.OUTPUT_TOKEN_BUDGET
+        outcome: TurnOutcome = RunAgain()
+        if prompt is None and conv.unanswered_calls:
+            # A paused run resumes with the calls it stopped on (they passed the bounds when
+            # the model asked for them); the host's decisions are used up by this turn.
+            decisions, self.decisions = self.decisions, {}
+            async for item in self._calls(conv.unanswered_calls, decisions):
+                if isinstance(item, _OUTCOMES):
+                    outcome = item
                 else:
-                    stop = StopCause.COMPLETED if text.strip() else StopCause.NO_OUTPUT
+                    yield item
+        while isinstance(outcome, RunAgain):
+            if outcome.say is not None:
+                conv.append(Message.user(outcome.say))
+            reached = self._reached()
+            if reached is not None:
+                outcome = Stopped(reached.bound.cause)
                 break
+            async for item in self._turn():
+                if isinstance(item, _OUTCOMES):
+                    outcome = item
+                else:
+                    yield item
+        yield self._finish(outcome)
 
-            if self._interrupted():
-                yield self._close_unrun(calls, "the run was interrupted")
-                stop = StopCause.INTERRUPTED
-                break
-            if self._budget_spent():
-                yield self._close_unrun(calls, "the run's output token budget is spent")
-                stop = StopCause.OUTPUT_TOKEN_BUDGET
-                break
-            if self._cost_spent():
-                yield self._close_unrun(calls, f"the run's cost budget "
-                                               f"(max_cost_usd={agent.max_cost_usd:g}) is spent")
-                stop = StopCause.COST_BUDGET
-                break
-            answering = self.output is not None and any(self.output.owns(c.name) for c in calls)
-            if self.turns >= agent.max_turns and not answering:
-                # Results the model would never read: do not run side effects for nothing.
-                yield self._close_unrun(calls, f"the run reached max_turns ({agent.max_turns})")
-                stop = StopCause.MAX_TURNS
-                break
+    async def _turn(self) -> AsyncIterator[ev.Event | TurnOutcome]:
+        """Ask the model once; then its text is weighed, or its calls judged and run."""
+        conv = self.conversation
+        self.turns += 1
+        yield self._event(ev.TurnStarted(self.turns))
+        offered = self._offered_taint()
+        if offered is not None:
+            yield offered
 
-            async for event in self._handle_calls(calls):
-                yield event
-            if self.pending:
-                stop = StopCause.PAUSED
-            elif self.output is not None and self.output.done:
-                stop = StopCause.COMPLETED if self.output.succeeded else StopCause.NO_OUTPUT
-                text = ""
+        response: ModelResponse | None = None
+        try:
+            chunks = self.agent.model.stream(self._request())
+            async for chunk in until_interrupted(self.interrupt, chunks):
+                if isinstance(chunk, TextChunk):
+                    yield self._event(ev.TextDelta(chunk.text))
+                elif isinstance(chunk, ReasoningChunk):
+                    yield self._event(ev.ReasoningDelta(chunk.text))
+                elif isinstance(chunk, Retrying):
+                    yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
+                                                       chunk.error))
+                elif isinstance(chunk, Completed):
+                    response = chunk.response
+        except TetherError as error:  # ProviderError and a scripted model's exhaustion
+            yield Stopped(StopCause.ERROR, error=error)
+            return
+        if response is None:
+            if self.interrupt is not None and self.interrupt.is_set():
+                yield Stopped(StopCause.INTERRUPTED)  # mid-answer: the partial one is dropped
+                return
+            name = self.agent.model.name
+            yield Stopped(StopCause.ERROR, error=MalformedResponseError(
+                f"{name}: the response ended without completing", provider=name))
+            return
 
-        yield self._finish(stop, text)
+        message = response.message
+        conv.append(message)
+        self.spend.add(response.usage)
+        yield self._event(ev.ModelResponded(message, response.stop_reason, response.usage))
+        yield self._event(ev.UsageUpdated(response.usage, self.spend.usage))
+        self.text = message.text
 
-    # --- one turn's calls: the gate --------------------------------------------------------
+        calls = message.tool_calls
+        if not calls:
+            if response.stop_reason == "max_tokens" and self.spend.tokens_spent() is not None:
+                yield Stopped(StopCause.OUTPUT_TOKEN_BUDGET)  # the budget cut the answer
+            else:
+                yield self.ending.after_text(self.text)
+            return
+        # On the last turn, results no model would read: calls run for nothing, unless one
+        # of them can give the run its answer.
+        reached = self._reached(last_turn_runs=self.ending.ends_with(calls))
+        if reached is not None:
+            yield self._close_unrun(calls, reached.why)
+            yield Stopped(reached.bound.cause)
+            return
+        async for item in self._calls(calls):
+            yield item
 
-    async def _handle_calls(
+    async def _calls(
         self, calls: Sequence[ToolCall],
         decisions: dict[int, tuple[PendingCall, Decision]] | None = None,
-    ) -> AsyncIterator[ev.Event]:
-        """Check every call of a turn, ask where needed, run the allowed ones concurrently,
-        then append all results in call order.
+    ) -> AsyncIterator[ev.Event | TurnOutcome]:
+        """Judge every call of a turn (``tether.gate``), ask where needed, then pause, or
+        run the allowed ones side by side and append all results in call order.
 
-        A call is known by its position in the turn, never by its id: ids are whatever the
-        model or the server wrote, and two calls (of this turn, or of an earlier one) may
-        claim the same one. Every verdict (armed, decided, refused, its result) is keyed by
-        position; results still carry the call's own id, which is what the wire needs.
-        ``decisions`` (a resumed turn) are a host's answers, by position."""
-        agent, conv = self.agent, self.conversation
-        tools = self._turn_tools()
+        Every verdict is keyed by the call's position in the turn, never by its id (see
+        ``tether.gate``); results still carry the call's own id, which is what the wire
+        needs. ``decisions`` (a resumed turn) are a host's answers, by position."""
+        conv, settings = self.conversation, self.settings
+        turn = gate.view_turn(calls, self._tools(), conv.taint, settings.security,
+                              settings.permission_mode)
+        asking = gate.Asking(self.agent.approver, settings.permission_mode,
+                             settings.approval_timeout_secs, conv.session_approvals)
         decisions = dict(decisions or {})
-        known = [i for i, c in enumerate(calls) if c.name in tools]
-        capabilities = [tools[calls[i].name].capabilities for i in known]
-        turn_forecast = forecast(conv.taint, capabilities)
-        armed = dict(zip(known, armed_calls(conv.taint, capabilities), strict=True))
-
-        results: dict[int, ToolResult] = {}
-        runnable: list[tuple[int, ToolCall, Tool, dict[str, Any]]] = []
+        done: dict[int, Done] = {}
+        allowed: list[Allowed] = []
+        deferred: list[PendingCall] = []
         decided: list[PendingCall] = []  # calls a host's decision answered in this turn
         for position, call in enumerate(calls):
-            tool = tools.get(call.name)
+            tool = turn.tools.get(call.name)
             yield self._event(ev.ToolCallRequested(
                 call, tool.spec.display_name if tool else call.name))
-
-            # 1. lookup
-            if tool is None:
-                available = ", ".join(sorted(tools)) or "none"
-                yield self._refuse(results, position, call, "unknown_tool",
-                                   f"Error: there is no tool named {call.name!r}. "
-                                   f"Available tools: {available}.")
-                continue
-
-            # 2. argument validation (the answering tool of structured output included)
-            try:
-                arguments = tool.validate(call.parsed_arguments())
-            except ValueError as e:  # json's errors and ArgumentError are both ValueErrors
-                self.malformed += 1
-                what = ("the arguments are not valid JSON" if not isinstance(e, ArgumentError)
-                        else "the arguments do not match the tool's schema")
-                content = f"Error: {what}: {e}. Call {call.name} again with corrected arguments."
-                if self.output is not None and self.output.owns(call.name):
-                    content = self.output.on_invalid(str(e)) or content
-                yield self._refuse(results, position, call, "invalid_args", content)
-                continue
-            if self.output is not None and self.output.owns(call.name):
-                content, valid = self.output.on_answer(arguments)
-                yield self._settle(results, position, call,
-                                   "ok" if valid else "invalid_args", content, is_error=not valid)
-                continue
-
-            # 3. the trifecta interlock
-            ask_reason: ApprovalReason | None = None
-            explanation = ""
-            if armed[position]:
-                policy = agent.security.trifecta
-                why = ("this call can send data out, and the conversation holds private data "
-                       "and untrusted text, so it could leak the private data")
-                if policy == "block":
-                    self.blocked_sends += 1
-                    yield self._event(ev.TrifectaBlocked(call.id, call.name, turn_forecast,
-                                                         policy, why))
-                    yield self._refuse(
-                        results, position, call, "blocked",
-                        f"Blocked by policy: {why}. It was not run. To allow such calls, set "
-                        f"security.trifecta = \"ask\" (a person decides) or \"allow\"; or do "
-                        f"this step in a fresh conversation without the untrusted text.")
-                    continue
-                if policy == "ask":
-                    yield self._event(ev.TrifectaBlocked(call.id, call.name, turn_forecast,
-                                                         policy, why + "; asking the approver"))
-                    ask_reason, explanation = "trifecta", f"Trifecta check: {why}."
-                if policy == "allow":
-                    yield self._event(ev.TrifectaWaived(call.id, call.name, turn_forecast, why))
-
-            # 4. permission mode and approval
-            if agent.permission_mode == "read-only" and not tool.read_only:
-                yield self._event(ev.ApprovalDecided(call.id, call.name, False, "deny",
-                                                     "permission_mode", "read-only mode"))
-                yield self._refuse(
-                    results, position, call, "denied",
-                    f"Blocked by policy: {tool.spec.display_name} can change things and the "
-                    f"agent runs in read-only mode. It was not run.")
-                continue
-            if ask_reason is None and tool.needs_approval:
-                ask_reason = "needs_approval"
-                explanation = f"{tool.spec.display_name} needs approval before it runs."
-            if ask_reason is not None:
-                decision: Decision | None = None
+            checked = gate.check(call, position, turn)
+            for event in checked.events:
+                yield self._event(event)
+            verdict: gate.Verdict = checked.verdict
+            if isinstance(verdict, gate.Ask):
                 answer = decisions.pop(position, None)
-                given = _given_decision(answer, call, tool, arguments, ask_reason)
+                given = gate.given_decision(answer, call, verdict)
                 if isinstance(given, ev.Notice):
                     yield self._event(given)
                     given = None
                 elif given is not None and answer is not None:
                     decided.append(answer[0])
-                async for event in self._approve(call, tool, arguments, ask_reason, explanation,
-                                                 given):
-                    if isinstance(event, Decision):
-                        decision = event
+                async for item in gate.decide(call, position, verdict, asking, conv.taint,
+                                              given):
+                    if isinstance(item, gate.Run | gate.Refuse | gate.Defer):
+                        verdict = item
                     else:
-                        yield event
-                assert decision is not None
-                if decision.scope == "defer":
-                    self.pending.append(PendingCall(call.id, call.name, arguments, ask_reason,
-                                                    explanation, position))
-                    continue
-                if not decision.allowed:
-                    yield self._refuse(results, position, call, "denied",
-                                       decision.reason or "denied")
-                    continue
-            runnable.append((position, call, tool, arguments))
+                        yield self._event(item)
+            if isinstance(verdict, gate.Refuse):
+                done[position] = refused = settled(call, verdict.status, verdict.text)
+                self.records.append(refused.record)
+                yield self._event(ev.ToolFinished(call.id, call.name, verdict.status,
+                                                  refused.result, 0.0))
+            elif isinstance(verdict, gate.Defer):
+                deferred.append(verdict.pending)
+            elif isinstance(verdict, gate.Run):
+                allowed.append(Allowed(position, call, verdict.tool, verdict.arguments))
 
-        if self.pending:
+        if deferred:
             # Nothing of this turn runs until every pending call has a decision: the turn
             # is resumed whole (see Agent.resume). Calls a host decided this time are
             # pending again, so the next resume decides the whole turn, and sees it.
-            self.pending = sorted([*decided, *self.pending], key=lambda p: p.position or 0)
+            self.pending = sorted([*decided, *deferred], key=lambda p: p.position or 0)
             conv.pending = list(self.pending)
             yield self._event(ev.RunPaused(tuple(p.call_id for p in self.pending)))
+            yield Paused()
             return
 
-        # 5. run: allowed calls side by side; their events (a sub-agent's) stream through.
-        async for event in self._run_tools(runnable, results):
-            yield event
+        # Allowed calls side by side; their events (a sub-agent's) stream through.
+        async for event in run_calls(allowed, conv, settings, self._scope, done,
+                                     self.records):
+            yield self._event(event)
         conv.pending = []
-        conv.append(Message("tool", tuple(results[i] for i in range(len(calls)))))
+        conv.append(Message("tool", tuple(done[i].result for i in range(len(calls)))))
+        yield self.ending.after_calls()
 
-    async def _approve(
-        self, call: ToolCall, tool: Tool, arguments: dict[str, Any], reason: ApprovalReason,
-        explanation: str, given: Decision | None = None,
-    ) -> AsyncIterator[ev.Event | Decision]:
-        """Yields the approval events and, last, the Decision. ``given`` is a host's
-        decision for exactly this call (a resumed run)."""
-        agent, conv = self.agent, self.conversation
-        if given is not None:
-            decision, by = given, "approver"
-        elif reason == "needs_approval" and call.name in conv.session_approvals:
-            decision, by = Decision.allow(), "session_cache"
-        elif reason == "needs_approval" and agent.permission_mode == "allow":
-            decision, by = Decision.allow(), "permission_mode"
-        elif agent.approver is None:
-            how = ("set security.trifecta = \"allow\" to waive the check, or run with an "
-                   "approver" if reason == "trifecta" else
-                   "run with an approver, or use permission_mode=\"allow\" (tether run --yes)")
-            decision, by = Decision.deny(
-                f"Blocked by policy: {tool.spec.display_name} needs approval and there is "
-                f"nobody to ask. It was not run. To allow it, {how}."), "policy"
-        else:
-            request = ApprovalRequest(call.id, call.name, tool.spec.display_name, arguments,
-                                      reason, explanation, conv.taint, tool.capabilities,
-                                      tool.cache_approval)
-            yield self._event(ev.ApprovalRequested(call.id, call.name, tool.spec.display_name,
-                                                   arguments, reason, conv.taint))
-            decision, by = await ask(agent.approver, request, agent.approval_timeout_secs)
-            if decision.scope == "deny":
-                said = decision.reason or "no reason given"
-                # An approver that failed or timed out did not refuse: the gate failed closed.
-                who = "Denied by the user" if by == "approver" else "Blocked by policy"
-                decision = Decision.deny(f"{who}: {said}. "
-                                         f"{tool.spec.display_name} was not run.")
-        if decision.scope == "session" and reason == "needs_approval" and tool.cache_approval:
-            conv.session_approvals.add(call.name)
-        yield self._event(ev.ApprovalDecided(call.id, call.name, decision.allowed,
-                                             decision.scope, by, decision.reason))
-        yield decision
+    # --- what the loop consults --------------------------------------------------------------
 
-    async def _run_tools(
-        self, runnable: list[tuple[int, ToolCall, Tool, dict[str, Any]]],
-        results: dict[int, ToolResult],
-    ) -> AsyncIterator[ev.Event]:
-        if not runnable:
-            return
-        queue: asyncio.Queue[ev.Event | None] = asyncio.Queue()
+    def _reached(self, *, last_turn_runs: bool = False) -> Reached | None:
+        """The first bound this run has reached (``tether.bounds.BOUNDS``)."""
+        progress = Progress(self.turns, self.settings.max_turns, self.interrupt, self.spend)
+        return first_reached(progress, skip=_MAX_TURNS if last_turn_runs else _NOTHING)
 
-        async def emit(event: ev.Event) -> None:
-            queue.put_nowait(event)
+    def _scope(self, call: ToolCall) -> RunScope:
+        """The run a call belongs to, as its tool sees it (``ToolContext.run``)."""
+        return RunScope(self.agent, (*self.path, call.id), self.interrupt, self.spend)
 
-        async def run_one(position: int, call: ToolCall, tool: Tool,
-                          arguments: dict[str, Any]) -> None:
-            try:
-                results[position] = await self._run_tool(call, tool, arguments, emit)
-            finally:
-                queue.put_nowait(None)
-
-        tasks = [asyncio.create_task(run_one(*item)) for item in runnable]
-        try:
-            remaining = len(tasks)
-            while remaining:
-                item = await queue.get()
-                if item is None:
-                    remaining -= 1
-                else:
-                    yield self._event(item)
-        finally:
-            for task in tasks:
-                task.cancel()
-            if not all(task.done() for task in tasks):
-                await asyncio.wait(tasks)  # a cancelled run: its tools clean up first
-        for task in tasks:
-            task.result()  # re-raise what the gate itself got wrong; tools' errors are results
-
-    async def _run_tool(
-        self, call: ToolCall, tool: Tool, arguments: dict[str, Any],
-        emit: Callable[[ev.Event], Any],
-    ) -> ToolResult:
-        agent, conv = self.agent, self.conversation
-        await emit(ev.ToolStarted(call.id, call.name, tool.spec.display_name, arguments))
-        ctx = ToolContext(call.id, call.name, conv.taint, agent.workspace, agent.security,
-                          emit, {"agent": agent, "path": (*self.path, call.id),
-                                 "interrupt": self.interrupt})
-        started = time.perf_counter()
-        output = await _call_handler(call.name, tool, arguments, ctx, agent.tool_timeout_secs)
-        if output.usage is not None:
-            self.usage = self.usage + output.usage
-        from_outside = output.from_outside if output.from_outside is not None \
-            else tool.capabilities.untrusted_input
-        before = conv.taint
-        conv.grow_taint(before.after_call(tool.capabilities, content_from_outside=from_outside))
-        if output.taint is not None:  # a sub-agent's own exposure
-            conv.grow_taint(output.taint)
-        if conv.taint != before:
-            await emit(ev.TaintChanged(before, conv.taint, call.name))
-        content = truncate(output.content, agent.security.max_result_chars)
-        trust: Trust = "untrusted" if from_outside else "trusted"
-        if trust == "untrusted" and agent.security.mark_untrusted_output:
-            content = untrusted_block(tool.spec.display_name, content)
-        result = ToolResult(call.id, call.name, content, output.is_error, trust,
-                            output.structured)
-        status: ev.ToolStatus = "error" if output.is_error else "ok"
-        self.records.append(ToolCallRecord(call.id, call.name, arguments, status, result.content))
-        await emit(ev.ToolFinished(call.id, call.name, status, result,
-                                   time.perf_counter() - started))
-        return result
-
-    def _refuse(self, results: dict[int, ToolResult], position: int, call: ToolCall,
-                status: ev.ToolStatus, content: str) -> ev.Event:
-        """A call that did not run; its result tells the model why. Taint is unchanged."""
-        return self._settle(results, position, call, status, content, is_error=True)
-
-    def _settle(self, results: dict[int, ToolResult], position: int, call: ToolCall,
-                status: ev.ToolStatus, content: str, is_error: bool = False) -> ev.Event:
-        """Record the result of a call the gate answered itself; returns its event."""
-        try:
-            arguments = call.parsed_arguments()
-        except ValueError:
-            arguments = call.arguments
-        self.records.append(ToolCallRecord(call.id, call.name, arguments, status, content))
-        results[position] = result = ToolResult(call.id, call.name, content, is_error, "trusted")
-        return self._event(ev.ToolFinished(call.id, call.name, status, result, 0.0))
-
-    def _close_unrun(self, calls: Sequence[ToolCall], why: str) -> ev.Event:
-        """Answer calls that will never run, so the conversation stays valid to continue."""
-        results = tuple(
-            ToolResult(c.id, c.name, f"Not run: {why}.", True, "trusted") for c in calls)
-        self.conversation.append(Message("tool", results))
-        return self._event(ev.Notice("info", f"{len(calls)} tool call(s) not run: {why}"))
-
-    # --- requests -------------------------------------------------------------------------
-
-    def _turn_tools(self) -> dict[str, Tool]:
-        tools = self.agent.tools
-        if self.output is None:
-            return tools
-        return self.output.tools(tools)
+    def _tools(self) -> dict[str, Tool]:
+        return self.ending.tools(self.agent.tools)
 
     def _request(self) -> ModelRequest:
-        agent = self.agent
-        tools = self._turn_tools()
-        specs: list[ToolSpec] = [t.spec for t in tools.values()]
-        choice: ToolChoice = "auto"
-        if self.output is not None:
-            choice = self.output.tool_choice()
-        max_tokens = agent.max_output_tokens
-        if max_tokens is not None:
-            max_tokens = max(1, max_tokens - self.usage.output_tokens)
+        settings = self.settings
+        specs = [t.spec for t in self._tools().values()]
+        choice = self.ending.tool_choice()
+        left = self.spend.output_tokens_left()
         return ModelRequest(
             messages=tuple(self.conversation.messages),
-            system=agent.system_prompt,
+            system=settings.system_prompt,
             tools=specs,
             tool_choice=choice if specs or choice == "none" else "auto",
-            max_output_tokens=max_tokens,
-            temperature=agent.temperature,
+            max_output_tokens=max(1, left) if left is not None else None,
+            temperature=settings.temperature,
             stream=self.stream_requests,
         )
 
@@ -925,52 +669,52 @@ class _Run:
         conv = self.conversation
         if conv.taint.untrusted:
             return None
-        sources = sorted({t.source_name or t.name for t in self._turn_tools().values()
+        servers = sorted({t.server or t.name for t in self._tools().values()
                           if t.spec_from_outside})
-        if not sources:
+        if not servers:
             return None
         before = conv.taint
         conv.grow_taint(Taint(untrusted=True))
         return self._event(ev.TaintChanged(
-            before, conv.taint, f"tools offered by untrusted MCP server(s) {', '.join(sources)}"))
+            before, conv.taint, f"tools offered by untrusted MCP server(s) {', '.join(servers)}"))
 
-    def _interrupted(self) -> bool:
-        return self.interrupt is not None and self.interrupt.is_set()
-
-    def _cost_spent(self) -> bool:
-        agent = self.agent
-        return (agent.max_cost_usd is not None and agent.prices is not None
-                and agent.prices.cost(self.usage) >= agent.max_cost_usd)
-
-    def _budget_spent(self) -> bool:
-        budget = self.agent.max_output_tokens
-        return budget is not None and self.usage.output_tokens >= budget
+    def _close_unrun(self, calls: Sequence[ToolCall], why: str) -> ev.Event:
+        """Answer calls that will never run, so the conversation stays valid to continue."""
+        results = tuple(
+            ToolResult(c.id, c.name, f"Not run: {why}.", True, "trusted") for c in calls)
+        self.conversation.append(Message("tool", results))
+        return self._event(ev.Notice("info", f"{len(calls)} tool call(s) not run: {why}"))
 
     # --- events and the result ----------------------------------------------------------------
 
-    def _stamp(self, event: ev.Event) -> ev.Event:
-        if self.path and not event.path:
-            import dataclasses
-
-            return dataclasses.replace(event, path=self.path)
-        return event
-
     def _event(self, event: ev.Event) -> ev.Event:
-        event = self._stamp(event)
+        if self.path and not event.path:
+            event = dataclasses.replace(event, path=self.path)
         self.events.append(event)
         return event
 
-    def _finish(self, stop: StopCause, text: str) -> ev.Event:
+    def _finish(self, outcome: TurnOutcome) -> ev.Event:
+        text = self.text
+        if isinstance(outcome, Final):
+            stop, text = StopCause.COMPLETED, outcome.text
+        elif isinstance(outcome, Paused):
+            stop = StopCause.PAUSED
+        elif isinstance(outcome, Stopped):
+            stop = outcome.cause
+            text = outcome.text if outcome.text is not None else text
+            self.error = outcome.error
+        else:  # pragma: no cover - the loop ends on every outcome but RunAgain
+            raise AssertionError(f"a run cannot finish on {outcome!r}")
         conv = self.conversation
         result = RunResult(
             text=text,
             stop_cause=stop,
-            usage=self.usage,
+            usage=self.spend.usage,
             turns=self.turns,
             tool_calls=self.records,
-            blocked_sends=self.blocked_sends,
+            blocked_sends=sum(r.status == "blocked" for r in self.records),
             taint=conv.taint,
-            malformed_tool_args=self.malformed,
+            malformed_tool_args=sum(r.status == "invalid_args" for r in self.records),
             conversation=conv,
             new_messages=conv.messages[self.start:],
             # A copy taken before RunFinished joins: the result must not contain the event
@@ -978,112 +722,19 @@ class _Run:
             events=list(self.events),
             error=self.error,
             pending=self.pending,
-            output=self.output.value if self.output is not None else None,
-            cost_usd=self.agent.prices.cost(self.usage) if self.agent.prices else None,
+            output=self.ending.value,
+            cost_usd=self.spend.cost(),
         )
         return self._event(ev.RunFinished(result))
 
 
-def _given_decision(
-    given: tuple[PendingCall, Decision] | None, call: ToolCall, tool: Tool,
-    arguments: dict[str, Any], reason: ApprovalReason,
-) -> Decision | ev.Notice | None:
-    """A host's decision, if it answers this very call: the pending call it was made for
-    has this call's id, tool, arguments and reason for asking. Otherwise a Notice saying it
-    was not applied (the call is then asked about as if no decision had been given)."""
-    if given is None:
-        return None
-    pending, decision = given
-    same = pending.call_id == call.id and pending.tool == call.name \
-        and pending.reason == reason and _same_arguments(tool, pending.arguments, arguments)
-    if same:
-        return decision
-    return ev.Notice("warning", f"the decision given for pending call {pending.call_id} "
-                                f"({pending.tool}) was not applied: the call in its place is "
-                                f"{call.name} with other arguments or another reason to ask; "
-                                f"it is asked about anew", source="approval")
-
-
-def _same_arguments(tool: Tool, decided: Any, arguments: dict[str, Any]) -> bool:
-    """Whether the arguments a decision was made for are the ones that would run. Both are
-    compared as the tool's validator shapes them (a saved state holds them as JSON)."""
-    import copy
-
-    if decided == arguments:
-        return True
-    try:
-        return tool.validate(copy.deepcopy(decided)) == arguments
-    except ValueError:
-        return False
-
-
-async def _call_handler(name: str, tool: Tool, arguments: dict[str, Any], ctx: ToolContext,
-                        timeout: float | None) -> ToolOutput:
-    """What the tool's handler returned, or an error output the model can act on: a
-    failure, a timeout, a cancellation the run did not ask for.
-
-    The handler runs in a task of its own, so a timeout stops the wait at once: a handler
-    that ignores its cancellation (or a sync tool's thread, which cannot be stopped) is
-    abandoned, not waited for. Only the run's own cancellation propagates.
-    """
-    try:
-        task = asyncio.ensure_future(tool.handler(arguments, ctx))
-    except Exception as e:  # a handler that is not async, or fails before its first await
-        return ToolOutput(f"Error: {name} failed: {_described(e)}", is_error=True)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-    except asyncio.CancelledError:  # the run is cancelled: so is the tool, which may clean up
-        task.cancel()
-        await asyncio.wait({task})
-        raise
-    if not done:
-        task.cancel()
-        task.add_done_callback(_forget)
-        assert timeout is not None
-        return ToolOutput(
-            f"Error: {name} did not finish within {timeout:g}s. The run stopped waiting for "
-            f"it, but nothing it did was undone: it may still be running, and what it does "
-            f"may still take effect. Check before you call it again.", is_error=True)
-    if task.cancelled():  # the handler raised CancelledError itself: the run goes on
-        return ToolOutput(f"Error: {name} failed: it was cancelled (CancelledError) while "
-                          f"the run was not; it may not have finished its work.",
-                          is_error=True)
-    try:
-        value = task.result()
-        return value if isinstance(value, ToolOutput) else ToolOutput(_render(value))
-    except Exception as e:  # a tool's failure is the model's information, not a crash
-        return ToolOutput(f"Error: {name} failed: {_described(e)}", is_error=True)
-
-
-def _described(error: Exception) -> str:
-    try:
-        return f"{type(error).__name__}: {error}"
-    except Exception:  # an exception whose own message fails
-        return f"{type(error).__name__} (its message could not be shown)"
-
-
-def _forget(task: asyncio.Future[Any]) -> None:
-    """An abandoned handler's outcome is nobody's: retrieve it so asyncio does not warn."""
-    if not task.cancelled():
-        task.exception()
-
-
-def _render(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "(no output)"
-    dump = getattr(value, "model_dump_json", None)
-    if dump is not None:
-        return str(dump())
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
+_MAX_TURNS = frozenset({"max_turns"})
+_NOTHING: frozenset[str] = frozenset()
 
 
 __all__ = [
     "Agent",
+    "AgentSettings",
     "Conversation",
     "NamedToolChoice",
     "PendingCall",

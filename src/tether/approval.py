@@ -17,6 +17,14 @@ from tether.trust import Capabilities, Taint
 ApprovalReason: TypeAlias = Literal["needs_approval", "trifecta"]
 PermissionMode: TypeAlias = Literal["ask", "allow", "read-only"]
 PERMISSION_MODES: tuple[str, ...] = ("ask", "allow", "read-only")
+# What a decision says: allow once, allow for the session, deny, or answer later.
+ApprovalVerdict: TypeAlias = Literal["once", "session", "deny", "defer"]
+VERDICTS: tuple[str, ...] = ("once", "session", "deny", "defer")
+# Who decided a gated call: the approver (or a host's decision on resume), the session's
+# approvals, the policy (nobody to ask), the permission mode, or the gate failing closed
+# because the approver failed or did not answer in time.
+DecidedBy: TypeAlias = Literal["approver", "session_cache", "policy", "permission_mode",
+                               "error", "timeout"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,14 +51,20 @@ class ApprovalRequest:
 @dataclass(frozen=True, slots=True)
 class Decision:
     """An approver's answer. Build with ``allow()``, ``allow_for_session()``, ``deny(reason)``
-    or (for hosts that answer later, see sessions) ``defer()``."""
+    or (for hosts that answer later, see sessions) ``defer()``. ``verdict`` says which
+    (``scope`` is its old name)."""
 
-    scope: Literal["once", "session", "deny", "defer"]
+    verdict: ApprovalVerdict
     reason: str | None = None
 
     @property
     def allowed(self) -> bool:
-        return self.scope in ("once", "session")
+        return self.verdict in ("once", "session")
+
+    @property
+    def scope(self) -> ApprovalVerdict:
+        """The old name of ``verdict``."""
+        return self.verdict
 
     @classmethod
     def allow(cls) -> Decision:
@@ -69,14 +83,15 @@ class Decision:
         return cls("defer")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"scope": self.scope, "reason": self.reason}
+        return {"verdict": self.verdict, "reason": self.reason}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Decision:
-        scope = d.get("scope")
-        if scope not in ("once", "session", "deny", "defer"):
-            raise ValueError(f"unknown decision scope {scope!r}")
-        return cls(scope, d.get("reason"))
+        """Reads ``to_dict``'s shape, and the older one that named the verdict ``scope``."""
+        verdict = d.get("verdict", d.get("scope"))
+        if verdict not in VERDICTS:
+            raise ValueError(f"unknown decision verdict {verdict!r}")
+        return cls(verdict, d.get("reason"))
 
 
 @runtime_checkable
@@ -103,7 +118,7 @@ class DenyAll:
 
 async def ask(
     approver: Approver, request: ApprovalRequest, timeout: float | None
-) -> tuple[Decision, str]:
+) -> tuple[Decision, DecidedBy]:
     """Ask ``approver``; returns the decision and who made it. Never raises: an error, a
     timeout or an answer that is not a ``Decision`` denies."""
     try:
@@ -117,7 +132,7 @@ async def ask(
         return Decision.deny(f"the approver failed ({type(e).__name__}: {e})"), "error"
     if not isinstance(decision, Decision):
         return Decision.deny(f"the approver answered {decision!r}, not a Decision"), "error"
-    if decision.scope == "session" and not request.can_cache:
+    if decision.verdict == "session" and not request.can_cache:
         decision = Decision.allow()
     return decision, "approver"
 

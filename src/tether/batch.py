@@ -329,7 +329,7 @@ def _open_sink(out: Path) -> TextIO:
 
 
 async def _run_item(source: Any, item: BatchItem) -> ItemResult:
-    from tether.agent import Agent, Conversation
+    from tether.agent import Agent, Conversation, run_events
     from tether.events import RunFinished
 
     started = time.perf_counter()
@@ -348,8 +348,9 @@ async def _run_item(source: Any, item: BatchItem) -> ItemResult:
         conversation = Conversation()
         for turn in item.turns:
             result = None
-            async for event in agent.stream(turn, conversation=conversation,
-                                            _stream_requests=False):
+            # Run's requests (not streamed), and its result even when the provider fails.
+            async for event in run_events(agent, turn, conversation=conversation,
+                                          stream_requests=False):
                 if isinstance(event, RunFinished) and not event.path:
                     result = event.result
             assert result is not None

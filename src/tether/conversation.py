@@ -1,14 +1,23 @@
-"""A conversation: its messages and what they have exposed the agent to (its taint)."""
+"""A conversation: its messages and what they have exposed the agent to (its taint).
+
+Two words, two meanings: a call is *unanswered* while it has no result yet (the last
+assistant message's calls, until the tool message answers them); it is *pending* while it
+waits for a host's decision (a run paused for approval; ``Conversation.pending``). Every
+pending call is unanswered; an unanswered call is pending only when a run paused on it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tether.approval import ApprovalReason
 from tether.messages import Message, ToolCall, message_from_dict, message_to_dict
 from tether.trust import CLEAN, Taint
+
+if TYPE_CHECKING:
+    from tether.events import Event
 
 
 @dataclass(slots=True)
@@ -16,9 +25,9 @@ class Conversation:
     """Messages plus what they have exposed the agent to. Pass one to ``run`` to continue.
 
     ``taint`` only grows. ``session_approvals`` holds the tools a person allowed "for this
-    session". ``pending`` holds the calls a paused run waits on (``Agent.resume`` answers
-    them); it is empty otherwise. ``on_append`` (set by the session store) sees each
-    message as it is added.
+    session". ``pending`` holds the calls a paused run waits on for decisions
+    (``Agent.resume`` answers them); it is empty otherwise. ``on_append`` (set by the
+    session store) sees each message as it is added.
     """
 
     messages: list[Message] = field(default_factory=list)
@@ -36,11 +45,18 @@ class Conversation:
         self.taint = self.taint | taint
 
     @property
-    def pending_calls(self) -> list[ToolCall]:
-        """Calls of the last assistant message that have no result yet (a paused run)."""
+    def unanswered_calls(self) -> list[ToolCall]:
+        """Calls of the last assistant message that have no result yet (a paused run's, or
+        a run's a killed process left)."""
         if not self.messages or self.messages[-1].role != "assistant":
             return []
         return self.messages[-1].tool_calls
+
+    @property
+    def pending_calls(self) -> list[ToolCall]:
+        """The old name of ``unanswered_calls`` (these are not all ``pending``: only the
+        ones a paused run waits on for a decision are)."""
+        return self.unanswered_calls
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -65,7 +81,7 @@ class Conversation:
             from tether.pending import calls_from_dict
 
             conversation.pending = list(calls_from_dict(d["pending"],
-                                                        conversation.pending_calls))
+                                                        conversation.unanswered_calls))
         return conversation
 
 
@@ -91,3 +107,15 @@ class PendingCall:
     def __hash__(self) -> int:
         # The arguments (a dict) are left out of the hash, not out of equality.
         return hash((self.position, self.call_id, self.tool))
+
+
+@runtime_checkable
+class SessionLike(Protocol):
+    """What a run needs of a stored session (``Agent.run(prompt, session=...)``): the live
+    conversation to continue (the same object each time; it stores what is appended), and
+    every event of the run, each handed over before anyone else sees it. ``Session`` is one.
+    """
+
+    def conversation(self) -> Conversation: ...
+
+    def record(self, event: Event) -> None: ...

@@ -7,6 +7,8 @@ surrogates that crash an encoder. ``literal`` turns every such character into a 
 escape (``\\x1b``, ``\\u202e``); ``plain`` wraps the result in a rich ``Text``, which rich
 prints as it is (no markup, no emoji codes). Every surface that shows such text to a
 person (approval panels, tool lists, the run's progress, sessions) goes through these.
+``mask_url`` shows a URL without its password (a database URL in ``tether config show``,
+``tether doctor`` and the store's errors).
 
 No rich import at module level: ``literal`` is cheap to import anywhere.
 """
@@ -14,6 +16,7 @@ No rich import at module level: ``literal`` is cheap to import anywhere.
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
@@ -126,4 +129,24 @@ def shown(*pieces: object | tuple[object, str]) -> Text:
     return line
 
 
-__all__ = ["json_dumps", "json_text", "literal", "one_line", "plain", "shown"]
+_URL_SECRET = re.compile(r"(?i)((?:^|[?&])(?:ssl)?password=)[^&#]*")
+
+
+def mask_url(url: str) -> str:
+    """``url`` fit to print: a password (``user:PASSWORD@``, ``?password=``) shown as
+    ``***``. ``postgresql://app:s3cret@db/tether`` -> ``postgresql://app:***@db/tether``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return _URL_SECRET.sub(r"\1***", url)
+    # The authority ends at the first "/", "?" or "#"; its user info at its last "@".
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    authority, tail = rest[:end], rest[end:]
+    if "@" in authority:
+        userinfo, host = authority.rsplit("@", 1)
+        if ":" in userinfo:
+            userinfo = userinfo.split(":", 1)[0] + ":***"
+        authority = f"{userinfo}@{host}"
+    return f"{scheme}{sep}{authority}" + _URL_SECRET.sub(r"\1***", tail)
+
+
+__all__ = ["json_dumps", "json_text", "literal", "mask_url", "one_line", "plain", "shown"]

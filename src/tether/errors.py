@@ -5,16 +5,26 @@ Every message says what happened and, where there is one, what to do about it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from tether.textrepair import repair
 
 if TYPE_CHECKING:
     from tether.result import RunResult
 
+# Why a structured-output run has no answer (``OutputFailure.reason``).
+OutputFailureReason: TypeAlias = Literal["prose", "bound", "mismatch", "provider",
+                                         "empty_prompt"]
+
 
 class TetherError(Exception):
-    """Base class of every error tether raises on purpose."""
+    """Base class of every error tether raises on purpose.
+
+    ``result`` is the run it ended, when it ended one: ``Agent.run`` and ``Agent.resume``
+    raise a provider's failure with the ``RunResult`` attached (its conversation is valid
+    to continue)."""
+
+    result: RunResult | None = None
 
 
 class ConfigError(TetherError):
@@ -131,7 +141,7 @@ class OutputFailure(TetherError):
 
     def __init__(
         self,
-        reason: str,
+        reason: OutputFailureReason,
         message: str,
         *,
         result: RunResult | None = None,

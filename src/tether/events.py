@@ -12,12 +12,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from tether.messages import Message, ToolCall, ToolResult, Usage
+from tether.messages import Message, StopReason, ToolCall, ToolResult, Usage
 from tether.trust import Taint
 
 if TYPE_CHECKING:
-    from tether.result import RunResult
+    from tether.approval import ApprovalReason, ApprovalVerdict, DecidedBy
+    from tether.result import RunResult, StopCause
 
+# What became of a tool call: it ran (ok, or its own error), or the gate answered it.
 ToolStatus: TypeAlias = Literal["ok", "error", "denied", "blocked", "unknown_tool", "invalid_args"]
 
 
@@ -57,7 +59,7 @@ class ModelResponded:
     """One model turn finished: the assistant message as it will be kept."""
 
     message: Message
-    stop_reason: str
+    stop_reason: StopReason
     usage: Usage
     path: tuple[str, ...] = ()
     kind: Literal["model_responded"] = "model_responded"
@@ -87,7 +89,7 @@ class TrifectaBlocked:
     call_id: str
     tool: str
     forecast: Taint
-    policy: str
+    policy: Literal["block", "ask"]
     reason: str
     path: tuple[str, ...] = ()
     kind: Literal["trifecta_blocked"] = "trifecta_blocked"
@@ -111,7 +113,7 @@ class ApprovalRequested:
     tool: str
     display_name: str
     arguments: Any
-    reason: str
+    reason: ApprovalReason
     taint: Taint
     path: tuple[str, ...] = ()
     kind: Literal["approval_requested"] = "approval_requested"
@@ -119,14 +121,22 @@ class ApprovalRequested:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalDecided:
+    """A gated call's decision: ``verdict`` (``once``, ``session``, ``deny``, ``defer``;
+    ``scope`` is its old name) and ``by`` whom (see ``tether.approval.DecidedBy``)."""
+
     call_id: str
     tool: str
     allowed: bool
-    scope: str  # "once", "session", "deny"
-    by: str  # "approver", "session_cache", "policy", "permission_mode", "error", "timeout"
+    verdict: ApprovalVerdict
+    by: DecidedBy
     reason: str | None
     path: tuple[str, ...] = ()
     kind: Literal["approval_decided"] = "approval_decided"
+
+    @property
+    def scope(self) -> ApprovalVerdict:
+        """The old name of ``verdict``."""
+        return self.verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +180,12 @@ class SubagentStarted:
 
 @dataclass(frozen=True, slots=True)
 class SubagentFinished:
+    """A delegation's child run ended, with ``stop_cause``; ``trusted`` says whether its
+    answer reached the parent as trusted, ``reason`` why; ``usage`` is the child's own."""
+
     call_id: str
     profile: str
-    stop_cause: str
+    stop_cause: StopCause
     trusted: bool
     reason: str
     usage: Usage

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tether.errors import ConfigError, OutputFailure, TetherError
-from tether.messages import Part
+from tether.messages import Part, ToolCall
+from tether.outcome import Final, RunAgain, Stopped, TurnOutcome
 from tether.providers.base import NamedToolChoice, ToolChoice
+from tether.result import StopCause
 from tether.tools import ArgumentError, Tool, ToolContext, ToolSpec, json_schema_validator
 
 if TYPE_CHECKING:
@@ -108,7 +110,14 @@ NUDGE = ("You answered in text, but this task must be answered by calling the {t
 
 
 class OutputPlan:
-    """What the loop consults during a structured-output run (the seam it plugs into)."""
+    """A structured-output run's ``Ending``: its answering tool, and when the run is done.
+
+    The answering tool is an ordinary ``Tool`` and passes the gate like any other: its
+    validator checks the answer against the schema, its ``on_invalid`` words the correction
+    (and counts the retries), its handler records the valid answer. The loop asks the plan
+    what every ending is asked (the tools a request offers, what a text answer and a turn
+    of calls mean) and never which tool was called.
+    """
 
     def __init__(self, reservation: OutputReservation, retries: int) -> None:
         spec = reservation.spec
@@ -118,12 +127,13 @@ class OutputPlan:
         self._validate_schema = json_schema_validator(schema) if isinstance(spec.schema, dict) \
             else None
         self.tool = Tool(ToolSpec(self.tool_name, spec.description, schema, title=spec.name),
-                         _never_called, source="output")
+                         self._record, validator=self._validate, origin="output",
+                         on_invalid=self._correction)
         self.max_retries = self.retries_left = retries
         self.nudged = False
         self.value: Any = None
         self.succeeded = False
-        self.failure: str | None = None  # "mismatch" or "prose"
+        self.failure: Literal["mismatch", "prose"] | None = None
         self.last_error: str | None = None
 
     @property
@@ -133,30 +143,31 @@ class OutputPlan:
     def owns(self, name: str) -> bool:
         return name == self.tool_name
 
-    def tools(self, agent_tools: dict[str, Tool]) -> dict[str, Tool]:
-        if not self.spec.keeps_tools:
-            return {self.tool_name: self.tool}
-        return {**agent_tools, self.tool_name: self.tool}
+    # --- the answering tool ----------------------------------------------------------------
 
-    def tool_choice(self) -> ToolChoice:
-        return "auto" if self.spec.keeps_tools else NamedToolChoice(self.tool_name)
-
-    def on_answer(self, arguments: dict[str, Any]) -> tuple[str, bool]:
-        """A call of the answering tool whose JSON parsed: validate it against the schema.
-        Returns the result text for the model and whether the answer was valid."""
+    def _parsed(self, arguments: Any) -> Any:
+        """The answer as its schema shapes it (a pydantic model's instance), or
+        ``ArgumentError`` with the mismatch in words."""
+        if not isinstance(arguments, dict):
+            raise ArgumentError("arguments must be a JSON object")
         try:
             if self._validate_schema is not None:
-                self.value = self._validate_schema(arguments)
-            else:
-                self.value = self.spec.schema.model_validate(arguments)  # type: ignore[union-attr]
+                return self._validate_schema(arguments)
+            return self.spec.schema.model_validate(arguments)  # type: ignore[union-attr]
         except (ArgumentError, ValueError) as e:
-            self.value = None
-            message = _validation_message(e)
-            return self.on_invalid(message) or message, False
-        self.succeeded = True
-        return "Answer recorded.", True
+            raise ArgumentError(_validation_message(e)) from None
 
-    def on_invalid(self, error: str) -> str | None:
+    def _validate(self, arguments: Any) -> dict[str, Any]:
+        self._parsed(arguments)
+        validated: dict[str, Any] = arguments
+        return validated
+
+    async def _record(self, arguments: dict[str, Any], ctx: ToolContext) -> str:
+        self.value = self._parsed(arguments)
+        self.succeeded = True
+        return "Answer recorded."
+
+    def _correction(self, error: str) -> str:
         """An invalid answer: a correctable error for the model, until retries run out."""
         self.last_error = error
         if self.retries_left <= 0:
@@ -166,13 +177,33 @@ class OutputPlan:
         return (f"Error: the answer does not match the schema: {error}. "
                 f"Call {self.tool_name} again with a corrected answer.")
 
-    def on_prose(self, text: str) -> str | None:
+    # --- the ending --------------------------------------------------------------------------
+
+    def tools(self, agent_tools: Mapping[str, Tool]) -> dict[str, Tool]:
+        if not self.spec.keeps_tools:
+            return {self.tool_name: self.tool}
+        return {**agent_tools, self.tool_name: self.tool}
+
+    def tool_choice(self) -> ToolChoice:
+        return "auto" if self.spec.keeps_tools else NamedToolChoice(self.tool_name)
+
+    def after_text(self, text: str) -> TurnOutcome:
         """The model answered in text: one nudge, then the run ends with ``prose``."""
         if self.nudged:
             self.failure = "prose"
-            return None
+            return Stopped(StopCause.NO_OUTPUT)
         self.nudged = True
-        return NUDGE.format(tool=self.tool_name)
+        return RunAgain(say=NUDGE.format(tool=self.tool_name))
+
+    def after_calls(self) -> TurnOutcome:
+        if self.succeeded:
+            return Final("")
+        if self.failure is not None:
+            return Stopped(StopCause.NO_OUTPUT, text="")
+        return RunAgain()
+
+    def ends_with(self, calls: Sequence[ToolCall]) -> bool:
+        return any(c.name == self.tool_name for c in calls)
 
 
 def _validation_message(error: Exception) -> str:
@@ -183,10 +214,6 @@ def _validation_message(error: Exception) -> str:
             (".".join(str(x) for x in i["loc"]) + ": " if i["loc"] else "") + str(i["msg"])
             for i in items[:5])
     return str(error)
-
-
-async def _never_called(arguments: dict[str, Any], ctx: ToolContext) -> Any:
-    raise TetherError("the answering tool is handled by the loop, never run")
 
 
 class PreparedRun:
@@ -217,11 +244,13 @@ class PreparedRun:
 
         if self._plan is not None:
             raise TetherError("a PreparedRun runs once; prepare another for a new run")
-        self._plan = OutputPlan(self.reservation, self.agent.output_retries)
+        from tether.agent import run_events
+
+        self._plan = OutputPlan(self.reservation, self.agent.settings.output_retries)
         if self._empty_prompt():
             return
-        async for event in self.agent.stream(self.prompt, conversation=self.conversation,
-                                             _output=self._plan):
+        async for event in run_events(self.agent, self.prompt, conversation=self.conversation,
+                                      ending=self._plan):
             if isinstance(event, RunFinished) and not event.path:
                 self._result = event.result
             yield event
@@ -237,15 +266,13 @@ class PreparedRun:
         assert plan is not None and result is not None
         if plan.succeeded:
             return OutputReport(plan.value, result)
-        raise _failure(plan, result, self.agent.max_turns)
+        raise _failure(plan, result, self.agent.settings.max_turns)
 
     def _empty_prompt(self) -> bool:
         return isinstance(self.prompt, str) and not self.prompt.strip()
 
 
 def _failure(plan: OutputPlan, result: RunResult, max_turns: int) -> OutputFailure:
-    from tether.result import StopCause
-
     if result.stop_cause is StopCause.ERROR:
         error = result.error
         return OutputFailure("provider", f"the provider failed: {error}", result=result,

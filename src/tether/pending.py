@@ -173,13 +173,35 @@ class PendingState:
                                                    if k != "pending"})
         except (KeyError, TypeError, ValueError) as e:
             raise PendingStateError(f"the saved conversation cannot be read: {e}") from None
-        calls = calls_from_dict(d, conversation.pending_calls)
+        calls = calls_from_dict(d, conversation.unanswered_calls)
         conversation.pending = list(calls)
         return cls(calls, conversation, int(d["version"]))
 
     def check_decisions(self, decisions: Decisions) -> None:
         """Raise ``PendingStateError`` unless ``decisions`` answers exactly these calls."""
         check_decisions(self.calls, decisions)
+
+
+def paused_calls(conversation: Conversation) -> list[PendingCall]:
+    """The calls a paused conversation waits on, each at its position in the paused turn.
+
+    A conversation saved without them (by an older tether) waits on every unanswered call.
+    """
+    from tether.conversation import PendingCall
+
+    unanswered = conversation.unanswered_calls
+    if not unanswered:
+        return []
+    if conversation.pending:
+        return list(place_calls(conversation.pending, unanswered))
+    calls = []
+    for position, call in enumerate(unanswered):
+        try:
+            arguments = call.parsed_arguments()
+        except ValueError:
+            arguments = call.arguments
+        calls.append(PendingCall(call.id, call.name, arguments, "needs_approval", "", position))
+    return calls
 
 
 def bind_decisions(
@@ -222,7 +244,7 @@ def bind_decisions(
         assert call.position is not None
         if call.position in bound:
             raise PendingStateError(f"two decisions answer pending call {_describe(call)}")
-        if decision.scope == "defer":
+        if decision.verdict == "defer":
             raise PendingStateError(f"a decision cannot be defer ({_key(key)}): allow or deny "
                                     f"the call, or leave it out to ask the approver again")
         bound[call.position] = (call, decision)

@@ -9,8 +9,12 @@ from typing import Any
 from tether import events as ev
 from tether.conversation import Conversation, PendingCall
 from tether.errors import TetherError
+from tether.events import ToolStatus
 from tether.messages import Message, Usage, usage_to_dict
+from tether.settings import Prices
 from tether.trust import Taint
+
+__all__ = ["Prices", "RunResult", "StopCause", "ToolCallRecord"]
 
 
 class StopCause(StrEnum):
@@ -27,18 +31,6 @@ class StopCause(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Prices:
-    """USD per million tokens, for ``max_cost_usd`` and ``RunResult.cost_usd``."""
-
-    input_per_mtok: float = 0.0
-    output_per_mtok: float = 0.0
-
-    def cost(self, usage: Usage) -> float:
-        return (usage.input_tokens * self.input_per_mtok
-                + usage.output_tokens * self.output_per_mtok) / 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
 class ToolCallRecord:
     """What became of one tool call: ``status`` is ok, error, denied, blocked, unknown_tool
     or invalid_args."""
@@ -46,7 +38,7 @@ class ToolCallRecord:
     call_id: str
     name: str
     input: Any
-    status: str
+    status: ToolStatus
     output: str
 
     @property

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from tether import events as ev
 from tether.errors import ConfigError
-from tether.tools import Tool, ToolContext, ToolOutput, ToolSpec
+from tether.tools import RunScope, Tool, ToolContext, ToolOutput, ToolSpec, collect_tools
 from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities
 
 if TYPE_CHECKING:
     from tether.agent import Agent
     from tether.providers.base import Provider
+    from tether.settings import AgentSettings
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -74,12 +75,18 @@ class SubagentProfile:
     def shape(self) -> AnswerShape | None:
         return self.answer_shape if isinstance(self.answer_shape, AnswerShape) else None
 
+    def child_settings(self, parent: AgentSettings) -> AgentSettings:
+        """The child's settings: the parent's, with this profile's changes. Everything else
+        (budgets and prices, timeouts, permission mode, security, workspace) is the
+        parent's, so nothing can be forgotten on the way down."""
+        return parent.replace(system_prompt=self.system_prompt, max_turns=self.max_turns)
+
 
 def delegation_tools(profiles: Sequence[SubagentProfile], parent: Agent) -> list[Delegations]:
-    """The delegation tools of ``profiles`` as one tool source, checked against the
+    """The delegation tools of ``profiles`` as one toolset, checked against the
     parent's tools as they are now (tools of MCP servers are checked when they run)."""
     registry = parent.tools
-    dynamic = any(not isinstance(s, Tool) for s in parent._sources)
+    dynamic = any(not isinstance(s, Tool) for s in parent.toolsets)
     names = {p.name for p in profiles}
     for profile in profiles:
         if profile.name in registry:
@@ -126,17 +133,9 @@ class Delegations:
 
     def others(self) -> dict[str, Tool]:
         """The parent's tools other than these delegations, as ``Agent.tools`` orders them
-        (its own tools first, then each source's)."""
-        out: dict[str, Tool] = {}
-        for source in self.parent._sources:
-            if isinstance(source, Tool):
-                out.setdefault(source.name, source)
-        for source in self.parent._sources:
-            if source is self or isinstance(source, Tool):
-                continue
-            for t in source.tools():
-                out.setdefault(t.name, t)
-        return out
+        (its own tools first, then each toolset's)."""
+        tools, _ = collect_tools(t for t in self.parent.toolsets if t is not self)
+        return tools
 
     def reach(self, profile: SubagentProfile, registry: dict[str, Tool]) -> Capabilities:
         """What a delegation to ``profile`` can reach through its tools, sub-agents' too."""
@@ -175,7 +174,7 @@ def _delegation_tool(profile: SubagentProfile, caps: Capabilities, owner: Agent)
     from tether.tools import json_schema_validator
 
     return Tool(ToolSpec(profile.name, profile.description, schema), delegate, caps,
-                json_schema_validator(schema), source="subagent",
+                json_schema_validator(schema), origin="subagent",
                 read_only_hint=None)
 
 
@@ -183,13 +182,26 @@ async def run_subagent(
     profile: SubagentProfile, task: str, ctx: ToolContext, caps: Capabilities,
     *, owner: Agent | None = None,
 ) -> ToolOutput:
-    """Run ``profile``'s child on ``task``. ``owner`` is the agent the profile belongs to
-    (its tools are the child's to pick from); by default the agent running the call."""
-    from tether.agent import Agent
+    """Run ``profile``'s child on ``task``, inside the run of the call (``ctx.run``).
+
+    ``owner`` is the agent the profile belongs to: its tools are the child's to pick from,
+    its model and providers the child's to run on, its approver the child's; by default the
+    agent running the call. The child's settings are the delegating run's with the
+    profile's changes; its spend is counted in the delegating run's as it happens, so the
+    budgets of every run above it cover it (the child stops when one of them is spent)."""
+    from tether.agent import Agent, run_events
+    from tether.bounds import Spend
     from tether.conversation import Conversation
     from tether.result import StopCause
 
-    parent: Agent = owner if owner is not None else ctx.extras["agent"]
+    scope = ctx.run
+    if scope is None:
+        if owner is None:
+            raise ConfigError(f"subagent {profile.name!r}: run outside an agent's run, it "
+                              f"needs its owner (run_subagent(..., owner=agent))")
+        # A host calling the handler itself: a run of the owner's, with nothing above it.
+        scope = RunScope(owner, (ctx.call_id,), None, Spend(owner.settings))
+    parent: Agent = owner if owner is not None else scope.agent
     registry = parent.tools
     missing = [n for n in profile.tools if n not in registry]
     if missing:
@@ -202,22 +214,18 @@ async def run_subagent(
             f"{', '.join(sorted(registry)) or 'none'}.", is_error=True, from_outside=False)
     model = _child_model(profile, parent)
     tools = [registry[n] for n in profile.tools]
-    child = Agent(model, tools, profile.system_prompt, profile.max_turns,
-                  approver=parent.approver, security=parent.security,
-                  permission_mode=parent.permission_mode, workspace=parent.workspace,
-                  providers=parent.providers,
-                  approval_timeout_secs=parent.approval_timeout_secs,
-                  tool_timeout_secs=parent.tool_timeout_secs, temperature=parent.temperature)
+    child = Agent.from_settings(model, profile.child_settings(scope.agent.settings), tools,
+                                approver=parent.approver, providers=parent.providers)
     emit = ctx.emit
-    path = ctx.extras.get("path", (ctx.call_id,))
+    path = scope.path
     if emit is not None:
         await emit(ev.SubagentStarted(ctx.call_id, profile.name, task))
     # A fresh conversation, seeded with the parent's taint: delegating cannot launder it.
     conversation = Conversation(taint=ctx.taint)
     result = None
-    # An interrupt of the parent's run stops the child too.
-    async for event in child.stream(task, conversation=conversation, _path=path,
-                                    interrupt=ctx.extras.get("interrupt")):
+    # Within the parent's run: its path, its interrupt (which stops the child too), its
+    # spend (whose budgets the child's usage counts against as it happens).
+    async for event in run_events(child, task, conversation=conversation, within=scope):
         if isinstance(event, ev.RunFinished) and event.path == path:
             result = event.result
         if emit is not None:
@@ -235,6 +243,13 @@ async def run_subagent(
         content = (f"The sub-agent {profile.name} stopped at its bound (max_turns = "
                    f"{profile.max_turns}) before it answered.")
         trusted, why, is_error = not could_read_untrusted, "the child hit max_turns", True
+    elif result.stop_cause in (StopCause.OUTPUT_TOKEN_BUDGET, StopCause.COST_BUDGET):
+        budget = "output token" if result.stop_cause is StopCause.OUTPUT_TOKEN_BUDGET \
+            else "cost"
+        content = (f"The sub-agent {profile.name} stopped before it answered: the {budget} "
+                   f"budget of the run is spent.")
+        trusted, is_error = not could_read_untrusted, True
+        why = f"the child hit the {budget} budget"
     elif not raw.strip():
         content = f"The sub-agent {profile.name} finished without an answer."
         trusted, why, is_error = not could_read_untrusted, "the child gave no answer", True
@@ -255,7 +270,7 @@ async def run_subagent(
             why = "the child could read untrusted text and its profile vouches for nothing"
             content = raw
     if emit is not None:
-        await emit(ev.SubagentFinished(ctx.call_id, profile.name, str(result.stop_cause),
+        await emit(ev.SubagentFinished(ctx.call_id, profile.name, result.stop_cause,
                                        trusted, why, result.usage))
     # The child's real exposure joins the parent's, whatever the answer: its private and its
     # untrusted taint. A shaped answer earns trust for its *value* (the result is marked
@@ -264,9 +279,10 @@ async def run_subagent(
     # this; they never subtract from it.)
     # Seam for structured output in sub-agents: a profile's output schema would run the
     # child with ``child.prepare(task, output=...)`` here and vouch for the parsed value.
+    # Its usage is counted already: the child's spend was counted in the parent's as it
+    # happened (the result's usage says it again, for the SubagentFinished event).
     exposure = result.taint
-    return ToolOutput(content, is_error=is_error, from_outside=not trusted, usage=result.usage,
-                      taint=exposure)
+    return ToolOutput(content, is_error=is_error, from_outside=not trusted, taint=exposure)
 
 
 def _child_model(profile: SubagentProfile, parent: Agent) -> Provider:
@@ -278,9 +294,10 @@ def _child_model(profile: SubagentProfile, parent: Agent) -> Provider:
                 f"configured: {', '.join(sorted(parent.providers)) or 'none'}")
         model = parent.providers[profile.provider]
     if profile.model is not None and profile.model != model.model:
-        with_model = getattr(model, "with_model", None)
-        if with_model is None:
+        from tether.providers.base import SwitchesModel
+
+        if not isinstance(model, SwitchesModel):
             raise ConfigError(f"subagent {profile.name!r}: provider {model.name} cannot switch "
                               f"model to {profile.model!r}")
-        model = with_model(profile.model)
+        model = model.with_model(profile.model)
     return model

@@ -7,25 +7,30 @@ sub-agent), has this one shape, so the agent loop passes all of them through one
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, overload, runtime_checkable
 
 from tether.errors import ToolError
 from tether.threads import in_daemon_thread
 from tether.trust import NO_CAPABILITIES, Capabilities, SecurityConfig, Taint
 
 if TYPE_CHECKING:
+    from tether.agent import Agent
+    from tether.bounds import Spend
     from tether.events import Event
     from tether.messages import Usage
 
 __all__ = [
     "ArgumentError",
     "Capabilities",
+    "ManagedToolset",
+    "RunScope",
     "Tool",
     "ToolContext",
     "ToolOutput",
@@ -124,10 +129,33 @@ class ToolOutput:
     taint: Taint | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RunScope:
+    """The run a tool call belongs to: what a tool that runs an agent of its own (a
+    delegation) needs to run it inside this one.
+
+    ``agent`` is the agent running the call (its settings, approver, model and providers);
+    ``path`` names the delegating calls down to this one, outermost first, this call's id
+    last; ``interrupt`` stops this run (and should stop what the tool runs); ``spend`` is
+    what this run has spent, chained to the runs above it: a child's ``Spend`` is made
+    under it, so the budgets of every run above cover the child's usage as it happens.
+    """
+
+    agent: Agent
+    path: tuple[str, ...]
+    interrupt: asyncio.Event | None
+    spend: Spend
+
+
 @dataclass(slots=True)
 class ToolContext:
     """What a running tool may know about its call. Declare a parameter of this type in a
-    ``@tool`` function to receive it; it is not part of the model-visible schema."""
+    ``@tool`` function to receive it; it is not part of the model-visible schema.
+
+    ``workspace`` and ``security`` are the running agent's; ``emit`` hands an event to the
+    run's listener (a sub-agent's events travel this way); ``run`` is the run the call
+    belongs to, everything delegation needs (``None`` when a host calls a handler itself).
+    Every field is typed: there is no bag of untyped extras to fish things out of."""
 
     call_id: str
     tool_name: str
@@ -135,14 +163,19 @@ class ToolContext:
     workspace: Path
     security: SecurityConfig
     emit: Callable[[Event], Awaitable[None]] | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    run: RunScope | None = None
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
 Validator = Callable[[Any], dict[str, Any]]
+Correction = Callable[[str], str]
+
+# Where a tool comes from: "python", "builtin", "mcp", "subagent", "output" (the answering
+# tool of structured output), or a host's own word.
+ToolOrigin: TypeAlias = str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Tool:
     """A callable tool: spec + capabilities + validator + async handler.
 
@@ -150,22 +183,69 @@ class Tool:
     ``read_only`` overrides the derived rule (not destructive and no approval needed);
     MCP tools set it from ``readOnlyHint`` only. ``spec_from_outside`` says the spec (name,
     title, description, schema) was written by someone not trusted (an untrusted MCP
-    server): offering the tool shows the model untrusted text.
+    server): offering the tool shows the model untrusted text. ``origin`` is the kind of
+    place it comes from, ``server`` the MCP server that offers it. ``on_invalid``, when
+    set, words what the model is told when a call's arguments are invalid (given the
+    error); otherwise the gate's standard correction is.
+
+    ``source`` and ``source_name`` are the old names of ``origin`` and ``server``: still
+    accepted as keyword arguments, and readable.
     """
 
     spec: ToolSpec
     handler: Handler
-    capabilities: Capabilities = NO_CAPABILITIES
-    validator: Validator | None = None
-    cache_approval: bool = True
-    source: str = "python"
-    read_only_hint: bool | None = None
-    source_name: str | None = None
-    spec_from_outside: bool = False
+    capabilities: Capabilities
+    validator: Validator | None
+    cache_approval: bool
+    origin: ToolOrigin
+    read_only_hint: bool | None
+    server: str | None
+    spec_from_outside: bool
+    on_invalid: Correction | None
+
+    def __init__(
+        self,
+        spec: ToolSpec,
+        handler: Handler,
+        capabilities: Capabilities = NO_CAPABILITIES,
+        validator: Validator | None = None,
+        cache_approval: bool = True,
+        origin: ToolOrigin = "python",
+        read_only_hint: bool | None = None,
+        server: str | None = None,
+        spec_from_outside: bool = False,
+        on_invalid: Correction | None = None,
+        *,
+        source: ToolOrigin | None = None,
+        source_name: str | None = None,
+    ) -> None:
+        # Frozen: set once, here. The old keyword names win when given (dataclasses.replace
+        # passes the new ones too).
+        put = object.__setattr__
+        put(self, "spec", spec)
+        put(self, "handler", handler)
+        put(self, "capabilities", capabilities)
+        put(self, "validator", validator)
+        put(self, "cache_approval", cache_approval)
+        put(self, "origin", source if source is not None else origin)
+        put(self, "read_only_hint", read_only_hint)
+        put(self, "server", source_name if source_name is not None else server)
+        put(self, "spec_from_outside", spec_from_outside)
+        put(self, "on_invalid", on_invalid)
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def source(self) -> ToolOrigin:
+        """The old name of ``origin``."""
+        return self.origin
+
+    @property
+    def source_name(self) -> str | None:
+        """The old name of ``server``."""
+        return self.server
 
     @property
     def needs_approval(self) -> bool:
@@ -197,12 +277,12 @@ class Tool:
         title: str | None = None,
         needs_approval: bool = False,
         capabilities: Capabilities = NO_CAPABILITIES,
-        source: str = "python",
+        origin: ToolOrigin = "python",
         **kw: Any,
     ) -> Tool:
         """A tool declared by a raw JSON Schema, validated with ``jsonschema``."""
         spec = ToolSpec(name, description, schema, title, needs_approval)
-        return cls(spec, handler, capabilities, json_schema_validator(schema), source=source,
+        return cls(spec, handler, capabilities, json_schema_validator(schema), origin=origin,
                    **kw)
 
 
@@ -211,6 +291,51 @@ class Toolset(Protocol):
     """A source of tools that may change over time (an MCP server, a filtered set)."""
 
     def tools(self) -> Sequence[Tool]: ...
+
+
+@runtime_checkable
+class ManagedToolset(Toolset, Protocol):
+    """A toolset with a lifetime (an MCP server): ``async with agent`` starts it and
+    closes it. ``start()`` may return ``Notice`` events (it did not start, a tool was left
+    out); ``started`` says whether its tools are there; ``name`` names it in notices."""
+
+    name: str
+
+    @property
+    def started(self) -> bool: ...
+
+    async def start(self) -> Sequence[Event] | None: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Clash:
+    """A tool left out because an earlier one has its name; ``toolset`` offered it."""
+
+    name: str
+    toolset: Toolset
+
+
+def collect_tools(sources: Iterable[Tool | Toolset]) -> tuple[dict[str, Tool], list[Clash]]:
+    """The tools of ``sources`` by name, as they are now: your own ``Tool``s first, then
+    each toolset's in order; the first tool of a name keeps it. Also the clashes (a later
+    tool of a taken name), which must never be silent: the caller reports them."""
+    sources = list(sources)
+    current: dict[str, Tool] = {}
+    for source in sources:
+        if isinstance(source, Tool):
+            current.setdefault(source.name, source)
+    clashes: list[Clash] = []
+    for source in sources:
+        if isinstance(source, Tool):
+            continue
+        for t in source.tools():
+            if t.name not in current:
+                current[t.name] = t
+            elif current[t.name] is not t:
+                clashes.append(Clash(t.name, source))
+    return current, clashes
 
 
 def json_schema_validator(schema: dict[str, Any]) -> Validator:
@@ -355,7 +480,7 @@ def _tool_from_function(
 
     spec = ToolSpec(tool_name, description if description is not None else summary, schema,
                     title, needs_approval)
-    return Tool(spec, handler, capabilities, validate, cache_approval, source="python")
+    return Tool(spec, handler, capabilities, validate, cache_approval, origin="python")
 
 
 def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:

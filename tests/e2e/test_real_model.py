@@ -36,7 +36,9 @@ from tether.tools import Tool
 ROOT = Path(__file__).resolve().parents[2]
 WEATHER = ROOT / "examples" / "weather.py"
 
-pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
+# One worker runs them all (pytest-xdist --dist loadgroup): they share one llama-server.
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session"),
+              pytest.mark.xdist_group("real_model")]
 
 
 def _toolchain_or_skip() -> None:

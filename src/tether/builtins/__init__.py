@@ -66,7 +66,7 @@ def select_builtins(enabled: Sequence[str] | None, disabled: Sequence[str] = ())
         raise ConfigError(f"tools: unknown built-in tool(s) {', '.join(map(repr, unknown))}; "
                           f"built-ins: {', '.join(sorted(registry))}")
     # Marked as built-ins so `tether tools` tells them apart from the user's own tools.
-    return [replace(registry[n](), source="builtin") for n in names if n not in set(disabled)]
+    return [replace(registry[n](), origin="builtin") for n in names if n not in set(disabled)]
 
 
 __all__ = [

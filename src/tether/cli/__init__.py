@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _reader_gone() -> None:
     """The reader of our output closed it early (``| head -1``). Whatever is still buffered
     goes nowhere: the streams are pointed at /dev/null, so the flush at interpreter exit
-    cannot fail again and print a traceback. Tool sources were closed on the way out."""
+    cannot fail again and print a traceback. Toolsets were closed on the way out."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         for stream in (sys.stdout, sys.stderr):

@@ -57,7 +57,7 @@ def entries(store: Any, count: int) -> list[dict[str, Any]]:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from tether.cli.sessions import store_for
+    from tether.cli.sessions import store_for, where
     from tether.display import json_dumps, literal, one_line
 
     store = store_for(args.workspace)
@@ -66,7 +66,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         print(json_dumps(logged, indent=2))
         return EXIT_OK
     if not logged:
-        print(literal(f"no runs logged in {store.path}"))
+        print(literal(f"no runs logged in {where(store)}"))
         return EXIT_OK
     for n, entry in enumerate(logged):
         if n:

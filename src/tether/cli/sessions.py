@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from tether.approval import Decision
     from tether.config import Config
     from tether.conversation import PendingCall
-    from tether.store import Session, SessionInfo, SQLiteStore
+    from tether.store import Session, SessionInfo, SessionStore, SQLiteStore
+    from tether.store.postgres import PostgresStore
 
 
 class SessionPaused(TetherError):
@@ -79,15 +80,25 @@ def add_cli(sub: Any) -> None:
 # --- shared helpers -------------------------------------------------------------------------
 
 
-def store_for(workspace: str) -> SQLiteStore:
-    """The store ``tether`` uses here: TETHER_STORE, [store] path, or the user's data dir."""
+def store_for(workspace: str) -> SessionStore:
+    """The store ``tether`` uses here: TETHER_STORE_URL or [store] url (PostgreSQL), else
+    TETHER_STORE, [store] path, or the user's data dir (SQLite)."""
     from tether.config import load_config
-    from tether.store import default_store_path, open_store
 
-    return open_store(default_store_path(load_config(workspace).store.path))
+    return configured_store(load_config(workspace))
 
 
-def prefer_session_provider(args: argparse.Namespace, store: SQLiteStore) -> None:
+def configured_store(cfg: Config) -> SessionStore:
+    """The store ``cfg`` chooses (the environment winning), opened once per process."""
+    from tether.store import default_store_path, default_store_url, open_store
+
+    url = default_store_url(cfg.store.url)
+    if url is not None:
+        return open_store(url=url)
+    return open_store(default_store_path(cfg.store.path))
+
+
+def prefer_session_provider(args: argparse.Namespace, store: SessionStore) -> None:
     """Continue a session on the provider it was created with, unless a flag says otherwise."""
     from tether.config import load_config
     from tether.store import SessionNotFound
@@ -103,7 +114,7 @@ def prefer_session_provider(args: argparse.Namespace, store: SQLiteStore) -> Non
 
 
 def open_session(args: argparse.Namespace, cfg: Config, session_id: str | None,
-                 store: SQLiteStore, title: str = "") -> Session:
+                 store: SessionStore, title: str = "") -> Session:
     """Session ``session_id`` (created with that id when new), or a new one."""
     from tether.store import Session
 
@@ -116,7 +127,7 @@ def open_session(args: argparse.Namespace, cfg: Config, session_id: str | None,
     return Session.create(store, **meta)
 
 
-def resolve_id(store: SQLiteStore, key: str) -> str:
+def resolve_id(store: SessionStore, key: str) -> str:
     """The id of the session ``key`` names: its whole id, or a prefix of exactly one id.
     A prefix several ids share is an error listing them; no match is ``SessionNotFound``."""
     from tether.store import SessionNotFound
@@ -134,15 +145,15 @@ def resolve_id(store: SQLiteStore, key: str) -> str:
                                            if len(matches) > 10 else "")
         raise SessionAmbiguous(f"{key!r} starts {len(matches)} session ids: {shown}; give "
                                f"more of the id")
-    raise SessionNotFound(f"no session {key!r} in {store.path} (`tether sessions list` shows "
+    raise SessionNotFound(f"no session {key!r} in {where(store)} (`tether sessions list` shows "
                           f"them)")
 
 
-def latest_session(store: SQLiteStore) -> str:
+def latest_session(store: SessionStore) -> str:
     """The id of the most recently updated session (``tether run -c``)."""
     infos = store.list(limit=1)
     if not infos:
-        raise ConfigError(f"there is no session to continue in {store.path}; run without -c "
+        raise ConfigError(f"there is no session to continue in {where(store)}; run without -c "
                           f"to start one")
     return infos[0].id
 
@@ -166,6 +177,11 @@ def session_for_run(args: argparse.Namespace, cfg: Config) -> Session:
     session = open_session(args, cfg, session_id, store, title=args.prompt)
     refuse_if_paused(session)
     return session
+
+
+def where(store: SessionStore) -> str:
+    """Where a store keeps its sessions, fit to print (a file, or a URL without password)."""
+    return str(getattr(store, "where", None) or type(store).__name__)
 
 
 def _when(ts: float) -> str:
@@ -199,9 +215,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(json_dumps([_info_dict(i) for i in infos], indent=2))
         return 0
     if not infos:
-        print(literal(f"no sessions in {store.path}"))
+        print(literal(f"no sessions in {where(store)}"))
         return 0
-    table = Table(title=plain(f"sessions ({store.path})"), title_justify="left")
+    table = Table(title=plain(f"sessions ({where(store)})"), title_justify="left")
     widest = max(len(literal(i.id)) for i in infos)
     for col in ("id", "updated", "model", "msgs", "taint", "last run", "title"):
         if col == "id":  # in full: an id is what the other commands take
@@ -309,7 +325,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
         else:
             missing.append(key)
     if missing:
-        _error(f"no session {', '.join(missing)} in {store.path}")
+        _error(f"no session {', '.join(missing)} in {where(store)}")
     return 1 if missing or failed else 0
 
 
@@ -409,30 +425,46 @@ async def _continue(agent: Agent, session: Session,
     try:
         return await agent.resume(session, decisions)
     except ProviderError as e:  # resume raises where stream reports; the CLI reports alike
-        result: RunResult = e.result  # type: ignore[attr-defined]
-        return result
+        if e.result is None:
+            raise
+        return e.result
 
 
 # --- doctor ---------------------------------------------------------------------------------
 
 
 async def check_store(cfg: Config) -> list[tuple[bool, str, str]]:
-    """`tether doctor`: can the session store be opened and written?"""
-    from tether.store import SessionInfo, SQLiteStore, default_store_path, new_session_id
+    """`tether doctor`: can the configured session store be opened and written? Names the
+    store (a PostgreSQL URL without its password), its schema version and its sessions."""
+    from tether.store import SessionInfo, default_store_path, default_store_url, new_session_id
 
-    path = default_store_path(cfg.store.path)
     label = "session store"
     try:
-        with SQLiteStore(path, busy_timeout_ms=2000, retries=1) as store:
+        url = default_store_url(cfg.store.url)
+        opened: SQLiteStore | PostgresStore
+        if url is not None:
+            from tether.store.postgres import PostgresStore
+
+            opened = PostgresStore(url, connect_timeout=5, timeout=5, max_size=1)
+            kind = f"PostgreSQL {opened.server_version}"
+        else:
+            from tether.store import SQLiteStore
+
+            opened = SQLiteStore(default_store_path(cfg.store.path), busy_timeout_ms=2000,
+                                 retries=1)
+            kind = "SQLite"
+        with opened as store:
             probe = f"doctor-{new_session_id()}"
             store.create_session(SessionInfo(probe, 0.0, 0.0, title="tether doctor probe"))
             store.delete(probe)
             count = len(store.list(limit=100_000))
             version = store.schema_version
+            shown = where(store)
     except TetherError as e:
         return [(False, label, str(e))]
-    return [(True, label, f"{path} writable (schema v{version}, {count} session(s))")]
+    return [(True, label, f"{shown} ({kind}) writable (schema v{version}, {count} session(s))")]
 
 
-__all__ = ["SessionAmbiguous", "SessionPaused", "add_cli", "check_store", "latest_session",
-           "open_session", "resolve_id", "session_for_run"]
+__all__ = ["SessionAmbiguous", "SessionPaused", "add_cli", "check_store", "configured_store",
+           "latest_session", "open_session", "resolve_id", "session_for_run", "store_for",
+           "where"]

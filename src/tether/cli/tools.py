@@ -26,15 +26,17 @@ async def _tools(args: argparse.Namespace) -> int:
     agent, _ = make_agent(args, approver=None)
     async with agent:
         tools = list(agent.tools.values())
-    for notice in agent.start_notices:  # an MCP server that did not start, a skipped tool
+        clashes = agent.tool_clashes()
+    # An MCP server that did not start, a skipped tool, a tool another one's name hides.
+    for notice in [*agent.start_notices, *clashes]:
         error(notice.message)
     rows: list[dict[str, Any]] = [{
-        "name": t.name, "title": t.spec.display_name, "source": t.source,
+        "name": t.name, "title": t.spec.display_name, "source": t.origin,
         "capabilities": t.capabilities.flags(), "needs_approval": t.needs_approval,
         "read_only": t.read_only,
         # An MCP tool's server, and whether its own text (descriptions, titles) is trusted.
-        "server": t.source_name if t.source == "mcp" else None,
-        "server_trusted": (not t.spec_from_outside) if t.source == "mcp" else None,
+        "server": t.server if t.origin == "mcp" else None,
+        "server_trusted": (not t.spec_from_outside) if t.origin == "mcp" else None,
     } for t in tools]
     if args.json:
         from tether.display import json_dumps

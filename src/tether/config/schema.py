@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
+from tether.display import mask_url
 from tether.errors import ConfigError
 
 ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "gemini"]
@@ -111,7 +112,26 @@ class McpSection(_Strict):
 
 
 class StoreSection(_Strict):
+    """Where sessions live: a SQLite file (``path``, the default) or a PostgreSQL database
+    that many processes and machines share (``url = "postgresql://user@host:5432/db"``)."""
+
     path: str | None = None
+    url: str | None = Field(default=None, repr=False)  # it may hold a password
+
+    @model_validator(mode="after")
+    def _one_store(self) -> StoreSection:
+        if self.path is not None and self.url is not None:
+            raise ValueError("set path (a SQLite file) or url (a PostgreSQL database), not both")
+        if self.url is not None and not self.url.lower().startswith(("postgresql://",
+                                                                     "postgres://")):
+            # The value is not repeated: it may hold a password.
+            raise ValueError("url must be a PostgreSQL URL: postgresql://user@host:5432/db")
+        return self
+
+    @field_serializer("url", when_used="json")
+    def _masked(self, url: str | None) -> str | None:
+        # `tether config show` prints the JSON form: never a password.
+        return None if url is None else mask_url(url)
 
 
 class LocalSection(_Strict):

@@ -405,8 +405,8 @@ class McpServer:
         return Tool.from_schema(
             name, mcp_tool.description or "", dict(mcp_tool.input_schema), handler,
             title=title, needs_approval=flags.needs_approval, capabilities=flags.capabilities,
-            source="mcp", cache_approval=False, read_only_hint=flags.read_only,
-            source_name=self.name, spec_from_outside=not self.trusted)
+            origin="mcp", cache_approval=False, read_only_hint=flags.read_only,
+            server=self.name, spec_from_outside=not self.trusted)
 
     # --- calls and notifications ------------------------------------------------------------
 

@@ -106,6 +106,14 @@ class Provider(Protocol):
     async def aclose(self) -> None: ...
 
 
+@runtime_checkable
+class SwitchesModel(Protocol):
+    """A provider that can make a copy of itself on another model, sharing its transport
+    (``with_model``): a sub-agent profile's ``model`` needs one."""
+
+    def with_model(self, model: str) -> Provider: ...
+
+
 async def complete(provider: Provider, request: ModelRequest) -> ModelResponse:
     """Run one request to the end and return the response (for callers that want no deltas)."""
     async for chunk in provider.stream(request):

@@ -10,10 +10,12 @@ model response that was still streaming::
     session = Session.load(session_id)
     await agent.run("Now summarise them", session=session)   # same taint, never cleaner
 
-The storage behind it is a ``SessionStore``: a small protocol of plain JSON-ready values,
-so another backend (Postgres for several machines) can follow. ``SQLiteStore`` is the
-embedded default: one file under the user's data dir (``$XDG_DATA_HOME/tether/sessions.db``,
-else ``~/.local/share/tether/sessions.db``), or ``TETHER_STORE``, or ``[store] path``.
+The storage behind it is a ``SessionStore``: a small protocol of plain JSON-ready values.
+``SQLiteStore`` (``sqlite``) is the embedded default: one file under the user's data dir
+(``$XDG_DATA_HOME/tether/sessions.db``, else ``~/.local/share/tether/sessions.db``), or
+``TETHER_STORE``, or ``[store] path``. ``PostgresStore`` (``tether.store.postgres``, the
+``postgres`` extra) keeps them in one PostgreSQL database for many processes and machines:
+``TETHER_STORE_URL`` or ``[store] url``. ``open_store`` (``default``) picks between them.
 """
 
 from tether.store.base import (
@@ -25,6 +27,7 @@ from tether.store.base import (
     StoreError,
     new_session_id,
 )
+from tether.store.default import default_store_url, open_store
 from tether.store.session import Session
 from tether.store.sqlite import (
     MIGRATIONS,
@@ -32,7 +35,6 @@ from tether.store.sqlite import (
     SQLiteStore,
     default_store_path,
     migrate,
-    open_store,
 )
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "SessionStore",
     "StoreError",
     "default_store_path",
+    "default_store_url",
     "migrate",
     "new_session_id",
     "open_store",

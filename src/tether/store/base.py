@@ -1,7 +1,8 @@
 """What a session store holds and promises: the ``SessionStore`` protocol and its values.
 
 Values crossing the protocol are plain JSON-ready dicts, so a backend only stores
-documents: ``SQLiteStore`` (``tether.store.sqlite``) is the embedded default.
+documents: ``SQLiteStore`` (``tether.store.sqlite``) is the embedded default,
+``PostgresStore`` (``tether.store.postgres``) one database for many processes and machines.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from tether.trust import CLEAN, Taint
 
 
 class StoreError(TetherError):
-    """The session store cannot be opened, read or written; the message names the file."""
+    """The session store cannot be opened, read or written; the message names the file (or
+    the database, without its password)."""
 
 
 class SessionNotFound(StoreError):

@@ -16,7 +16,7 @@ from tether.store.base import (
     SessionStore,
     new_session_id,
 )
-from tether.store.sqlite import open_store
+from tether.store.default import open_store
 from tether.trust import CLEAN, Taint
 
 if TYPE_CHECKING:
@@ -133,20 +133,20 @@ class Session:
         if self._record.pending is not None:
             from tether.pending import calls_from_dict
 
-            conv.pending = list(calls_from_dict(self._record.pending, conv.pending_calls))
+            conv.pending = list(calls_from_dict(self._record.pending, conv.unanswered_calls))
         # A function, not the bound method: copy.deepcopy (dataclasses.asdict of a RunResult)
         # keeps a function as it is, but would copy the session, store and locks behind a
         # bound method, and fail.
         conv.on_append = lambda message, taint: self._on_append(message, taint)
         self._conversation = conv
-        if conv.pending_calls and self._record.pending is None:
+        if conv.unanswered_calls and self._record.pending is None:
             from tether.messages import Message, ToolResult
 
             conv.append(Message("tool", tuple(
                 ToolResult(c.id, c.name, "Interrupted: the process running this call stopped "
                            "before its result was recorded. It may or may not have run; check "
                            "before calling it again.", True, "trusted")
-                for c in conv.pending_calls)))
+                for c in conv.unanswered_calls)))
         return conv
 
     def _on_append(self, message: Message, taint: Taint) -> None:
@@ -182,7 +182,7 @@ class Session:
                 self._record, pending=pending, outcomes=[*self._record.outcomes, result.to_dict()])
             self._run_id = None
             return
-        if isinstance(event, ev.ApprovalDecided) and top and event.scope == "session" \
+        if isinstance(event, ev.ApprovalDecided) and top and event.verdict == "session" \
                 and self._conversation is not None:
             self.store.record_approvals(self.id, sorted(self._conversation.session_approvals))
         from tether.events import event_to_dict

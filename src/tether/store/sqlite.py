@@ -157,6 +157,7 @@ class SQLiteStore:
                  retries: int = 5) -> None:
         self.path = Path(path).expanduser()
         self.retries = retries
+        self.closed = False
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -192,6 +193,11 @@ class SQLiteStore:
     def schema_version(self) -> int:
         with self._lock:
             return _user_version(self._conn)
+
+    @property
+    def where(self) -> str:
+        """Where the sessions are, fit to print (the file's path)."""
+        return str(self.path)
 
     # --- transactions ---------------------------------------------------------------------
 
@@ -283,9 +289,14 @@ class SQLiteStore:
         now = time.time()
 
         def write(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO events (session_id, run_id, kind, event, created) "
-                         "VALUES (?, ?, ?, ?, ?)",
-                         (session_id, run_id, str(event.get("kind", "")), _dumps(event), now))
+            try:
+                conn.execute("INSERT INTO events (session_id, run_id, kind, event, created) "
+                             "VALUES (?, ?, ?, ?, ?)",
+                             (session_id, run_id, str(event.get("kind", "")), _dumps(event),
+                              now))
+            except sqlite3.IntegrityError:  # the foreign key: no such session
+                raise SessionNotFound(f"no session {session_id!r} in {self.path} "
+                                      f"(deleted?)") from None
 
         self._write(write)
 
@@ -319,6 +330,9 @@ class SQLiteStore:
 
     def record_approvals(self, session_id: str, tools: Sequence[str]) -> None:
         def write(conn: sqlite3.Connection) -> None:
+            if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() \
+                    is None:
+                raise SessionNotFound(f"no session {session_id!r} in {self.path} (deleted?)")
             conn.execute("DELETE FROM approvals WHERE session_id = ?", (session_id,))
             conn.executemany("INSERT INTO approvals (session_id, tool) VALUES (?, ?)",
                              [(session_id, t) for t in sorted(set(tools))])
@@ -403,6 +417,7 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            self.closed = True
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -420,21 +435,3 @@ def _dumps(value: Any) -> str:
 def _text(value: str) -> str:
     """A text column's value: a lone surrogate (SQLite stores UTF-8) written as ``\\udXXX``."""
     return value.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-_DEFAULT_STORES: dict[Path, SQLiteStore] = {}
-_DEFAULT_LOCK = threading.Lock()
-
-
-def open_store(path: str | Path | None = None) -> SQLiteStore:
-    """The SQLite store at ``path`` (default: ``default_store_path()``), opened once per
-    process and shared."""
-    resolved = Path(path).expanduser() if path is not None else default_store_path()
-    resolved = resolved.resolve()
-    with _DEFAULT_LOCK:
-        store = _DEFAULT_STORES.get(resolved)
-        if store is None:
-            store = _DEFAULT_STORES[resolved] = SQLiteStore(resolved)
-        return store
-
-

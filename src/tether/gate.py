@@ -1,0 +1,285 @@
+"""The gate: one verdict per tool call, each stage a small function.
+
+    lookup -> argument validation -> trifecta interlock -> permission mode -> approval
+
+``check`` runs the first four stages on one call and answers a ``Verdict``: ``Run`` it
+with these validated arguments, ``Refuse`` it (a status and a text for the model), or
+``Ask`` the approver (with the reason). ``decide`` answers an ``Ask``: the host's decision
+when the call is a resumed one, the session's approvals, the permission mode, else the
+approver; it ends in ``Run``, ``Refuse`` or ``Defer`` (the approver will answer later).
+
+A call is known by its position in the turn, never by its id: ids are whatever the model
+or a server wrote, and two calls may claim the same one. Every stage reads a ``TurnView``
+(the tools, the taint, which positions are armed sends) and returns what it decided with
+the events that say so; nothing here runs a tool or changes a conversation, except that a
+call allowed "for this session" joins the session's approvals.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from tether import events as ev
+from tether.approval import (
+    ApprovalReason,
+    ApprovalRequest,
+    Approver,
+    DecidedBy,
+    Decision,
+    PermissionMode,
+    ask,
+)
+from tether.conversation import PendingCall
+from tether.events import ToolStatus
+from tether.messages import ToolCall
+from tether.tools import ArgumentError, Tool
+from tether.trust import SecurityConfig, Taint, armed_calls, forecast
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Run the call with these validated arguments."""
+
+    tool: Tool
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """Do not run the call; ``text`` is its result, for the model."""
+
+    status: ToolStatus
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """Ask the approver before the call runs, for ``reason`` (said in ``explanation``)."""
+
+    tool: Tool
+    arguments: dict[str, Any]
+    reason: ApprovalReason
+    explanation: str
+
+
+@dataclass(frozen=True, slots=True)
+class Defer:
+    """The approver will answer later: the run pauses with this call pending."""
+
+    pending: PendingCall
+
+
+Verdict: TypeAlias = Run | Refuse | Ask | Defer
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A stage's verdict and the events that record it, in order."""
+
+    verdict: Verdict
+    events: tuple[ev.Event, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnView:
+    """What the gate knows of one turn: its tools, the conversation's taint, the turn's
+    forecast, and which calls (by position) are armed sends."""
+
+    tools: Mapping[str, Tool]
+    taint: Taint
+    forecast: Taint
+    armed: Mapping[int, bool]
+    security: SecurityConfig
+    permission_mode: PermissionMode
+
+
+def view_turn(calls: Sequence[ToolCall], tools: Mapping[str, Tool], taint: Taint,
+              security: SecurityConfig, permission_mode: PermissionMode) -> TurnView:
+    """The turn as the gate sees it. The interlock looks at every known call of the turn at
+    once (a read and a send in one turn cannot slip through one by one)."""
+    known = [i for i, c in enumerate(calls) if c.name in tools]
+    capabilities = [tools[calls[i].name].capabilities for i in known]
+    armed = dict(zip(known, armed_calls(taint, capabilities), strict=True))
+    return TurnView(tools, taint, forecast(taint, capabilities), armed, security,
+                    permission_mode)
+
+
+# --- the stages --------------------------------------------------------------------------
+
+
+def look_up(call: ToolCall, turn: TurnView) -> Tool | Refuse:
+    """1. The tool the call names, among the turn's."""
+    tool = turn.tools.get(call.name)
+    if tool is not None:
+        return tool
+    available = ", ".join(sorted(turn.tools)) or "none"
+    return Refuse("unknown_tool", f"Error: there is no tool named {call.name!r}. "
+                                  f"Available tools: {available}.")
+
+
+def validate(call: ToolCall, tool: Tool) -> dict[str, Any] | Refuse:
+    """2. The arguments as the tool's validator shapes them, or a correction for the model
+    (worded by the tool, if it words its own: the answering tool of structured output)."""
+    try:
+        return tool.validate(call.parsed_arguments())
+    except ValueError as e:  # json's errors and ArgumentError are both ValueErrors
+        if tool.on_invalid is not None:
+            return Refuse("invalid_args", tool.on_invalid(str(e)))
+        what = ("the arguments are not valid JSON" if not isinstance(e, ArgumentError)
+                else "the arguments do not match the tool's schema")
+        return Refuse("invalid_args", f"Error: {what}: {e}. Call {call.name} again with "
+                                      f"corrected arguments.")
+
+
+_LEAK = ("this call can send data out, and the conversation holds private data and "
+         "untrusted text, so it could leak the private data")
+
+
+def interlock(call: ToolCall, position: int, tool: Tool, arguments: dict[str, Any],
+              turn: TurnView) -> Checked:
+    """3. The trifecta check: an armed send is refused, asked about, or waived, as
+    ``security.trifecta`` says. Other calls pass (``Run``)."""
+    if not turn.armed.get(position, False):
+        return Checked(Run(tool, arguments))
+    policy = turn.security.trifecta
+    if policy == "block":
+        return Checked(
+            Refuse("blocked", f"Blocked by policy: {_LEAK}. It was not run. To allow such "
+                              f"calls, set security.trifecta = \"ask\" (a person decides) or "
+                              f"\"allow\"; or do this step in a fresh conversation without "
+                              f"the untrusted text."),
+            (ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy, _LEAK),))
+    if policy == "ask":
+        return Checked(
+            Ask(tool, arguments, "trifecta", f"Trifecta check: {_LEAK}."),
+            (ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy,
+                                _LEAK + "; asking the approver"),))
+    return Checked(Run(tool, arguments),
+                   (ev.TrifectaWaived(call.id, call.name, turn.forecast, _LEAK),))
+
+
+def permit(call: ToolCall, passed: Run | Ask, turn: TurnView) -> Checked:
+    """4. The permission mode, and the tool's own need for approval: read-only mode refuses
+    a tool that can change things; a gated tool is asked about."""
+    tool = passed.tool
+    if turn.permission_mode == "read-only" and not tool.read_only:
+        return Checked(
+            Refuse("denied", f"Blocked by policy: {tool.spec.display_name} can change things "
+                             f"and the agent runs in read-only mode. It was not run."),
+            (ev.ApprovalDecided(call.id, call.name, False, "deny", "permission_mode",
+                                "read-only mode"),))
+    if isinstance(passed, Run) and tool.needs_approval:
+        return Checked(Ask(tool, passed.arguments, "needs_approval",
+                           f"{tool.spec.display_name} needs approval before it runs."))
+    return Checked(passed)
+
+
+def check(call: ToolCall, position: int, turn: TurnView) -> Checked:
+    """The verdict on one call of ``turn`` (at ``position``): ``Run``, ``Refuse`` or
+    ``Ask``, with the events of every stage it passed."""
+    tool = look_up(call, turn)
+    if isinstance(tool, Refuse):
+        return Checked(tool)
+    arguments = validate(call, tool)
+    if isinstance(arguments, Refuse):
+        return Checked(arguments)
+    interlocked = interlock(call, position, tool, arguments, turn)
+    if not isinstance(interlocked.verdict, Run | Ask):
+        return interlocked
+    permitted = permit(call, interlocked.verdict, turn)
+    return Checked(permitted.verdict, interlocked.events + permitted.events)
+
+
+# --- approval ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Asking:
+    """Who answers an ``Ask``, and how: the approver (None: nobody to ask), the permission
+    mode, how long the approver is waited for, and the session's approvals (tools a person
+    allowed for the session; an allow "for this session" adds to them)."""
+
+    approver: Approver | None
+    permission_mode: PermissionMode
+    timeout_secs: float | None
+    session_approvals: set[str]
+
+
+async def decide(
+    call: ToolCall, position: int, asked: Ask, asking: Asking, taint: Taint,
+    given: Decision | None = None,
+) -> AsyncIterator[ev.Event | Run | Refuse | Defer]:
+    """Yields the approval events and, last, the verdict. ``given`` is a host's decision
+    for exactly this call (a resumed run, see ``given_decision``)."""
+    tool, arguments, reason = asked.tool, asked.arguments, asked.reason
+    by: DecidedBy
+    if given is not None:
+        decision, by = given, "approver"
+    elif reason == "needs_approval" and call.name in asking.session_approvals:
+        decision, by = Decision.allow(), "session_cache"
+    elif reason == "needs_approval" and asking.permission_mode == "allow":
+        decision, by = Decision.allow(), "permission_mode"
+    elif asking.approver is None:
+        how = ("set security.trifecta = \"allow\" to waive the check, or run with an "
+               "approver" if reason == "trifecta" else
+               "run with an approver, or use permission_mode=\"allow\" (tether run --yes)")
+        decision, by = Decision.deny(
+            f"Blocked by policy: {tool.spec.display_name} needs approval and there is "
+            f"nobody to ask. It was not run. To allow it, {how}."), "policy"
+    else:
+        request = ApprovalRequest(call.id, call.name, tool.spec.display_name, arguments,
+                                  reason, asked.explanation, taint, tool.capabilities,
+                                  tool.cache_approval)
+        yield ev.ApprovalRequested(call.id, call.name, tool.spec.display_name, arguments,
+                                   reason, taint)
+        decision, by = await ask(asking.approver, request, asking.timeout_secs)
+        if decision.verdict == "deny":
+            said = decision.reason or "no reason given"
+            # An approver that failed or timed out did not refuse: the gate failed closed.
+            who = "Denied by the user" if by == "approver" else "Blocked by policy"
+            decision = Decision.deny(f"{who}: {said}. {tool.spec.display_name} was not run.")
+    if decision.verdict == "session" and reason == "needs_approval" and tool.cache_approval:
+        asking.session_approvals.add(call.name)
+    yield ev.ApprovalDecided(call.id, call.name, decision.allowed, decision.verdict, by,
+                             decision.reason)
+    if decision.verdict == "defer":
+        yield Defer(PendingCall(call.id, call.name, arguments, reason, asked.explanation,
+                                position))
+    elif not decision.allowed:
+        yield Refuse("denied", decision.reason or "denied")
+    else:
+        yield Run(tool, arguments)
+
+
+def given_decision(
+    given: tuple[PendingCall, Decision] | None, call: ToolCall, asked: Ask,
+) -> Decision | ev.Notice | None:
+    """A host's decision, if it answers this very call: the pending call it was made for
+    has this call's id, tool, arguments and reason for asking. Otherwise a Notice saying it
+    was not applied (the call is then asked about as if no decision had been given)."""
+    if given is None:
+        return None
+    pending, decision = given
+    same = pending.call_id == call.id and pending.tool == call.name \
+        and pending.reason == asked.reason \
+        and same_arguments(asked.tool, pending.arguments, asked.arguments)
+    if same:
+        return decision
+    return ev.Notice("warning", f"the decision given for pending call {pending.call_id} "
+                                f"({pending.tool}) was not applied: the call in its place is "
+                                f"{call.name} with other arguments or another reason to ask; "
+                                f"it is asked about anew", source="approval")
+
+
+def same_arguments(tool: Tool, decided: Any, arguments: dict[str, Any]) -> bool:
+    """Whether the arguments a decision was made for are the ones that would run. Both are
+    compared as the tool's validator shapes them (a saved state holds them as JSON)."""
+    if decided == arguments:
+        return True
+    try:
+        return tool.validate(copy.deepcopy(decided)) == arguments
+    except ValueError:
+        return False

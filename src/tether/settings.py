@@ -1,0 +1,111 @@
+"""An agent's settings: its bounds, budgets, timeouts, permission mode and prices, one value.
+
+``AgentSettings`` is frozen: an ``Agent`` holds one, a sub-agent's is made from its parent's
+with the profile's changes (``dataclasses.replace``), so a setting cannot be forgotten on the
+way down. ``Agent(...)``'s keyword arguments build it; ``agent.settings`` is it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+from tether.approval import PERMISSION_MODES, PermissionMode
+from tether.errors import ConfigError
+from tether.trust import SecurityConfig
+
+if TYPE_CHECKING:
+    from tether.messages import Usage
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """USD per million tokens, for ``max_cost_usd`` and ``RunResult.cost_usd``."""
+
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+
+    def cost(self, usage: Usage) -> float:
+        return (usage.input_tokens * self.input_per_mtok
+                + usage.output_tokens * self.output_per_mtok) / 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """Everything that bounds and governs an agent's runs, checked when it is made.
+
+    - ``max_turns``: model turns per run; ``max_output_tokens``, ``max_cost_usd`` (at
+      ``prices``): budgets per run, which cover the usage of the sub-agents it delegates to.
+    - ``permission_mode``: ``ask`` (the approver decides), ``allow`` (gated calls run),
+      ``read-only`` (only read-only tools run). ``security``: the trifecta policy and
+      the limits on results.
+    - ``approval_timeout_secs``, ``tool_timeout_secs``: how long an approver and a tool are
+      waited for (``None``: for ever).
+    - ``system_prompt``, ``temperature``: what every request carries; ``output_retries``:
+      corrections a structured answer gets; ``workspace``: where the file tools work.
+    """
+
+    system_prompt: str | None = None
+    max_turns: int = 40
+    max_output_tokens: int | None = None
+    max_cost_usd: float | None = None
+    prices: Prices | None = None
+    permission_mode: PermissionMode = "ask"
+    security: SecurityConfig = field(default_factory=SecurityConfig)
+    workspace: Path = field(default_factory=Path)
+    approval_timeout_secs: float | None = 300.0
+    tool_timeout_secs: float | None = 600.0
+    temperature: float | None = None
+    output_retries: int = 2
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ConfigError(f"max_turns must be at least 1, not {self.max_turns}")
+        if self.permission_mode not in PERMISSION_MODES:
+            raise ConfigError(
+                f"permission_mode must be one of {', '.join(PERMISSION_MODES)}, "
+                f"not {self.permission_mode!r}"
+            )
+        if self.max_cost_usd is not None and self.prices is None:
+            raise ConfigError("max_cost_usd needs the model's prices (prices=Prices(...), or "
+                              "[providers.NAME.prices] in tether.toml)")
+        # Resolved once, here: a relative workspace means the directory it was made in.
+        object.__setattr__(self, "workspace", Path(self.workspace).resolve())
+
+    def replace(self, **changes: Any) -> AgentSettings:
+        """A copy with ``changes``, checked like the original."""
+        return dataclasses.replace(self, **changes)
+
+
+class Setting(Generic[T]):
+    """An attribute of the owner that reads (and replaces) one field of its ``settings``:
+    ``agent.max_turns`` is ``agent.settings.max_turns``; assigning it makes a new settings
+    value (checked as any), never a changed one."""
+
+    name: str
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> Setting[T]: ...
+
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> T: ...
+
+    def __get__(self, obj: object | None, objtype: type | None = None) -> T | Setting[T]:
+        if obj is None:
+            return self
+        value: T = getattr(obj.settings, self.name)  # type: ignore[attr-defined]
+        return value
+
+    def __set__(self, obj: object, value: T) -> None:
+        settings: AgentSettings = obj.settings  # type: ignore[attr-defined]
+        obj.settings = settings.replace(**{self.name: value})  # type: ignore[attr-defined]
+
+
+__all__ = ["AgentSettings", "Prices"]

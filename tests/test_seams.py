@@ -1,0 +1,287 @@
+"""The seams between the loop and what it drives are typed: protocols that name every
+method the loop calls, Literal types for closed sets, typed fields instead of bags of
+extras, no private keyword arguments on public methods, and old names that keep working."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import tether
+from tether import (
+    Agent,
+    Conversation,
+    Decision,
+    Session,
+    SessionLike,
+    SQLiteStore,
+    Tool,
+    ToolContext,
+    tool,
+)
+from tether import events as ev
+from tether.approval import ApprovalRequest
+from tether.errors import OutputFailure, TetherError
+from tether.messages import Message, Text, Usage
+from tether.providers import Scripted, call
+from tether.providers.base import (
+    Completed,
+    ModelRequest,
+    ModelResponse,
+    Provider,
+    StreamChunk,
+)
+from tether.result import RunResult, StopCause
+from tether.tools import ManagedToolset, RunScope, Toolset
+
+
+@tool
+def ping() -> str:
+    """Ping."""
+    return "pong"
+
+
+# --- protocols that name every method the loop calls ---------------------------------------
+
+
+class BareProvider:
+    """Exactly what ``Provider`` names, nothing more: the loop needs nothing else."""
+
+    name = "bare"
+    model = "bare-1"
+
+    def __init__(self, replies: list[Message]) -> None:
+        self.replies = replies
+        self.closed = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        message = self.replies.pop(0)
+        stop = "tool_calls" if message.tool_calls else "end_turn"
+        yield Completed(ModelResponse(message, stop, Usage(1, 1, requests=1)))
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+class BareToolset:
+    """Exactly what ``ManagedToolset`` names, nothing more."""
+
+    def __init__(self) -> None:
+        self.name = "bare-tools"
+        self.running = False
+        self.closed = False
+
+    @property
+    def started(self) -> bool:
+        return self.running
+
+    async def start(self) -> Sequence[ev.Event] | None:
+        self.running = True
+        return None
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    def tools(self) -> Sequence[Tool]:
+        return [ping] if self.running else []
+
+
+def test_a_provider_with_only_the_protocols_methods_runs_an_agent() -> None:
+    model = BareProvider([Message("assistant", (call("ping").calls[0],)),
+                          Message("assistant", (Text("pong it is"),))])
+    assert isinstance(model, Provider)
+    agent = Agent(model, tools=[ping])
+    result = agent.run_sync("ping")
+    assert result.text == "pong it is" and model.closed == 1
+
+
+async def test_a_toolset_with_only_the_protocols_methods_is_started_offered_and_closed() -> None:
+    toolset = BareToolset()
+    assert isinstance(toolset, Toolset) and isinstance(toolset, ManagedToolset)
+    model = Scripted([call("ping"), "done"])
+    async with Agent(model, tools=[toolset]) as agent:
+        result = await agent.run("ping")
+    assert [r.status for r in result.tool_calls] == ["ok"]
+    assert model.tool_names_offered(0) == ["ping"]
+    assert toolset.closed
+
+
+class HostSession:
+    """A host's own session: what ``SessionLike`` names."""
+
+    def __init__(self) -> None:
+        self.conv = Conversation()
+        self.events: list[ev.Event] = []
+
+    def conversation(self) -> Conversation:
+        return self.conv
+
+    def record(self, event: ev.Event) -> None:
+        self.events.append(event)
+
+
+async def test_a_host_object_with_the_session_protocols_methods_is_a_session() -> None:
+    session = HostSession()
+    assert isinstance(session, SessionLike)
+    result = await Agent(Scripted(["hi"])).run("hello", session=session)
+    assert result.text == "hi"
+    assert isinstance(session.events[-1], ev.RunFinished)
+    assert [m.role for m in session.conv.messages] == ["user", "assistant"]
+
+
+def test_the_stored_session_is_session_like(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "s.db") as store:
+        assert isinstance(Session.create(store), SessionLike)
+    hints = typing.get_type_hints(Agent.run, vars(tether.agent))
+    assert hints["session"] == SessionLike | None
+
+
+# --- declared and typed -----------------------------------------------------------------
+
+
+def test_tether_error_declares_the_result_it_ended() -> None:
+    hints = typing.get_type_hints(TetherError, {"RunResult": RunResult})
+    assert hints["result"] == RunResult | None
+    assert TetherError("x").result is None
+
+
+def literal(tp: Any) -> set[Any]:
+    """The values of a Literal type (through an alias or an Optional)."""
+    if typing.get_origin(tp) is Literal:
+        return set(typing.get_args(tp))
+    return set().union(*(literal(a) for a in typing.get_args(tp)))
+
+
+def hints_of(cls: type) -> dict[str, Any]:
+    import tether.approval
+    import tether.messages
+
+    return typing.get_type_hints(cls, {**vars(tether.approval), **vars(tether.messages),
+                                       **vars(ev), "RunResult": RunResult,
+                                       "StopCause": StopCause})
+
+
+def test_closed_sets_are_literal_types() -> None:
+    assert literal(hints_of(ev.ToolFinished)["status"]) == {
+        "ok", "error", "denied", "blocked", "unknown_tool", "invalid_args"}
+    decided = hints_of(ev.ApprovalDecided)
+    assert literal(decided["verdict"]) == {"once", "session", "deny", "defer"}
+    assert literal(decided["by"]) == {"approver", "session_cache", "policy",
+                                      "permission_mode", "error", "timeout"}
+    assert literal(hints_of(ApprovalRequest)["reason"]) == {"needs_approval", "trifecta"}
+    assert literal(hints_of(Decision)["verdict"]) == {"once", "session", "deny", "defer"}
+    assert "end_turn" in literal(hints_of(ev.ModelResponded)["stop_reason"])
+    import tether.errors
+
+    failure = typing.get_type_hints(OutputFailure.__init__,
+                                    {**vars(tether.errors), "RunResult": RunResult})
+    assert literal(failure["reason"]) == {
+        "prose", "bound", "mismatch", "provider", "empty_prompt"}
+    assert {c.value for c in StopCause} >= {"completed", "max_turns", "paused", "error"}
+    assert hints_of(ev.SubagentFinished)["stop_cause"] is StopCause
+
+
+def test_a_tool_context_has_typed_fields_and_no_bag_of_extras() -> None:
+    fields = {f.name for f in dataclasses.fields(ToolContext)}
+    assert "extras" not in fields
+    assert "run" in fields
+    import tether.tools
+
+    hints = typing.get_type_hints(ToolContext, {**vars(tether.tools), "Event": ev.Event})
+    assert all(hint is not Any and typing.get_origin(hint) is not dict
+               for hint in hints.values())
+    assert {f.name for f in dataclasses.fields(RunScope)} == {"agent", "path", "interrupt",
+                                                               "spend"}
+
+
+async def test_a_tool_sees_the_run_it_belongs_to() -> None:
+    seen: list[tuple[ToolContext, int]] = []
+
+    @tool
+    def look(ctx: ToolContext) -> str:
+        """Look."""
+        assert ctx.run is not None
+        seen.append((ctx, ctx.run.spend.usage.requests))
+        return "seen"
+
+    agent = Agent(Scripted([call("look", id="c7"), "ok"]), tools=[look])
+    result = await agent.run("look")
+    [(ctx, spent_by_then)] = seen
+    assert ctx.run is not None and ctx.run.agent is agent
+    assert ctx.run.path == ("c7",) and ctx.run.interrupt is None
+    assert spent_by_then == 1  # the run's spend, as it was when the tool ran
+    assert ctx.run.spend.usage == result.usage
+
+
+def public_callables() -> list[tuple[str, Any]]:
+    out = []
+    for name in tether.__all__:
+        obj = getattr(tether, name)
+        if inspect.isclass(obj):
+            for attr, member in vars(obj).items():
+                if attr.startswith("_") and attr != "__init__":
+                    continue
+                func = member.__func__ if isinstance(member, classmethod | staticmethod) \
+                    else member
+                if inspect.isfunction(func):
+                    out.append((f"{name}.{attr}", func))
+        elif inspect.isfunction(obj):
+            out.append((name, obj))
+    return out
+
+
+def test_no_public_method_takes_a_private_keyword_argument() -> None:
+    found = public_callables()
+    assert len(found) > 50
+    private = [f"{where}({p})" for where, func in found
+               for p in inspect.signature(func).parameters if p.startswith("_")]
+    assert private == []
+
+
+# --- names that explain themselves, old names that keep working ----------------------------
+
+
+def test_reading_the_tools_changes_nothing() -> None:
+    clash = dataclasses.replace(ping)
+
+    class Dup:
+        def tools(self) -> Sequence[Tool]:
+            return [clash]
+
+    agent = Agent(Scripted(["one", "two"]), tools=[ping, Dup()])
+    for _ in range(3):
+        tools = agent.tools
+        assert list(tools) == ["ping"] and tools["ping"] is ping
+        tools.clear()  # a copy: the agent's are untouched
+    first = agent.run_sync("hi")
+    second = agent.run_sync("again")
+    clashes = [e for e in first.events if isinstance(e, ev.Notice) and "ping" in e.message]
+    assert len(clashes) == 1  # reported once, by the first run, however often tools was read
+    assert not [e for e in second.events if isinstance(e, ev.Notice)]
+
+
+def test_pending_means_waiting_for_a_decision_and_unanswered_means_no_result_yet() -> None:
+    conv = Conversation([Message.user("go"), Message("assistant", call("ping").calls)])
+    assert [c.name for c in conv.unanswered_calls] == ["ping"]
+    assert conv.pending == []  # no run paused on it
+    assert conv.pending_calls == conv.unanswered_calls  # the old name
+
+
+def test_a_decision_holds_a_verdict_and_its_old_name_scope_still_reads() -> None:
+    assert Decision.allow_for_session().verdict == "session"
+    assert Decision.allow_for_session().scope == "session"
+    assert Decision.from_dict({"scope": "deny", "reason": "no"}) == Decision.deny("no")
+    assert Decision.deny("no").to_dict() == {"verdict": "deny", "reason": "no"}
+    decided = ev.ApprovalDecided("c", "t", True, "once", "approver", None)
+    assert decided.scope == decided.verdict == "once"
+
+
+def test_a_tools_origin_and_server_keep_their_old_names() -> None:
+    old = Tool(ping.spec, ping.handler, source="mcp", source_name="files")
+    assert (old.origin, old.server) == ("mcp", "files")
+    assert (old.source, old.source_name) == ("mcp", "files")
+    assert ping.origin == "python" and ping.server is None
