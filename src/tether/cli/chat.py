@@ -254,14 +254,16 @@ class _Reader:
                 line = None
             loop.call_soon_threadsafe(give, line)
 
-        threading.Thread(target=read, name="tether-chat-input", daemon=True).start()
         handled = False
         if self.interactive:
+            # Ctrl-C at the prompt leaves: handled before the prompt shows, so no press can
+            # fall between the two.
             try:
-                loop.add_signal_handler(signal.SIGINT, give, None)  # Ctrl-C at the prompt
+                loop.add_signal_handler(signal.SIGINT, give, None)
                 handled = True
             except (NotImplementedError, RuntimeError):
                 pass
+        threading.Thread(target=read, name="tether-chat-input", daemon=True).start()
         try:
             return await got
         finally:
