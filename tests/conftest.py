@@ -72,3 +72,23 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
         yield url
     finally:
         postgres_server.drop(url)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _runs_log_to_a_store_of_the_tests() -> Iterator[None]:
+    """Every ``tether run`` logs to the session store: the commands the tests start log to a
+    file of this test session, never to the user's own store (a test that needs its own
+    store sets TETHER_STORE itself)."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tether-test-store-") as folder:
+        previous = os.environ.get("TETHER_STORE")
+        os.environ["TETHER_STORE"] = os.path.join(folder, "sessions.db")
+        try:
+            yield
+        finally:
+            if previous is None:
+                os.environ.pop("TETHER_STORE", None)
+            else:
+                os.environ["TETHER_STORE"] = previous

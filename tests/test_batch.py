@@ -276,7 +276,7 @@ def workspace(tmp_path: Path, url: str) -> dict[str, str]:
         f'default_provider = "loop"\n[providers.loop]\nkind = "openai-chat"\n'
         f'base_url = "{url}/v1"\nmodel = "m"\nmax_retries = 0\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
-    env.update(TETHER_CONFIG=str(tmp_path / "no-user-config.toml"),
+    env.update(TETHER_CONFIG=os.devnull,
                TETHER_STORE=str(tmp_path / "sessions.db"), COLUMNS="100")
     return env
 

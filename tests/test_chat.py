@@ -41,7 +41,7 @@ def workspace(tmp_path: Path, url: str) -> dict[str, str]:
         f'[tools]\nenabled = ["read_file", "write_file"]\n')
     (tmp_path / "notes.txt").write_text("door code 0417\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
-    env.update(TETHER_CONFIG=str(tmp_path / "no-user-config.toml"),
+    env.update(TETHER_CONFIG=os.devnull,
                TETHER_STORE=str(tmp_path / "sessions.db"), COLUMNS="200")
     return env
 
@@ -334,3 +334,102 @@ def test_run_and_chat_say_in_one_line_what_was_fitted_and_the_session_stays_whol
     assert "Did it build?" not in json.dumps(sent[2]) and "left out" in sent[2][0]["content"]
     assert len(sent[4]) == 9 and sent[4][0]["content"] == "Did it build?"
     assert len(only_session(tmp_path).messages) == 10
+
+
+# --- what a chat offers at the prompt ---------------------------------------------------------
+
+
+def test_a_chat_that_says_nothing_stores_no_session(tmp_path: Path) -> None:
+    env = workspace(tmp_path, "http://127.0.0.1:9")
+    done = tether(tmp_path, env, "chat", stdin="/help\n/session\n\n/exit\n")
+    assert done.returncode == 0, done.stderr
+    assert "not stored yet" in done.stderr and "no session stored" in done.stderr
+    assert "/model" in done.stderr and "/clear" in done.stderr and '"""' in done.stderr
+    assert SQLiteStore(tmp_path / "sessions.db").list() == []
+
+
+def test_a_chat_is_titled_with_its_first_message_and_multi_line_messages_stay_one(
+        tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        server.queue(answer("one"), answer("two"))
+        env = workspace(tmp_path, server.url)
+        done = tether(tmp_path, env, "chat",
+                      stdin='"""\nfirst line\n\nsecond line\n"""\nhello \\\nthere\n')
+        sent = [r.body["messages"] for r in server.requests]
+    assert done.returncode == 0, done.stderr
+    assert sent[0][-1]["content"] == "first line\n\nsecond line"
+    assert sent[1][-1]["content"] == "hello \nthere"
+    session = only_session(tmp_path)
+    assert session.info.title == "first line second line"
+
+
+def test_chat_system_model_and_clear_commands(tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        server.queue(answer("a"), answer("b"), answer("c"))
+        env = workspace(tmp_path, server.url)
+        done = tether(tmp_path, env, "chat", stdin=(
+            "/system Answer in French.\n/system\nbonjour\n/model other-model\n/model\n"
+            "encore\n/clear\nfresh start\n/exit\n"))
+        sent = [r.body for r in server.requests]
+    assert done.returncode == 0, done.stderr
+    assert "system prompt: Answer in French." in done.stderr
+    assert sent[0]["messages"][0] == {"role": "system", "content": "Answer in French."}
+    assert sent[0]["model"] == "m" and sent[1]["model"] == "other-model"
+    assert "model other-model (provider loop)" in done.stderr
+    assert [m["content"] for m in sent[1]["messages"] if m["role"] == "user"] == \
+        ["bonjour", "encore"]
+    assert [m["content"] for m in sent[2]["messages"] if m["role"] == "user"] == ["fresh start"]
+    titles = sorted(i.title for i in SQLiteStore(tmp_path / "sessions.db").list())
+    assert titles == ["bonjour", "fresh start"]  # /clear began a second session
+
+
+def test_a_denial_carries_the_reason_the_person_typed(tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        server.queue(tool_call("c2", "write_file", path="notes.txt", content="new"),
+                     answer("I left it alone."))
+        env = workspace(tmp_path, server.url)
+        done = tether(tmp_path, env, "chat", stdin="overwrite my notes\nn keep my notes\n")
+        sent = server.requests[1].body["messages"][-1]
+    assert done.returncode == 0, done.stderr
+    assert sent["role"] == "tool" and "keep my notes" in sent["content"]
+    assert "door code 0417" in done.stderr  # the diff against the file as it is now
+    assert (tmp_path / "notes.txt").read_text() == "door code 0417\n"
+
+
+def test_ctrl_c_at_the_prompt_of_a_terminal_leaves(tmp_path: Path) -> None:
+    import pty
+    import select
+    import signal
+
+    env = workspace(tmp_path, "http://127.0.0.1:9")
+    env.update(TERM="dumb", TETHER_CACHE_DIR=str(tmp_path / "cache"))
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "-w", str(tmp_path), "chat"],
+                            stdin=secondary, stdout=secondary, stderr=secondary, env=env,
+                            cwd=tmp_path, close_fds=True)
+    os.close(secondary)
+    screen = b""
+
+    def read_until(marker: bytes) -> None:
+        nonlocal screen
+        while marker not in screen:
+            ready, _, _ = select.select([primary], [], [], WAIT)
+            assert ready, f"waited for {marker!r}: {screen.decode(errors='replace')}"
+            try:
+                data = os.read(primary, 4096)
+            except OSError:  # the terminal closed: the process is done
+                return
+            if not data:
+                return
+            screen += data
+
+    try:
+        read_until("you›".encode())
+        proc.send_signal(signal.SIGINT)
+        read_until(b"no session stored")
+        assert proc.wait(timeout=WAIT) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(primary)
+    assert SQLiteStore(tmp_path / "sessions.db").list() == []

@@ -48,7 +48,8 @@ enabled = ["calculator"]
 
 
 def tether(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TETHER_CONFIG": str(ws / "no-user-config.toml"), "COLUMNS": "200"}
+    env = {**os.environ, "TETHER_CONFIG": os.devnull, "COLUMNS": "200",
+           "TETHER_STORE": str(ws / "sessions.db")}
     return subprocess.run([sys.executable, "-m", "tether.cli", "-w", str(ws), *args],
                           capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL,
                           timeout=60)
@@ -86,23 +87,24 @@ def test_run_without_a_reachable_provider_says_what_to_configure(tmp_path: Path)
     assert "tether local serve" in out.stderr and "[providers.test]" in out.stderr
 
 
-def test_run_with_an_output_schema_prints_the_validated_json(tmp_path: Path,
-                                                             server: LoopbackServer) -> None:
+def test_run_with_an_output_schema_keeps_its_tools_and_prints_the_validated_json(
+        tmp_path: Path, server: LoopbackServer) -> None:
     schema = {"title": "product", "type": "object",
               "properties": {"value": {"type": "integer"}}, "required": ["value"]}
     (tmp_path / "schema.json").write_text(json.dumps(schema))
 
     def answer_with_the_offered_tool(request: Recorded) -> Canned:
-        offered = request.body["tools"]
-        assert len(offered) == 1 and offered[0]["function"]["parameters"] == schema
-        return tool_call(offered[0]["function"]["name"], {"value": 391})
+        offered = {t["function"]["name"]: t["function"] for t in request.body["tools"]}
+        assert "calculator" in offered  # the run keeps its tools (with_tools())
+        (name,) = [n for n in offered if n.startswith("product_")]
+        assert offered[name]["parameters"] == schema
+        return tool_call(name, {"value": 391})
 
     server.queue(answer_with_the_offered_tool)
     out = tether(workspace(tmp_path, server.url + "/v1"), "run", "--output-schema",
                  str(tmp_path / "schema.json"), "17*23?")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"value": 391}
-    assert server.requests[0].body["tools"][0]["function"]["name"].startswith("product_")
 
 
 def test_an_output_schema_run_answered_in_prose_exits_3(tmp_path: Path,
@@ -130,7 +132,12 @@ def test_config_init_writes_a_file_once(tmp_path: Path) -> None:
     second = tether(tmp_path, "config", "init")
     assert second.returncode == 1 and "--force" in second.stderr
     shown = tether(tmp_path, "config", "show")
-    assert shown.returncode == 0 and '"default_provider": "local"' in shown.stdout
+    assert shown.returncode == 0
+    lines = {x.split(" = ")[0]: x for x in shown.stdout.splitlines() if " = " in x}
+    # Each key with the layer it came from: the file init wrote, or the built-in defaults.
+    assert '"local"' in lines["default_provider"]
+    assert lines["default_provider"].endswith(f"# {tmp_path / 'tether.toml'}")
+    assert lines["agent.temperature"].endswith("# defaults")
 
 
 def test_a_config_error_is_one_clear_line_not_a_traceback(tmp_path: Path) -> None:
@@ -190,7 +197,7 @@ def test_ctrl_c_stops_the_run_at_its_next_step_with_exit_130(tmp_path: Path,
     done = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
     server.queue(Canned.sse([gate, chunk, done]))  # the answer waits until the gate opens
     ws = workspace(tmp_path, server.url + "/v1")
-    env = {**os.environ, "TETHER_CONFIG": str(ws / "no-user-config.toml")}
+    env = {**os.environ, "TETHER_CONFIG": os.devnull}
     proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "-w", str(ws), "run", "go"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             stdin=subprocess.DEVNULL)
@@ -228,7 +235,7 @@ def test_the_console_approver_asks_at_a_terminal_and_a_no_is_a_refusal(
     (ws / "tether.toml").write_text((ws / "tether.toml").read_text().replace(
         'enabled = ["calculator"]', 'enabled = ["write_file"]'))
     primary, secondary = pty.openpty()
-    env = {**os.environ, "TETHER_CONFIG": str(ws / "no-user-config.toml"), "COLUMNS": "120",
+    env = {**os.environ, "TETHER_CONFIG": os.devnull, "COLUMNS": "120",
            "TERM": "dumb"}
     proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "-w", str(ws), "run",
                              "Write hi to notes.txt"], stdin=secondary, stdout=secondary,

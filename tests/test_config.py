@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from tether.config import INIT_TEMPLATE, agent_from_config, load_config
 from tether.errors import ConfigError
 
-NO_USER = {"TETHER_CONFIG": "/nonexistent/tether-user.toml"}
+NO_USER = {"TETHER_CONFIG": os.devnull}
 
 
 def write(path: Path, text: str) -> Path:
@@ -96,7 +97,7 @@ def test_the_init_template_is_valid_config(tmp_path: Path) -> None:
 
 def test_agent_from_config_applies_agent_tools_security_and_subagents(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
     write(tmp_path / "tether.toml", """
 [agent]
 system_prompt = "Be brief."
@@ -123,7 +124,7 @@ answer_shape = "number"
 
 def test_subagent_config_errors_surface_at_load(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
     write(tmp_path / "tether.toml", """
 [[subagents]]
 name = "rate"
@@ -136,7 +137,7 @@ trusted_output = true
 
 def test_unknown_builtin_tools_are_a_config_error(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
     write(tmp_path / "tether.toml", "[tools]\nenabled = ['teleport']")
     with pytest.raises(ConfigError, match="'teleport'"):
         agent_from_config(tmp_path)
@@ -144,7 +145,7 @@ def test_unknown_builtin_tools_are_a_config_error(tmp_path: Path,
 
 def test_tools_python_loads_your_own_tools_relative_to_the_workspace(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "tools.py").write_text(
         "from tether import tool\n\n@tool\ndef shout(text: str) -> str:\n"
@@ -161,7 +162,7 @@ def test_a_tool_passed_in_wins_over_a_configured_one_of_the_same_name(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tether import tool
 
-    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
     (tmp_path / "tools.py").write_text(
         "from tether import tool\n\n@tool\ndef shout(text: str) -> str:\n"
         "    \"\"\"Shout.\"\"\"\n    return text.upper()\n")
@@ -225,3 +226,45 @@ def test_a_summarizer_that_names_no_provider_is_a_config_error(
     write(tmp_path / "tether.toml", "[agent]\ncontext = 'summarize'\ncontext_summarizer = 'tiny'")
     with pytest.raises(ConfigError, match=r"context_summarizer = 'tiny'.*configured: local"):
         agent_from_config(tmp_path)
+
+
+def test_tether_config_naming_a_missing_file_is_an_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError, match=r"TETHER_CONFIG names .*nope\.toml.*not a file"):
+        load_config(tmp_path, env={"TETHER_CONFIG": str(missing)})
+    load_config(tmp_path, env={"TETHER_CONFIG": os.devnull})  # /dev/null: no user file
+
+
+def test_a_workspace_that_is_not_a_folder_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"is not a folder \(-w / --workspace\)"):
+        load_config(tmp_path / "missing", env=NO_USER)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="is not a folder"):
+        load_config(tmp_path / "file", env=NO_USER)
+
+
+@pytest.mark.parametrize(("entry", "variable", "setting"), [
+    ('kind = "anthropic"\nmodel = "c"', "ANTHROPIC_API_KEY",
+     "the anthropic default; providers.claude.api_key_env can name another"),
+    ('kind = "openai-chat"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "c"\n'
+     'api_key_env = "MY_KEY_VAR"', "MY_KEY_VAR", "providers.claude.api_key_env names it"),
+])
+def test_a_missing_key_names_the_provider_the_variable_and_its_setting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str, variable: str,
+        setting: str) -> None:
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
+    monkeypatch.delenv(variable, raising=False)
+    write(tmp_path / "tether.toml", f'default_provider = "claude"\n[providers.claude]\n{entry}\n')
+    with pytest.raises(ConfigError) as caught:
+        agent_from_config(tmp_path)
+    message = str(caught.value)
+    assert "provider 'claude'" in message and variable in message and setting in message
+
+
+def test_a_provider_no_run_uses_needs_no_key(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    write(tmp_path / "tether.toml", 'default_provider = "local"\n'
+                                    '[providers.claude]\nkind = "anthropic"\nmodel = "c"\n')
+    assert agent_from_config(tmp_path).model.model == "qwen"

@@ -60,6 +60,12 @@ async def started(server: McpServer) -> AsyncIterator[McpServer]:
 
 
 
+def pid_of(output: str) -> int:
+    from tether.trust import untrusted_content
+
+    return int(untrusted_content(output) or output)
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -309,10 +315,64 @@ def test_a_server_name_that_cannot_prefix_tool_names_is_a_config_error() -> None
         servers_from_config([McpSection(name="my server", command="x")])
 
 
-async def test_an_agent_not_entered_warns_that_its_servers_tools_are_missing() -> None:
-    result = await Agent(Scripted(["hi"]), tools=[kitchen()]).run("go")
-    [notice] = [e for e in result.events if isinstance(e, ev.Notice)]
-    assert notice.level == "warning" and "async with agent" in notice.message
+async def test_a_run_of_an_agent_not_entered_starts_its_servers_and_closes_them_at_its_end(
+        ) -> None:
+    server = kitchen()
+    agent = Agent(Scripted([call("k__pid"), "done"]), tools=[server])
+    result = await agent.run("go")
+    assert statuses(result) == ["ok"] and result.text == "done"
+    assert not [e for e in result.events if isinstance(e, ev.Notice)]
+    assert not server.started and server.tools() == ()  # closed when the run ended
+    assert not alive(pid_of(result.tool_calls[0].output))
+
+
+def test_run_sync_of_a_configured_agent_uses_its_mcp_tools(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether.config import agent_from_config, load_config
+
+    _write_config(tmp_path, monkeypatch, f"""
+[tools]
+enabled = []
+
+[[mcp]]
+name = "k"
+command = {json.dumps(PY)}
+args = [{json.dumps(KITCHEN)}]
+""")
+    agent = agent_from_config(tmp_path, config=load_config(tmp_path),
+                              model=Scripted([call("k__echo", {"text": "hi"}), "done"]))
+    first = agent.run_sync("echo hi")
+    assert statuses(first) == ["ok"] and "hi" in first.tool_calls[0].output
+    agent.model = Scripted([call("k__echo", {"text": "again"}), "done"])
+    second = agent.run_sync("echo again")  # another event loop: the server starts anew
+    assert statuses(second) == ["ok"] and "again" in second.tool_calls[0].output
+
+
+async def test_inside_async_with_the_servers_stay_up_across_runs() -> None:
+    import asyncio
+
+    server = kitchen()
+    script = Scripted([call("k__pid"), "one", call("k__pid"), "two", "a", "b"])
+    async with Agent(script, tools=[server]) as agent:
+        first = await agent.run("one")
+        second = await agent.run("two")
+        assert server.started
+        # Runs side by side share the servers; neither closes them under the other.
+        await asyncio.gather(agent.run("a"), agent.run("b"))
+        assert server.started
+    assert first.tool_calls[0].output == second.tool_calls[0].output  # one process
+    assert not server.started
+
+
+async def test_runs_side_by_side_of_an_agent_not_entered_share_one_start() -> None:
+    import asyncio
+
+    server = kitchen()
+    agent = Agent(Scripted([call("k__pid"), call("k__pid"), "a", "b"]), tools=[server])
+    a, b = await asyncio.gather(agent.run("a"), agent.run("b"))
+    assert statuses(a) == statuses(b) == ["ok"]
+    assert a.tool_calls[0].output == b.tool_calls[0].output
+    assert not server.started
 
 
 async def test_servers_start_side_by_side(tmp_path: Path) -> None:
@@ -397,7 +457,7 @@ async def test_http_headers_come_from_the_environment_when_the_server_starts(
 
 
 def _write_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
-    monkeypatch.setenv("TETHER_CONFIG", str(tmp_path / "no-user-config.toml"))
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
     monkeypatch.setenv("COLUMNS", "1000")  # one line per report
     (tmp_path / "tether.toml").write_text(body)
 

@@ -13,15 +13,17 @@ from tether.providers.profiles import GENERIC, PROFILES, OpenAICompatProfile, pr
 @pytest.mark.parametrize(("base_url", "expected"), [
     ("https://api.openai.com/v1", "openai"),
     ("https://openrouter.ai/api/v1", "openrouter"),
-    ("http://127.0.0.1:11434/v1", "ollama"),
-    ("http://localhost:1234/v1", "lmstudio"),
-    ("http://gpu-box:8000/v1", "vllm"),
-    ("http://127.0.0.1:8080/v1", "llama-server"),
+    # A port proves nothing about the server behind it: never a guess from it.
+    ("http://127.0.0.1:11434/v1", "generic"),
+    ("http://localhost:1234/v1", "generic"),
+    ("http://gpu-box:8000/v1", "generic"),
+    ("http://127.0.0.1:8080/v1", "generic"),
     ("http://10.0.0.5:9999/v1", "generic"),
     ("https://llm.example.com/v1", "generic"),
     ("not a url", "generic"),
 ])
-def test_the_profile_is_detected_from_the_base_url(base_url: str, expected: str):
+def test_the_profile_is_detected_from_a_hosted_services_host_never_from_a_port(
+        base_url: str, expected: str):
     assert profile_for(None, base_url).name == expected
 
 
@@ -67,3 +69,25 @@ def test_profiles_are_frozen():
         PROFILES["openai"].name = "x"  # type: ignore[misc]
     custom = OpenAICompatProfile("mine", supports_named_tool_choice=True)
     assert custom.supports_tool_choice_required is True
+
+
+def test_an_unnamed_server_is_assumed_generic_and_the_adapter_says_so():
+    from tether.providers.openai_chat import OpenAIChat
+
+    assumed = OpenAIChat("http://127.0.0.1:11434/v1", "m")
+    assert assumed.profile.name == "generic" and assumed.profile_assumed
+    named = OpenAIChat("http://127.0.0.1:11434/v1", "m", profile="ollama")
+    assert named.profile.name == "ollama" and not named.profile_assumed
+    hosted = OpenAIChat("https://api.openai.com/v1", "m")
+    assert hosted.profile.name == "openai" and not hosted.profile_assumed
+
+
+@pytest.mark.parametrize(("owner", "expected"), [
+    ("llamacpp", "llama-server"), ("vllm", "vllm"), ("library", "ollama"),
+    ("organization_owner", "lmstudio"), ("someone", None)])
+def test_a_servers_model_list_names_its_profile(owner: str, expected: str | None):
+    from tether.providers.profiles import profile_from_models
+
+    listing = {"object": "list", "data": [{"id": "m", "object": "model", "owned_by": owner}]}
+    assert profile_from_models(listing) == expected
+    assert profile_from_models({"data": "junk"}) is None and profile_from_models([]) is None

@@ -169,5 +169,8 @@ def test_config_show_never_prints_the_store_password(tmp_path: Path) -> None:
     toml.write_text(toml.read_text() + '[store]\nurl = "postgresql://app:S3cretPw@db/t"\n')
     done = tether(tmp_path, env, "config", "show")
     assert done.returncode == 0, done.stderr
-    assert '"url": "postgresql://app:***@db/t"' in done.stdout
+    assert 'store.url = "postgresql://app:***@db/t"' in done.stdout
+    json_done = tether(tmp_path, env, "config", "show", "--json")
+    assert '"url": "postgresql://app:***@db/t"' in json_done.stdout
+    assert "S3cretPw" not in json_done.stdout + json_done.stderr
     assert "S3cretPw" not in done.stdout + done.stderr

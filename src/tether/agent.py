@@ -159,6 +159,12 @@ class Agent:
         # What starting the toolsets (MCP servers) had to say; the next run emits it.
         self.start_notices: list[ev.Notice] = []
         self._reported_clashes: set[str] = set()
+        # Runs of an agent not entered with ``async with`` start the toolsets nobody started
+        # and close them when the last of them ends (see ``_toolsets_for_run``).
+        self._entered = False
+        self._run_users = 0
+        self._starting: asyncio.Future[None] | None = None
+        self._run_started: list[ManagedToolset] = []
         self.subagents = list(subagents)
         if self.subagents:
             from tether.subagents import delegation_tools
@@ -292,7 +298,8 @@ class Agent:
             session, conversation = conversation, conversation.conversation()
         bound = bind_decisions(paused_calls(conversation), decisions)
         run = _Run(self, conversation, stream_requests=stream, decisions=bound)
-        return _raised(await _collect(_observed(run, None, session)))
+        async with self._toolsets_for_run():
+            return _raised(await _collect(_observed(run, None, session)))
 
     def prepare(
         self,
@@ -312,24 +319,59 @@ class Agent:
         await asyncio.gather(*(t.aclose() for t in self._managed()))
 
     async def __aenter__(self) -> Agent:
-        """Start every ``ManagedToolset`` (MCP servers), side by side. A toolset's
-        ``start()`` may return ``Notice`` events (a server that did not start): they are
-        kept in ``start_notices`` and emitted by the next run."""
-        outcomes = await asyncio.gather(*(t.start() for t in self._managed()),
+        """Start every ``ManagedToolset`` (MCP servers), side by side, and keep them up
+        across runs until the block ends. A toolset's ``start()`` may return ``Notice``
+        events (a server that did not start): they are kept in ``start_notices`` and emitted
+        by the next run. Without ``async with``, each run starts the toolsets nobody started
+        and closes them when it ends."""
+        try:
+            await self._start_toolsets(self._managed())
+        except BaseException:
+            await self._close_providers()
+            raise
+        self._entered = True
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._entered = False
+        await self.aclose()
+
+    # --- internals --------------------------------------------------------------------------
+
+    async def _start_toolsets(self, toolsets: Sequence[ManagedToolset]) -> None:
+        outcomes = await asyncio.gather(*(t.start() for t in toolsets),
                                         return_exceptions=True)
         failed = [o for o in outcomes if isinstance(o, BaseException)]
         if failed:
-            await self.aclose()
+            await asyncio.gather(*(t.aclose() for t in toolsets))
             raise failed[0]
         for outcome in outcomes:
             if not isinstance(outcome, BaseException) and outcome:
                 self.start_notices.extend(e for e in outcome if isinstance(e, ev.Notice))
-        return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    # --- internals --------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def _toolsets_for_run(self) -> AsyncIterator[None]:
+        """Around one run of an agent not entered with ``async with``: the toolsets nobody
+        started (MCP servers) start before its first turn and close when it ends, or when
+        the last of the runs sharing them ends."""
+        if self._entered:
+            yield
+            return
+        if self._run_users == 0:
+            idle = [t for t in self._managed() if not t.started]
+            self._run_started = idle
+            self._starting = (asyncio.ensure_future(self._start_toolsets(idle)) if idle
+                              else None)
+        self._run_users += 1
+        try:
+            if self._starting is not None:
+                await asyncio.shield(self._starting)  # concurrent runs share one start
+            yield
+        finally:
+            self._run_users -= 1
+            if self._run_users == 0:
+                started, self._run_started, self._starting = self._run_started, [], None
+                await asyncio.gather(*(t.aclose() for t in started))
 
     def _context_fitter(self) -> ContextFitter:
         """The fitter of this agent's model: what it has learned (the window, the token
@@ -387,14 +429,15 @@ async def run_events(
     parts = (Text(prompt),) if isinstance(prompt, str) else tuple(prompt)
     run = _Run(agent, conversation, stream_requests=stream_requests, ending=ending,
                within=within, interrupt=interrupt)
-    events = _observed(run, Message("user", parts), session)
-    try:
-        async for event in events:
-            yield event
-    finally:
-        # A reader that stops early closes this stream: what it wraps learns it now (a
-        # traced run ends its open spans), not when the collector finds it.
-        await events.aclose()
+    async with agent._toolsets_for_run():
+        events = _observed(run, Message("user", parts), session)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            # A reader that stops early closes this stream: what it wraps learns it now (a
+            # traced run ends its open spans), not when the collector finds it.
+            await events.aclose()
 
 
 async def _collect(events: AsyncIterator[ev.Event]) -> RunResult:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from tether.trust import Capabilities, Taint
@@ -137,10 +138,14 @@ async def ask(
 
 
 class ConsoleApprover:
-    """Asks the person at the terminal: y (once), a (always, this session), n (deny)."""
+    """Asks the person at the terminal: y (once), a (always, this session), n (deny). A
+    denial may carry the person's reason on the same line (``n not that file``), which the
+    model is told. ``workspace`` lets a file write show what it changes: a diff against the
+    file as it is now."""
 
-    def __init__(self, console: Any = None) -> None:
+    def __init__(self, console: Any = None, *, workspace: str | Path | None = None) -> None:
         self._console = console
+        self.workspace = Path(workspace) if workspace is not None else None
         self._lock = asyncio.Lock()  # one prompt at a time when calls run concurrently
 
     async def approve(self, request: ApprovalRequest) -> Decision:
@@ -150,27 +155,66 @@ class ConsoleApprover:
     def _prompt(self, request: ApprovalRequest) -> Decision:
         from rich.console import Console
         from rich.panel import Panel
-        from rich.prompt import Prompt
+        from rich.text import Text
 
         console: Console = self._console or Console(stderr=True)
-        console.print(Panel(approval_text(request), title="Approval needed",
+        current = _current_text(self.workspace, request)
+        console.print(Panel(approval_text(request, current=current), title="Approval needed",
                             border_style="yellow"))
         choices = ["y", "a", "n"] if request.can_cache else ["y", "n"]
-        answer = Prompt.ask("Allow? y=once" + (", a=always this session" if request.can_cache
-                                               else "") + ", n=deny",
-                            choices=choices, default="n", console=console)
-        if answer == "y":
+        question = ("Allow? y=once" + (", a=always this session" if request.can_cache else "")
+                    + ", n=deny (n REASON tells the model why)")
+        while True:
+            line = console.input(Text(f"{question} [{'/'.join(choices)}] (n): "))
+            word, _, reason = line.strip().partition(" ")
+            word = word.lower() or "n"
+            if word in choices:
+                break
+            console.print(Text("Please answer " + ", ".join(choices)))
+        if word == "y":
             return Decision.allow()
-        if answer == "a":
+        if word == "a":
             return Decision.allow_for_session()
-        return Decision.deny("the user said no")
+        return Decision.deny(_reason(reason) or "the user said no")
 
 
-def approval_text(request: ApprovalRequest) -> Any:
+def _reason(text: str) -> str:
+    """A person's reason as the model reads it: one line, hidden characters made visible."""
+    from tether.display import one_line
+
+    return one_line(text, 500)
+
+
+# A file bigger than this is not read to show a diff (its new content is still shown whole).
+_DIFF_LIMIT = 1_000_000
+
+
+def _current_text(workspace: Path | None, request: ApprovalRequest) -> str | None:
+    """The text of the file a ``write_file`` call would replace, for the diff: only a
+    regular UTF-8 file inside the workspace, not too big; None otherwise (a new file)."""
+    arguments = request.arguments
+    if workspace is None or request.tool != "write_file" or not isinstance(arguments, dict):
+        return None
+    path, content = arguments.get("path"), arguments.get("content")
+    if not isinstance(path, str) or not isinstance(content, str):
+        return None
+    from tether.builtins.workspace import WorkspaceError, confine
+
+    try:
+        target = confine(workspace, path).path
+        if not target.is_file() or target.stat().st_size > _DIFF_LIMIT:
+            return None
+        return target.read_bytes().decode("utf-8")
+    except (WorkspaceError, OSError, UnicodeDecodeError):
+        return None
+
+
+def approval_text(request: ApprovalRequest, *, current: str | None = None) -> Any:
     """What a person is shown before they decide (a rich ``Text``), every piece literal: the
     display title with the machine name beside it, and the exact arguments that will run:
     each in full, a multi-line text as its lines, an edit (``old_text`` -> ``new_text``) as
-    the lines it removes and adds. Nothing is shortened."""
+    the lines it removes and adds, and a file write over an existing file (``current``, its
+    text now) as a diff against it. Nothing is shortened."""
     from rich.text import Text
 
     from tether.display import json_text, shown
@@ -195,6 +239,17 @@ def approval_text(request: ApprovalRequest) -> Any:
             body.append_text(shown(("change (- removed, + added):", "dim")))
             body.append("\n")
             _diff(body, arguments["old_text"], arguments["new_text"])
+            continue
+        if key == "content" and current is not None and isinstance(value, str):
+            if value == current:
+                body.append_text(shown((f"{key}: the same as the file's text now "
+                                        f"({len(value)} characters)", "dim")))
+                body.append("\n")
+                continue
+            body.append_text(shown((f"{key}: replaces the file; against its text now "
+                                    f"(- removed, + added):", "dim")))
+            body.append("\n")
+            _diff(body, current, value)
             continue
         if isinstance(value, str) and ("\n" in value or len(value) > 60):
             body.append_text(shown((f"{key}:", "dim"), (f" ({len(value)} characters)", "dim")))

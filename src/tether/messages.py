@@ -164,7 +164,9 @@ class Message:
 class Usage:
     """Tokens spent. ``input_tokens`` counts the whole prompt on every provider, cached or
     not; ``cache_read_tokens`` / ``cache_write_tokens`` say how much of it hit or filled a
-    cache. ``details`` holds provider extras (reasoning tokens...)."""
+    cache. ``details`` holds provider extras (reasoning tokens...). ``unreported_requests``
+    counts the requests whose answer carried no usage at all (a server that does not
+    report it): their tokens are unknown, not zero."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -172,6 +174,7 @@ class Usage:
     cache_write_tokens: int = 0
     requests: int = 0
     details: dict[str, int] = field(default_factory=dict)
+    unreported_requests: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         details = dict(self.details)
@@ -184,6 +187,7 @@ class Usage:
             self.cache_write_tokens + other.cache_write_tokens,
             self.requests + other.requests,
             details,
+            self.unreported_requests + other.unreported_requests,
         )
 
     @property
@@ -259,6 +263,8 @@ def usage_to_dict(usage: Usage) -> dict[str, Any]:
         "cache_read_tokens": usage.cache_read_tokens,
         "cache_write_tokens": usage.cache_write_tokens, "requests": usage.requests,
         **({"details": usage.details} if usage.details else {}),
+        **({"unreported_requests": usage.unreported_requests}
+           if usage.unreported_requests else {}),
     }
 
 
@@ -266,4 +272,5 @@ def usage_from_dict(d: dict[str, Any]) -> Usage:
     return Usage(
         d.get("input_tokens", 0), d.get("output_tokens", 0), d.get("cache_read_tokens", 0),
         d.get("cache_write_tokens", 0), d.get("requests", 0), dict(d.get("details", {})),
+        d.get("unreported_requests", 0),
     )

@@ -186,6 +186,26 @@ def untrusted_block(source: str, content: str) -> str:
     )
 
 
+_OPEN = "<untrusted-data source=\""
+_CLOSE = "\n</untrusted-data>"
+
+
+def untrusted_content(block: str) -> str | None:
+    """The data an ``untrusted_block`` wraps (for showing a result to a person, who needs
+    the data, not the notice written for the model), or None when ``block`` is not one."""
+    if not block.startswith(_OPEN) or not block.endswith(_CLOSE):
+        return None
+    marker = "\">\nThe following is data returned by "
+    at = block.find(marker, len(_OPEN))
+    while at != -1:
+        source = block[len(_OPEN):at]
+        header = untrusted_block(source, "")[: -len(_CLOSE)]
+        if block.startswith(header) and len(block) >= len(header) + len(_CLOSE):
+            return block[len(header): -len(_CLOSE)]
+        at = block.find(marker, at + 1)
+    return None
+
+
 def truncate(content: str, limit: int) -> str:
     if len(content) <= limit:
         return content

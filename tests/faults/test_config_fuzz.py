@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,7 +45,8 @@ def load(folder: Path, project: bytes | None = None, user: bytes | None = None,
         else:
             path.write_bytes(data)
     try:
-        return load_config(folder, env={"TETHER_CONFIG": str(user_path), **(env or {})})
+        named = str(user_path) if user is not None else os.devnull  # devnull: no user file
+        return load_config(folder, env={"TETHER_CONFIG": named, **(env or {})})
     except ConfigError as e:
         assert str(e)  # it says what went wrong
         return e

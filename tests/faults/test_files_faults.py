@@ -184,7 +184,7 @@ TOML = '[agent]\nsystem_prompt = "Réponds en français, s\'il te plaît."\nmax_
 
 
 def _load(ws: Path) -> Any:
-    return load_config(ws, env={"TETHER_CONFIG": str(ws / "no-user-file.toml")})
+    return load_config(ws, env={"TETHER_CONFIG": os.devnull})
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
@@ -256,7 +256,7 @@ def test_a_config_path_the_system_cannot_look_at_is_a_config_error(tmp_path: Pat
 
 def test_the_command_reports_a_utf16_config_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "tether.toml").write_bytes(TOML.encode("utf-16"))
-    env = {**os.environ, "TETHER_CONFIG": str(tmp_path / "no-user-file.toml"),
+    env = {**os.environ, "TETHER_CONFIG": os.devnull,
            "COLUMNS": "500"}
     out = tether(tmp_path, env, "config", "show")
     assert out.returncode == 1

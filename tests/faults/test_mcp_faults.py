@@ -150,7 +150,7 @@ def test_tether_tools_leaves_no_helper_behind_even_into_a_closed_pipe(tmp_path: 
     ws = workspace(tmp_path, "http://127.0.0.1:9/v1",
                    f'[[mcp]]\nname = "f"\ncommand = {sys.executable!r}\n'
                    f'args = [{FAMILY!r}, "--helper-file", {str(helper_file)!r}]\n')
-    env = {**os.environ, "TETHER_CONFIG": str(tmp_path / "none.toml")}
+    env = {**os.environ, "TETHER_CONFIG": os.devnull}
     out = subprocess.run([sys.executable, "-m", "tether.cli", "-w", str(ws), "tools", "--json"],
                          capture_output=True, text=True, env=env, timeout=BOUND)
     assert out.returncode == 0, out.stderr and "f__helper" in out.stdout

@@ -27,7 +27,7 @@ BIG = "All work and no play makes a long answer. " * 8_000  # ~350 kB, far past 
 
 def environment(ws: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
-    env.update(TETHER_CONFIG=str(ws / "no-user-config.toml"),
+    env.update(TETHER_CONFIG=os.devnull,
                TETHER_STORE=str(ws / "sessions.db"), COLUMNS="120")
     return env
 

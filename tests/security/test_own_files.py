@@ -219,8 +219,10 @@ def test_tether_run_refuses_writes_to_its_own_files_from_the_command_line(
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TETHER_", "XDG_"))}
         env.update(home["env"])
         proc = subprocess.run([sys.executable, "-m", "tether.cli", "-w", str(home["project"]),
-                               "run", "--yes", "--json", "go"], capture_output=True, text=True,
-                              env=env, timeout=60, cwd=home["project"])
+                               # --no-log: the stores here are stand-ins, to be protected
+                               "run", "--no-log", "--yes", "--json", "go"],
+                              capture_output=True, text=True, env=env, timeout=60,
+                              cwd=home["project"], stdin=subprocess.DEVNULL)
     assert proc.returncode in (0, 2), proc.stderr
     result = json.loads(proc.stdout)
     assert [c["status"] for c in result["tool_calls"]] == ["error"] * 5

@@ -1,7 +1,8 @@
 """The `tether` command: one module per command, each with ``add_cli(sub)``.
 
-Exit codes: 0 answered, 1 error, 2 refused (the run ended without an answer after the gate
-refused a call, or paused waiting for approval), 3 no answer, 130 interrupted (Ctrl-C: the
+Exit codes: 0 answered, 1 error (a usage error too), 2 refused (the gate refused a call the
+model asked for: denied, blocked, nobody to approve it; even if the model then answered; or
+the run paused waiting for approval), 3 no answer, 130 interrupted (Ctrl-C: the
 first press stops the run cleanly, a second aborts), 141 the reader of the output left
 (``tether tools --json | head -1``), quietly.
 """
@@ -13,6 +14,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from tether.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_PIPE, error
 from tether.errors import ConfigError, TetherError
@@ -69,7 +71,16 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_INTERRUPTED
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose usage errors exit 1 (an error), not 2: 2 means the gate refused."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from tether import __version__
     from tether.cli import (
         approvals,
         batch,
@@ -77,18 +88,20 @@ def build_parser() -> argparse.ArgumentParser:
         config,
         doctor,
         local,
+        logs,
         run,
         sessions,
         tools,
         worker,
     )
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tether", description="Run LLM agents on a tether: tools pass one gate.")
+    parser.add_argument("--version", action="version", version=f"tether {__version__}")
     parser.add_argument("--workspace", "-w", default=".",
                         help="the workspace folder (tether.toml, file tools' root)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in (run, tools, config, doctor, chat, batch, sessions, local, worker,
+    for command in (run, tools, config, doctor, chat, batch, sessions, logs, local, worker,
                     approvals):
         command.add_cli(sub)
     return parser

@@ -30,9 +30,8 @@ def add_cli(sub: Any) -> None:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    err = Console(stderr=True, highlight=False)
+    from tether.cli.render import stderr_console
+    err = stderr_console()
     items = read_items(args.input)
     view = _TerminalProgress(err, args.out) if err.is_terminal else _PlainProgress()
     try:

@@ -1,9 +1,16 @@
 """`tether chat`: talk to the agent turn by turn in the terminal.
 
 Answers stream as they come; gated tools ask at the terminal (y once, a for the session,
-n deny). Every turn is stored in a session, so closing the terminal loses nothing:
-``tether chat --session ID`` picks it up with its taint. Commands: ``/taint``, ``/tools``,
-``/session``, ``/help``, ``/exit``.
+n deny, n REASON to tell the model why). Every turn is stored in a session (created with
+the first message, titled with it: a chat that says nothing stores nothing), so closing
+the terminal loses nothing: ``tether chat --session ID`` picks it up with its taint.
+Commands: ``/model``, ``/system``, ``/clear``, ``/taint``, ``/tools``, ``/session``,
+``/help``, ``/exit``.
+
+At a terminal the prompt has line editing and history (readline; the history is kept in
+tether's cache folder); Ctrl-C at the prompt leaves, during a turn it stops the turn. A
+message spans lines when a line ends with ``\\`` or between two lines of three double
+quotes; a pasted block stays one message (bracketed paste).
 
 With stdin piped, each line is a turn (or a command), and approval prompts read the next
 line: ``printf 'delete notes.txt\\ny\\n/exit\\n' | tether chat``.
@@ -13,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -23,12 +32,19 @@ if TYPE_CHECKING:
     from tether.store import Session
 
 COMMANDS = {
+    "/model": "the model; /model NAME switches it, /model PROVIDER:NAME the provider too",
+    "/system": "the system prompt; /system TEXT sets it, /system - removes it",
+    "/clear": "start a new conversation (a new session; the old one stays stored)",
     "/taint": "what the conversation has seen (private data? untrusted text?)",
     "/tools": "the tools, their capabilities and approval flags",
     "/session": "the session id, to resume later",
     "/help": "this list",
-    "/exit": "leave (the session stays stored; /quit and end of input work too)",
+    "/exit": "leave (the session stays stored; /quit, Ctrl-C and end of input work too)",
 }
+
+MULTILINE_HELP = ("a message spans lines: end a line with \\ to go on, or put it between "
+                  'two lines of """')
+FENCE = '"""'
 
 
 def add_cli(sub: Any) -> None:
@@ -45,9 +61,8 @@ def add_cli(sub: Any) -> None:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    err = Console(stderr=True, highlight=False)
+    from tether.cli.render import stderr_console
+    err = stderr_console()
     state: dict[str, Any] = {}
     try:
         return asyncio.run(chat(args, sys.stdin, err, state))
@@ -58,74 +73,234 @@ def cmd_chat(args: argparse.Namespace) -> int:
         return 130
 
 
+class _Chat:
+    """What a chat holds while it runs: the agent, the conversation, and its session once
+    the first message made one."""
+
+    def __init__(self, args: argparse.Namespace, agent: Agent, cfg: Any, store: Any,
+                 session: Session | None, conversation: Conversation) -> None:
+        self.args, self.agent, self.cfg, self.store = args, agent, cfg, store
+        self.session, self.conversation = session, conversation
+
+
 async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
                state: dict[str, Any] | None = None) -> int:
     """The chat loop over ``stdin``; ``state["session"]`` is set as soon as it exists."""
     from tether.agent import Conversation
     from tether.approval import ConsoleApprover
-    from tether.cli.common import make_agent, telemetry_export
+    from tether.cli.common import make_agent, telemetry_export, workspace_of
     from tether.cli.sessions import open_session, prefer_session_provider, store_for
 
     state = state if state is not None else {}
     interactive = stdin.isatty()
     store = None if args.no_store else store_for(args.workspace)
-    if store is not None and args.session:
-        args.session_id = args.session
+    session_id: str | None = args.session
+    if store is not None and session_id:
+        # The exact id, as `tether run --session`: a new id names the session the first
+        # message creates, so it cannot mean a session whose id it happens to begin.
+        args.session_id = session_id
         prefer_session_provider(args, store)
     # Chat always has a person to ask: at a terminal, or the next piped line.
-    agent, cfg = make_agent(args, approver=ConsoleApprover(err))
+    approver = ConsoleApprover(err)
+    agent, cfg = make_agent(args, approver=approver)
+    approver.workspace = Path(workspace_of(args, cfg))  # a write shows its diff
     session: Session | None = None
-    conversation: Conversation
-    if store is not None:
-        session = open_session(args, cfg, args.session, store)
+    if store is not None and session_id and _stored(store, session_id):
+        session = open_session(args, cfg, session_id, store)
         state["session"] = session
-        conversation = session.conversation()
-    else:
-        conversation = Conversation()
+    conversation = session.conversation() if session is not None else Conversation()
+    talk = _Chat(args, agent, cfg, store, session, conversation)
+    talk.args.session = session_id
 
-    where = f"session {session.id}" if session else "not stored"
-    err.print(f"[bold]tether chat[/] [dim]· {agent.model.model} · {where} · /help for "
+    where = (f"session {session.id}" if session else
+             "not stored" if store is None else "stored from the first message")
+    err.print(f"[bold]tether chat[/] [dim]· {_model_name(agent)} · {where} · /help for "
               f"commands[/]")
     if conversation.messages:
         err.print(f"[dim]continuing: {len(conversation.messages)} messages, taint "
                   f"{_taint_words(conversation.taint)}[/]")
 
-    with telemetry_export(cfg):
-        async with agent:
-            if session is not None and session.pending is not None:
-                err.print("[yellow]this session paused waiting for approval; deciding now[/]")
-                await _resume_paused(agent, session, err)
-            while True:
-                line = await _read_line(stdin, err, interactive)
-                if line is None:
-                    break
-                line = line.strip()
-                if not line:
-                    continue
-                if line.startswith("/"):
-                    if not _command(line, agent, conversation, session, err):
+    reader = _Reader(stdin, interactive)
+    try:
+        with telemetry_export(cfg):
+            async with agent:
+                if session is not None and session.pending is not None:
+                    err.print("[yellow]this session paused waiting for approval; "
+                              "deciding now[/]")
+                    await _resume_paused(agent, session, err)
+                while True:
+                    message = await reader.message(err)
+                    if message is None:
                         break
-                    continue
-                await _turn(agent, line, conversation, session, err)
-    if session is not None:
-        err.print(f"[dim]saved; continue with: tether chat --session {session.id}[/]")
+                    if not message.strip():
+                        continue
+                    if message.startswith("/") and "\n" not in message:
+                        if not await _command(message.strip(), talk, err):
+                            break
+                        continue
+                    if talk.session is None and talk.store is not None:
+                        talk.session = open_session(args, cfg, talk.args.session, talk.store,
+                                                    title=_title(message))
+                        talk.conversation = talk.session.conversation()
+                        state["session"] = talk.session
+                    await _turn(agent, message, talk.conversation, talk.session, err)
+    finally:
+        reader.close()
+    if talk.session is not None:
+        err.print(f"[dim]saved; continue with: tether chat --session {talk.session.id}[/]")
+    elif store is not None:
+        err.print("[dim]nothing said: no session stored[/]")
     return 0
 
 
-async def _read_line(stdin: TextIO, err: Console, interactive: bool) -> str | None:
-    if interactive:
-        err.print("[bold cyan]you›[/] ", end="")
-    # A thread, so MCP servers and other tasks keep running while we wait for the person.
-    line = await asyncio.to_thread(stdin.readline)
-    return line if line else None
+def _stored(store: Any, session_id: str) -> bool:
+    from tether.store import SessionNotFound
+
+    try:
+        store.load(session_id)
+    except SessionNotFound:
+        return False
+    return True
 
 
-def _command(line: str, agent: Agent, conversation: Conversation, session: Session | None,
-             err: Console) -> bool:
+def _title(message: str) -> str:
+    """A chat's title: its first message, on one line."""
+    from tether.display import one_line
+
+    return one_line(message.strip(), 80)
+
+
+def _model_name(agent: Agent) -> str:
+    return str(getattr(agent.model, "model", "") or type(agent.model).__name__)
+
+
+class _Reader:
+    """The person's messages: lines from a terminal (readline: editing, history, bracketed
+    paste) or from a pipe, joined into one message across ``\\`` line ends and blocks
+    between two lines of three double quotes. Lines are read on a daemon thread, so MCP
+    servers and other tasks keep running while the person thinks, and Ctrl-C at the prompt
+    can leave at once."""
+
+    def __init__(self, stdin: TextIO, interactive: bool) -> None:
+        self.stdin = stdin
+        self.interactive = interactive
+        self._history: str | None = None
+        self._terminal: Any = None
+        if interactive:
+            self._setup_terminal()
+
+    def _setup_terminal(self) -> None:
+        import os
+
+        with contextlib.suppress(ImportError, OSError, ValueError):
+            import termios
+
+            # Restored when the chat ends: a Ctrl-C leaves readline mid-line.
+            self._terminal = termios.tcgetattr(self.stdin.fileno())
+        try:
+            import readline
+        except ImportError:  # no line editing on this Python: plain lines still work
+            return
+        from tether.paths import default_cache
+
+        folder = os.environ.get("TETHER_CACHE_DIR") or str(default_cache(os.environ))
+        self._history = os.path.join(folder, "chat_history")
+        with contextlib.suppress(OSError):
+            readline.read_history_file(self._history)
+        readline.set_history_length(1000)
+        # A pasted block arrives as one line of input: it stays one message.
+        readline.parse_and_bind("set enable-bracketed-paste on")
+
+    def close(self) -> None:
+        import os
+
+        if self._terminal is not None:
+            with contextlib.suppress(ImportError, OSError, ValueError):
+                import termios
+
+                termios.tcsetattr(self.stdin.fileno(), termios.TCSADRAIN, self._terminal)
+        if self._history is not None:
+            import readline
+
+            with contextlib.suppress(OSError):
+                os.makedirs(os.path.dirname(self._history), mode=0o700, exist_ok=True)
+                readline.write_history_file(self._history)
+                os.chmod(self._history, 0o600)  # what a person typed: theirs alone
+
+    async def _line(self, prompt: str) -> str | None:
+        """One line without its newline; None at the end of input or on Ctrl-C."""
+        import signal
+        import threading
+
+        loop = asyncio.get_running_loop()
+        got: asyncio.Future[str | None] = loop.create_future()
+
+        def give(value: str | None) -> None:
+            if not got.done():
+                got.set_result(value)
+
+        def read() -> None:
+            try:
+                if self.interactive:
+                    # The prompt goes where the person looks: stdout may be a file.
+                    if not sys.stdout.isatty():
+                        sys.stderr.write(prompt)
+                        sys.stderr.flush()
+                    line: str | None = input(prompt if sys.stdout.isatty() else "")
+                else:
+                    raw = self.stdin.readline()
+                    line = raw.removesuffix("\n") if raw else None
+            except (EOFError, OSError, ValueError):
+                line = None
+            except KeyboardInterrupt:
+                line = None
+            loop.call_soon_threadsafe(give, line)
+
+        handled = False
+        if self.interactive:
+            # Ctrl-C at the prompt leaves: handled before the prompt shows, so no press can
+            # fall between the two.
+            try:
+                loop.add_signal_handler(signal.SIGINT, give, None)
+                handled = True
+            except (NotImplementedError, RuntimeError):
+                pass
+        threading.Thread(target=read, name="tether-chat-input", daemon=True).start()
+        try:
+            return await got
+        finally:
+            if handled:
+                loop.remove_signal_handler(signal.SIGINT)
+
+    async def message(self, err: Console) -> str | None:
+        """The next message (lines joined), or None to leave."""
+        first = await self._line("you› ")
+        if first is None:
+            if self.interactive:
+                err.print()
+            return None
+        if first.strip() == FENCE:
+            lines: list[str] = []
+            while (line := await self._line("   … ")) is not None and line.strip() != FENCE:
+                lines.append(line)
+            return "\n".join(lines)
+        lines = [first]
+        while lines[-1].endswith("\\"):
+            lines[-1] = lines[-1][:-1]
+            line = await self._line("   … ")
+            if line is None:
+                break
+            lines.append(line)
+        return "\n".join(lines)
+
+
+async def _command(line: str, talk: _Chat, err: Console) -> bool:
     """Run a /command; False means leave."""
     from tether.display import shown
 
-    word = line.split()[0].lower()
+    agent, conversation, session = talk.agent, talk.conversation, talk.session
+    word, _, rest = line.partition(" ")
+    word, rest = word.lower(), rest.strip()
     if word in ("/exit", "/quit"):
         return False
     if word == "/taint":
@@ -145,13 +320,74 @@ def _command(line: str, agent: Agent, conversation: Conversation, session: Sessi
         if not agent.tools:
             err.print("  (no tools)")
     elif word == "/session":
-        err.print(f"session {session.id}" if session else "not stored (--no-store)")
+        err.print(shown(f"session {session.id}" if session else
+                        "not stored (--no-store)" if talk.store is None else
+                        "not stored yet: the first message stores it"))
+    elif word == "/model":
+        await _switch_model(talk, rest, err)
+    elif word == "/system":
+        _system(talk, rest, err)
+    elif word == "/clear":
+        from tether.agent import Conversation
+
+        if session is not None:
+            err.print(shown((f"session {session.id} stays stored (tether chat --session "
+                             f"{session.id}); ", "dim")))
+        talk.session, talk.conversation = None, Conversation()
+        talk.args.session = None
+        err.print(shown(("a new conversation: nothing said yet", "dim")))
     elif word == "/help":
         for name, what in COMMANDS.items():
-            err.print(f"  {name:<9} {what}")
+            err.print(shown(f"  {name:<9} {what}"))
+        err.print(shown((f"  {MULTILINE_HELP}", "dim")))
     else:
         err.print(shown((f"unknown command {word}", "yellow"), "; /help lists them"))
     return True
+
+
+async def _switch_model(talk: _Chat, wanted: str, err: Console) -> None:
+    """``/model``: show the model; ``/model NAME`` asks the same provider for another
+    model, ``/model PROVIDER:NAME`` (a configured provider) switches the provider too."""
+    from tether.config.build import build_provider
+    from tether.display import shown
+    from tether.errors import ConfigError
+
+    agent, cfg = talk.agent, talk.cfg
+    current = getattr(talk.args, "provider", None)
+    name, pcfg = cfg.provider_config(current)
+    if not wanted:
+        err.print(shown(f"model {_model_name(agent)} (provider {name}); configured "
+                        f"providers: {', '.join(sorted(cfg.providers))}"))
+        return
+    prefix, sep, model = wanted.partition(":")
+    if sep and model and prefix in cfg.providers:
+        name, pcfg = cfg.provider_config(prefix)
+    else:
+        model = wanted
+    try:
+        provider = build_provider(name, pcfg.model_copy(update={"model": model}))
+    except ConfigError as e:
+        err.print(shown(("cannot switch: ", "red"), str(e)))
+        return
+    old = agent.model
+    agent.model = provider
+    talk.args.provider = name
+    if all(old is not p for p in agent.providers.values()):
+        await old.aclose()  # one /model made; the configured ones close with the agent
+    err.print(shown((f"now model {model} (provider {name})", "dim")))
+
+
+def _system(talk: _Chat, text: str, err: Console) -> None:
+    from tether.display import shown
+
+    agent = talk.agent
+    if not text:
+        err.print(shown(f"system prompt: {agent.system_prompt}" if agent.system_prompt
+                        else "no system prompt (/system TEXT sets one)"))
+        return
+    agent.system_prompt = None if text == "-" else text
+    err.print(shown(("system prompt removed" if agent.system_prompt is None
+                     else "system prompt set for the next turns", "dim")))
 
 
 async def _turn(agent: Agent, prompt: str, conversation: Conversation, session: Session | None,

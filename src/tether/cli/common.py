@@ -25,12 +25,19 @@ EXIT_PIPE = 141  # as a shell reports a process ended by SIGPIPE: the reader lef
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--provider", help="a [providers.NAME] entry of tether.toml")
-    p.add_argument("--model", help="the model name to ask for")
-    p.add_argument("--max-turns", type=int, help="bound on model turns")
+    p.add_argument("--model", "-m", metavar="[PROVIDER:]MODEL",
+                   help="the model to ask for; PROVIDER: (a configured provider's name) picks "
+                        "the provider too, e.g. -m claude:claude-sonnet-4-5. A prefix that "
+                        "names no configured provider is part of the model name "
+                        "(qwen2.5:0.5b)")
+    p.add_argument("--max-turns", type=_at_least_one, metavar="N", help="bound on model turns")
     p.add_argument("--system", help="system prompt")
     p.add_argument("--context", choices=("trim", "summarize", "off"),
                    help="how a conversation longer than the model's window is sent "
                         "([agent] context)")
+    p.add_argument("--temperature", type=_temperature, metavar="T", help="sampling temperature")
+    p.add_argument("--max-tokens", type=_at_least_one, metavar="N",
+                   help="the run's output token budget (max_output_tokens)")
     p.add_argument("--yes", "-y", action="store_true",
                    help="allow tools that need approval without asking (permission_mode=allow)")
     p.add_argument("--read-only", action="store_true",
@@ -41,31 +48,68 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                         "OTLP exporter)")
 
 
-def error(message: str) -> None:
-    from rich.console import Console
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number is needed, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
+
+def _temperature(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number is needed, not {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 up, not {text!r}")
+    return value
+
+
+def error(message: str) -> None:
+    from tether.cli.render import stderr_console
     from tether.display import shown
 
     # Messages quote what servers, tools and models wrote: printed literally.
-    Console(stderr=True, highlight=False).print(shown(("tether:", "red"), f" {message}"))
+    stderr_console().print(shown(("tether:", "red"), f" {message}"))
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     # `run --local` (tether.local.serving_for_run) points the local provider at its server.
     out: dict[str, Any] = copy.deepcopy(getattr(args, "local_config", None) or {})
-    if getattr(args, "provider", None):
-        out["default_provider"] = args.provider
-    if getattr(args, "model", None):
+    provider, model = getattr(args, "provider", None), getattr(args, "model", None)
+    if provider or model:
         from tether.config import load_config
 
-        name = args.provider or load_config(args.workspace).default_provider
-        out.setdefault("providers", {}).setdefault(name, {})["model"] = args.model
-    if getattr(args, "max_turns", None):
+        base = load_config(args.workspace, out or None)
+        if provider:
+            base.provider_config(provider)  # an unknown name: an error naming the known ones
+        if model:
+            prefix, sep, rest = model.partition(":")
+            if sep and rest and prefix in base.providers:
+                if provider and provider != prefix:
+                    raise ConfigError(f"--model {model} picks provider {prefix!r} but "
+                                      f"--provider says {provider!r}; choose one")
+                provider, model = prefix, rest
+        if provider:
+            out["default_provider"] = provider
+        if model:
+            name, _ = base.provider_config(provider)
+            out.setdefault("providers", {}).setdefault(name, {})["model"] = model
+    if getattr(args, "max_turns", None) is not None:
         out.setdefault("agent", {})["max_turns"] = args.max_turns
     if getattr(args, "system", None):
         out.setdefault("agent", {})["system_prompt"] = args.system
     if getattr(args, "context", None):
         out.setdefault("agent", {})["context"] = args.context
+    if getattr(args, "temperature", None) is not None:
+        out.setdefault("agent", {})["temperature"] = args.temperature
+    if getattr(args, "max_tokens", None) is not None:
+        out.setdefault("agent", {})["max_output_tokens"] = args.max_tokens
     if getattr(args, "yes", False) and getattr(args, "read_only", False):
         raise ConfigError("--yes and --read-only contradict each other; choose one")
     if getattr(args, "yes", False):
@@ -90,7 +134,7 @@ def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]
     if "approver" not in agent_kwargs and sys.stdin.isatty():
         from tether.approval import ConsoleApprover
 
-        agent_kwargs["approver"] = ConsoleApprover()
+        agent_kwargs["approver"] = ConsoleApprover(workspace=workspace_of(args, cfg))
     agent = agent_from_config(args.workspace, config=cfg, **agent_kwargs)
     return agent, cfg
 
@@ -106,14 +150,61 @@ def telemetry_export(cfg: Any) -> contextlib.AbstractContextManager[None]:
     return otlp_export()
 
 
+def workspace_of(args: argparse.Namespace, cfg: Any) -> str:
+    """The folder the file tools work in: ``[tools] workspace``, else ``-w``."""
+    return str(cfg.tools.workspace or args.workspace)
+
+
+def assumed_profile_notice(agent: Any, cfg: Any) -> str | None:
+    """A line saying which server profile is assumed, when nothing named it."""
+    if not getattr(agent.model, "profile_assumed", False):
+        return None
+    name, _ = cfg.provider_config()
+    return (f"provider {name!r}: no profile names its server, so \"generic\" is assumed "
+            f"(set providers.{name}.profile; `tether doctor` probes the server)")
+
+
 def no_provider_help(cfg: Any, error: Exception) -> str:
+    """The advice after "no model server answered", fitting the provider: a local server
+    to start, or a hosted one to check (network, base_url, key). Names the URL tried."""
+    from tether.config.build import base_url, key_variable
+
     name, pcfg = cfg.provider_config()
-    return (f"{error}\n\nNo model server answered for provider {name!r} at {pcfg.base_url}. "
-            f"Either start a local one (`tether local serve`, or `tether run --local ...`), "
-            f"or point tether at a server in ./tether.toml (`tether config init` writes one):\n"
+    url = base_url(pcfg)
+    if not _is_local(url):
+        key = key_variable(pcfg)
+        checks = [f"the network connection to {url}",
+                  f"providers.{name}.base_url" + ("" if pcfg.base_url else " (unset: the "
+                                                  f"{pcfg.kind} default)")]
+        if key:
+            checks.append(f"the API key in {key}")
+        return (f"{error}\n\nProvider {name!r} ({pcfg.kind}) could not be reached at {url}. "
+                f"Check {', '.join(checks[:-1])} and {checks[-1]}.")
+    return (f"{error}\n\nNo model server answered for provider {name!r} at {url}. "
+            f"Either start one there (`tether local serve`, or `tether run --local ...` for "
+            f"a local llama-server), or point tether at a server in ./tether.toml "
+            f"(`tether config init` writes one):\n"
             f"  [providers.{name}]\n  kind = \"openai-chat\"\n"
             f"  base_url = \"http://127.0.0.1:8080/v1\"\n  model = \"...\"\n"
             f"and select it with default_provider or --provider.")
+
+
+def _is_local(url: str) -> bool:
+    """Whether ``url`` is on this machine or a private network (a server someone starts)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith((".localhost", ".local")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 @contextlib.contextmanager
@@ -140,13 +231,16 @@ def graceful_interrupt() -> Iterator[asyncio.Event]:
 
 
 def exit_code(result: Any) -> int:
+    """0 answered, 1 error, 2 refused: the gate refused a call the model asked for (denied,
+    blocked, nobody to approve it), even if the model then answered, or the run paused
+    waiting for approval; 3 no answer; 130 interrupted."""
     if result.error is not None:
         return EXIT_ERROR
-    if result.stop_cause == "completed":
-        return EXIT_OK
+    if result.stop_cause == "interrupted":
+        return EXIT_INTERRUPTED
     refused = any(r.denied or r.blocked for r in result.tool_calls)
     if result.stop_cause == "paused" or refused:
         return EXIT_REFUSED
-    if result.stop_cause == "interrupted":
-        return EXIT_INTERRUPTED
+    if result.stop_cause == "completed":
+        return EXIT_OK
     return EXIT_NO_ANSWER

@@ -1,4 +1,4 @@
-"""`tether config show|init`."""
+"""`tether config show|init`; `tether config` alone lists the actions."""
 
 from __future__ import annotations
 
@@ -14,19 +14,68 @@ from tether.errors import ConfigError
 def add_cli(sub: Any) -> None:
     config = sub.add_parser("config", help="show or create the configuration")
     config_sub = config.add_subparsers(dest="config_command", metavar="ACTION")
-    show = config_sub.add_parser("show", help="the merged configuration and where it came from")
+    show = config_sub.add_parser(
+        "show", help="the merged configuration, each key with where it came from")
+    show.add_argument("--json", action="store_true",
+                      help="as JSON: the merged configuration and each key's origin")
     show.set_defaults(handler=cmd_config_show)
     init = config_sub.add_parser("init", help="write a commented tether.toml")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(handler=cmd_config_init)
 
+    def actions(args: argparse.Namespace) -> int:
+        config.print_help()
+        return EXIT_OK
+
+    config.set_defaults(handler=actions)
+
+
+def settings(workspace: str) -> tuple[Any, list[tuple[str, Any, str]]]:
+    """The merged configuration and its keys as ``(dotted key, value, origin)``: the origin
+    is the layer that set it (a file's path, ``environment``, ``defaults``). A list (``mcp``,
+    ``tools.enabled``) is one value: a layer replaces it whole."""
+    from tether.config import load_config
+    from tether.config.layers import config_layers, origins
+
+    cfg = load_config(workspace)
+    where = origins(config_layers(workspace))
+    rows: list[tuple[str, Any, str]] = []
+
+    def origin(key: str) -> str:
+        while key:
+            if key in where:
+                return where[key]
+            key = key.rpartition(".")[0]
+        return "defaults"
+
+    def walk(prefix: str, table: dict[str, Any]) -> None:
+        for key, value in table.items():
+            path = f"{prefix}{key}"
+            if isinstance(value, dict) and value:
+                walk(path + ".", value)
+            else:
+                rows.append((path, value, origin(path)))
+
+    walk("", cfg.model_dump(mode="json", exclude={"sources", "own_files"}))
+    return cfg, rows
+
 
 def cmd_config_show(args: argparse.Namespace) -> int:
-    from tether.config import load_config
+    from tether.display import literal
 
-    cfg = load_config(args.workspace)
-    print(f"# layers: {', '.join(cfg.sources)}")
-    print(json.dumps(cfg.model_dump(mode="json"), indent=2))
+    cfg, rows = settings(args.workspace)
+    if args.json:
+        print(json.dumps({"layers": cfg.sources,
+                          "config": cfg.model_dump(mode="json", exclude={"own_files"}),
+                          "origins": {key: source for key, _, source in rows}}, indent=2))
+        return EXIT_OK
+    # Values and paths come from the user's files and environment: printed literally.
+    print(literal(f"# layers, later wins: {', '.join(cfg.sources)}"))
+    lines = [(f"{key} = {json.dumps(value, ensure_ascii=False)}", source)
+             for key, value, source in rows]
+    width = min(60, max(len(text) for text, _ in lines))
+    for text, source in lines:
+        print(literal(f"{text:<{width}}  # {source}"))
     return EXIT_OK
 
 

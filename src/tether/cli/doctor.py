@@ -1,5 +1,6 @@
-"""`tether doctor`: can each configured provider be reached, each MCP server started, the
-session store opened?"""
+"""`tether doctor`: can the providers the configuration uses be reached (its
+``default_provider`` and the sub-agents' ones, or ``--provider NAME``), each MCP server
+started, the session store opened? Exits 0 when every check passed, 1 otherwise."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 
 def add_cli(sub: Any) -> None:
     doctor = sub.add_parser("doctor", help="check config, providers, MCP servers, the store")
+    doctor.add_argument("--provider", metavar="NAME",
+                        help="check this configured provider (default: the ones in use)")
     doctor.set_defaults(handler=cmd_doctor)
 
 
@@ -25,11 +28,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 async def _doctor(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from tether.cli.render import stdout_console
     from tether.config import load_config
 
-    console = Console(highlight=False)
+    console = stdout_console()
     failures = 0
 
     def report(ok: bool, label: str, detail: str) -> None:
@@ -47,7 +49,12 @@ async def _doctor(args: argparse.Namespace) -> int:
         report(False, "config", str(e))
         return EXIT_ERROR
     report(True, "config", ", ".join(cfg.sources))
-    for ok, label, detail in await check_providers(cfg):
+    try:
+        names = providers_in_use(cfg, args.provider)
+    except ConfigError as e:
+        report(False, "provider", str(e))
+        return EXIT_ERROR
+    for ok, label, detail in await check_providers(cfg, names):
         report(ok, label, detail)
     from tether.cli.sessions import check_store
 
@@ -57,23 +64,34 @@ async def _doctor(args: argparse.Namespace) -> int:
     for check in checks:
         for ok, label, detail in await check(cfg):
             report(ok, label, detail)
+    unchecked = sorted(set(cfg.providers) - set(names))
+    if unchecked and not args.provider:
+        from tether.display import shown
+
+        console.print(shown((f"  not in use, not checked: {', '.join(unchecked)} "
+                             f"(tether doctor --provider NAME checks one)", "dim")))
     return EXIT_OK if not failures else EXIT_ERROR
 
 
 # --- the checks -------------------------------------------------------------------------
 
 
-_DEFAULT_BASE = {
-    "openai-chat": "https://api.openai.com/v1",
-    "openai-responses": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-    "gemini": "https://generativelanguage.googleapis.com/v1beta",
-}
+def providers_in_use(config: Config, chosen: str | None = None) -> list[str]:
+    """The providers a run would use: ``chosen`` (an unknown name is a ConfigError listing
+    the configured ones), else ``default_provider`` and those the sub-agents name."""
+    name, _ = config.provider_config(chosen)
+    if chosen:
+        return [name]
+    used = {s.provider for s in config.subagents if s.provider and s.provider in config.providers}
+    return [name, *sorted(used - {name})]
 
 
 def _models_request(cfg: ProviderConfig) -> tuple[str, dict[str, str]]:
-    base = (cfg.base_url or _DEFAULT_BASE[cfg.kind]).rstrip("/")
-    key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else ""
+    from tether.config.build import base_url, key_variable
+
+    base = base_url(cfg).rstrip("/")
+    variable = key_variable(cfg)
+    key = os.environ.get(variable, "") if variable else ""
     if cfg.kind == "anthropic":
         return f"{base}/v1/models", {"x-api-key": key, "anthropic-version": "2023-06-01"}
     if cfg.kind == "gemini":
@@ -93,15 +111,23 @@ def _listed_models(data: Any) -> set[str]:
     return names
 
 
-async def check_providers(config: Config) -> list[tuple[bool, str, str]]:
+async def check_providers(config: Config, names: list[str] | None = None
+                          ) -> list[tuple[bool, str, str]]:
+    """Each provider of ``names`` (default: the ones in use): its key set, its server
+    reachable, its model listed; for an OpenAI-compatible server without a ``profile``, the
+    profile its model list points at."""
     import httpx
+
+    from tether.config.build import key_variable, missing_key_message
 
     out: list[tuple[bool, str, str]] = []
     async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
-        for name, cfg in config.providers.items():
+        for name in names if names is not None else providers_in_use(config):
+            cfg = config.providers[name]
             label = f"provider {name} ({cfg.kind})"
-            if cfg.api_key_env and cfg.api_key_env not in os.environ:
-                out.append((False, label, f"{cfg.api_key_env} is not set"))
+            variable = key_variable(cfg)
+            if variable and variable not in os.environ:
+                out.append((False, label, f"missing key: {missing_key_message(name, cfg)}"))
                 continue
             url, headers = _models_request(cfg)
             try:
@@ -109,19 +135,45 @@ async def check_providers(config: Config) -> list[tuple[bool, str, str]]:
             except httpx.HTTPError as e:
                 out.append((False, label, f"cannot reach {url}: {e or type(e).__name__}"))
                 continue
+            if response.status_code in (401, 403):
+                out.append((False, label, f"{url} refused the key in {variable} (HTTP "
+                                          f"{response.status_code})" if variable else
+                            f"{url} answered HTTP {response.status_code}: it wants a key "
+                            f"(set providers.{name}.api_key_env)"))
+                continue
             if response.status_code >= 400:
                 out.append((False, label, f"{url} answered HTTP {response.status_code}"))
                 continue
             try:
-                models = _listed_models(response.json())
+                listing = response.json()
             except ValueError:
-                models = set()
+                listing = None
+            models = _listed_models(listing)
             if models and cfg.model not in models:
                 out.append((False, label, f"reachable, but model {cfg.model!r} is not listed "
                                           f"(listed: {', '.join(sorted(models)[:8])})"))
-            else:
-                out.append((True, label, f"reachable at {url}, model {cfg.model!r}"))
+                continue
+            out.append((True, label, f"reachable at {url}, model {cfg.model!r}"
+                        + _profile_note(name, cfg, listing)))
     return out
+
+
+def _profile_note(name: str, cfg: ProviderConfig, listing: Any) -> str:
+    """For ``openai-chat`` without a ``profile``: what the server looks like, and the
+    profile that is assumed meanwhile."""
+    if cfg.kind != "openai-chat" or cfg.profile:
+        return ""
+    from tether.providers.profiles import detect, profile_from_models
+
+    assumed = detect(cfg.base_url or "https://api.openai.com/v1")
+    if assumed != "generic":
+        return f", profile {assumed!r} (by its host)"
+    found = profile_from_models(listing)
+    if found is None:
+        return (", profile \"generic\" assumed (the server did not say what it is; set "
+                f"providers.{name}.profile if you know)")
+    return (f"; the server looks like {found}: set providers.{name}.profile = \"{found}\" "
+            f"(\"generic\" is assumed until then)")
 
 
 async def check_mcp_servers(config: Config) -> list[tuple[bool, str, str]]:

@@ -1,7 +1,10 @@
 """Terminal rendering of a run's events with rich (used by `tether run` and `tether chat`).
 
 The answer's text goes to stdout as it streams; tool activity, approvals and the usage line
-go to stderr, so `tether run ... > answer.txt` keeps only the answer.
+go to stderr, so `tether run ... > answer.txt` keeps only the answer. In a terminal a
+spinner shows the model is working while it is silent, and the answer is shown as Markdown
+(updated as it streams, then printed whole); piped, the answer is its plain text and no
+line is wrapped.
 """
 
 from __future__ import annotations
@@ -46,70 +49,179 @@ def context_line(event: ev.ContextFitted) -> str:
     return f"{line} · {event.note}" if event.note else line
 
 
+def stderr_console() -> Console:
+    """The console for progress and messages: never wraps lines when stderr is not a
+    terminal (a log file, a pipe), so a line stays one line whatever its length."""
+    console = Console(stderr=True, highlight=False)
+    if not console.is_terminal:
+        console.soft_wrap = True
+    return console
+
+
+def stdout_console() -> Console:
+    """``stderr_console`` for standard output (``tether doctor``, ``sessions show``)."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.soft_wrap = True
+    return console
+
+
+def is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
+
+
+def markdown(text: str) -> Any:
+    """Model text as Markdown for the terminal, every character of it still shown: control
+    and hidden characters are made visible first (``literal``), and the Markdown rules that
+    would hide or produce text are off: HTML (a comment would vanish), images (their URL
+    would), entities (``&#27;`` would become an escape). Links show their target."""
+    from markdown_it import MarkdownIt
+    from rich.markdown import Markdown
+
+    shown_text = literal(text)
+    md = Markdown(shown_text, hyperlinks=False)
+    md.parsed = MarkdownIt().enable("strikethrough").enable("table").disable(
+        ["html_block", "html_inline", "image", "entity"]).parse(shown_text)
+    return md
+
+
+class _Tail:
+    """The last lines of a renderable that fit the terminal: a live view of a long answer
+    shows where it grows (the whole answer is printed when it is done)."""
+
+    def __init__(self, renderable: Any) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        from rich.segment import Segment
+
+        lines = console.render_lines(self.renderable, options, pad=False)
+        for line in lines[-max(1, console.size.height - 2):]:
+            yield from line
+            yield Segment.line()
+
+
 class EventRenderer:
-    """Feed it every event of a run; it prints as things happen."""
+    """Feed it every event of a run; it prints as things happen.
+
+    ``markdown`` (default: stdout is a terminal) renders the answer as Markdown;
+    ``show_error`` prints a failed run's error with the usage line (a command that prints
+    the error itself, with advice, turns it off)."""
 
     def __init__(self, out: TextIO | None = None, err: Console | None = None,
-                 show_text: bool = True) -> None:
+                 show_text: bool = True, *, markdown: bool | None = None,
+                 show_error: bool = True) -> None:
         self.out = out or sys.stdout
-        self.err = err or Console(stderr=True, highlight=False)
+        self.err = err or stderr_console()
         self.show_text = show_text
+        self.markdown = is_terminal(self.out) if markdown is None else markdown
+        self.show_error = show_error
         self._status: Any = None
+        self._live: Any = None
+        self._text = ""
         self._text_open = False
         self._streamed = False
+        self._arguments: dict[str, str] = {}  # call id -> the arguments the model sent
         self._started = time.perf_counter()
 
     def _indent(self, event: ev.Event) -> str:
         return "  " * len(event.path)
 
-    def _end_text(self) -> None:
-        if self._text_open:
-            self.out.write("\n")
+    # --- the answer's text ------------------------------------------------------------------
+
+    def _write(self, text: str) -> None:
+        self._stop_status()
+        self._text += text
+        self._text_open = self._streamed = True
+        if not self.markdown:
+            self.out.write(literal(text))
             self.out.flush()
-            self._text_open = False
+            return
+        if self._live is None:
+            from rich.live import Live
+
+            self._live = Live(console=Console(file=self.out, highlight=False),
+                              transient=True, auto_refresh=False, redirect_stdout=False,
+                              redirect_stderr=False)
+            self._live.start()
+        self._live.update(_Tail(markdown(self._text)), refresh=True)
+
+    def _end_text(self) -> None:
+        if not self._text_open:
+            return
+        self._text_open = False
+        text, self._text = self._text, ""
+        if self._live is not None:
+            live, self._live = self._live, None
+            live.stop()
+            live.console.print(markdown(text))
+            return
+        self.out.write("\n")
+        self.out.flush()
+
+    # --- the spinner --------------------------------------------------------------------------
+
+    def _spin(self, what: str) -> None:
+        if not self.err.is_terminal:
+            return
+        if self._status is None:
+            self._status = self.err.status(shown(what))
+            self._status.start()
+        else:
+            self._status.update(shown(what))
 
     def _stop_status(self) -> None:
         if self._status is not None:
             self._status.stop()
             self._status = None
 
+    # --- events -------------------------------------------------------------------------------
+
     def __call__(self, event: ev.Event) -> None:
         pad = self._indent(event)
         err = self.err
+        top = not event.path
         if isinstance(event, ev.TextDelta):
-            if self.show_text and not event.path:
+            if self.show_text and top and event.text:
                 # The answer itself, as text: escapes and hidden characters made visible.
-                self.out.write(literal(event.text))
-                self.out.flush()
-                self._text_open = self._streamed = True
+                self._write(event.text)
             return
-        if isinstance(event, ev.TurnStarted) and not event.path:
+        if isinstance(event, ev.TurnStarted) and top:
             self._streamed = False
-        if isinstance(event, ev.ModelResponded) and not event.path and not self._streamed \
-                and self.show_text and event.message.text:
-            # A server that answered a streamed request with one JSON body sent no deltas.
-            self.out.write(literal(event.message.text))
-            self.out.flush()
-            self._text_open = True
-        if isinstance(event, ev.ModelResponded | ev.UsageUpdated | ev.TurnStarted
-                      | ev.ReasoningDelta | ev.RunStarted):
-            if isinstance(event, ev.ModelResponded) and event.path and event.message.text:
+            self._spin("thinking…")
+            return
+        if isinstance(event, ev.ReasoningDelta | ev.UsageUpdated | ev.RunStarted):
+            return
+        if isinstance(event, ev.ProviderRetry):
+            if err.is_terminal:  # the spinner says it; the run's error, if it fails, once
+                self._spin(f"retrying in {event.wait_secs:.1f}s (attempt {event.attempt}): "
+                           f"{one_line(event.error, 160)}")
+            else:
+                err.print(shown(pad, (f"retrying in {event.wait_secs:.1f}s (attempt "
+                                      f"{event.attempt})", "yellow")))
+            return
+        if isinstance(event, ev.ToolCallRequested):
+            self._arguments[event.call.id] = event.call.arguments
+            return
+        if isinstance(event, ev.ModelResponded):
+            if top and not self._streamed and self.show_text and event.message.text:
+                # A server that answered a streamed request with one JSON body sent no deltas.
+                self._write(event.message.text)
+            if not top and event.message.text:
                 err.print(shown(pad, (f"│ {_short(event.message.text)}", "dim")))
             return
         self._end_text()
+        self._stop_status()
         if isinstance(event, ev.ToolStarted):
             name = _named(event.display_name, event.tool)
             err.print(shown(pad, (f"→ {name}", "cyan"), " ", (_short(event.arguments), "dim")))
-            if not event.path and err.is_terminal:
-                self._stop_status()
-                self._status = err.status(shown(f"running {name}…"))
-                self._status.start()
+            if top:
+                self._spin(f"running {name}…")
         elif isinstance(event, ev.ToolFinished):
-            self._stop_status()
-            style = {"ok": "green", "error": "red"}.get(event.status, "yellow")
-            mark = "✓" if event.status == "ok" else "✗"
-            err.print(shown(pad, (f"{mark} {event.tool}", style), " ",
-                            (_short(event.result.content, 160), "dim")))
+            self._tool_finished(event, pad)
         elif isinstance(event, ev.TrifectaWaived):
             err.print(shown(pad, ("trifecta waived", "yellow"), f" {event.tool} ",
                             ("(security.trifecta = allow)", "dim")))
@@ -128,9 +240,6 @@ class EventRenderer:
             trust = ("trusted", "green") if event.trusted else ("untrusted", "yellow")
             err.print(shown(pad, (f"⇠ {event.profile}", "magenta"), " ", trust, " ",
                             (f"({event.reason})", "dim")))
-        elif isinstance(event, ev.ProviderRetry):
-            err.print(shown(pad, (f"retrying in {event.wait_secs:.1f}s", "yellow"), " ",
-                            (f"({event.error})", "dim")))
         elif isinstance(event, ev.Notice):
             style = {"info": "dim", "warning": "yellow", "error": "red"}[event.level]
             err.print(shown(pad, (event.message, style)))
@@ -139,16 +248,39 @@ class EventRenderer:
         elif isinstance(event, ev.RunPaused):
             err.print(shown((f"paused: waiting for decisions on "
                              f"{', '.join(event.pending_call_ids)}", "yellow")))
-        elif isinstance(event, ev.RunFinished) and not event.path:
+        elif isinstance(event, ev.RunFinished) and top:
             self.finish(event)
+
+    def _tool_finished(self, event: ev.ToolFinished, pad: str) -> None:
+        from tether.trust import untrusted_content
+
+        err = self.err
+        result = event.result
+        if event.status in ("invalid_args", "unknown_tool"):
+            # The call never ran: what the model sent, then why it was refused.
+            sent = self._arguments.get(event.call_id, "")
+            err.print(shown(pad, (f"✗ {event.tool}", "red"), " ",
+                            (one_line(sent, 300) or "(no arguments)", "dim")))
+            err.print(shown(pad, "  ", (_short(result.content, 300), "dim")))
+            return
+        style = {"ok": "green", "error": "red"}.get(event.status, "yellow")
+        mark = "✓" if event.status == "ok" else "✗"
+        content = result.content
+        flag: tuple[tuple[str, str], ...] = ()
+        if result.trust == "untrusted":
+            # A person reads the data; the notice wrapped around it is written for the model.
+            content = untrusted_content(content) or content
+            flag = ((" (untrusted)", "yellow"),)
+        err.print(shown(pad, (f"{mark} {event.tool}", style), *flag, " ",
+                        (_short(content, 160), "dim")))
 
     def finish(self, event: ev.RunFinished) -> None:
         self._stop_status()
         self._end_text()
         r = event.result
         elapsed = time.perf_counter() - self._started
-        line = (f"tokens in {r.usage.input_tokens} · out {r.usage.output_tokens} · "
-                f"turns {r.turns} · {len(r.tool_calls)} tool call(s) · {elapsed:.1f}s")
+        line = (f"{tokens(r.usage)} · turns {r.turns} · {len(r.tool_calls)} tool call(s) · "
+                f"{elapsed:.1f}s")
         if r.stop_cause != "completed":
             line += f" · stopped: {r.stop_cause}"
         if r.blocked_sends:
@@ -158,5 +290,15 @@ class EventRenderer:
                                     ("untrusted", r.taint.untrusted)) if v]
             line += f" · taint: {'+'.join(flags)}"
         self.err.print(shown((line, "dim")))
-        if r.error is not None:
+        if r.error is not None and self.show_error:
             self.err.print(shown(("error:", "red"), f" {r.error}"))
+
+
+def tokens(usage: Any) -> str:
+    """The usage line's tokens: unknown when the server reported none, never a made-up 0."""
+    if usage.requests and usage.unreported_requests >= usage.requests:
+        return "tokens unknown (the server reported no usage)"
+    text = f"tokens in {usage.input_tokens} · out {usage.output_tokens}"
+    if usage.unreported_requests:
+        text += f" (+ {usage.unreported_requests} request(s) that reported none)"
+    return text

@@ -1,18 +1,27 @@
-"""`tether run PROMPT`: one prompt, the answer streamed, the exit code says how it ended."""
+"""`tether run PROMPT`: one prompt, the answer streamed, the exit code says how it ended.
+
+Text piped in joins the prompt (``git diff | tether run "review this"``); ``-`` reads the
+whole prompt from standard input. Every run is logged to the session store (a session of
+its own, unless ``--session ID`` or ``-c`` continues one; ``--no-log`` keeps nothing), so
+``tether logs`` shows it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import os
+import stat
+import sys
 from pathlib import Path
 from typing import Any
 
 from tether.cli.common import (
     EXIT_ERROR,
     EXIT_NO_ANSWER,
-    EXIT_OK,
     add_run_flags,
+    assumed_profile_notice,
     error,
     exit_code,
     graceful_interrupt,
@@ -21,18 +30,25 @@ from tether.cli.common import (
     telemetry_export,
 )
 from tether.cli.temporal import add_engine_flag
-from tether.errors import ConfigError, OutputFailure, ProviderConnectionError
+from tether.errors import ConfigError, OutputFailure, ProviderConnectionError, TetherError
 
 
 def add_cli(sub: Any) -> None:
     run = sub.add_parser("run", help="run one prompt and stream the answer")
-    run.add_argument("prompt", help="what the agent should do")
+    run.add_argument("prompt", nargs="?",
+                     help="what the agent should do; - reads it from standard input (text "
+                          "piped in otherwise joins the prompt)")
     add_run_flags(run)
     run.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     run.add_argument("--output-schema", metavar="FILE.json",
-                     help="answer in this JSON Schema; prints the validated JSON answer")
+                     help="answer in this JSON Schema (its top level an object); prints the "
+                          "validated JSON answer (with --json, the RunResult holding it)")
     run.add_argument("--session", metavar="ID",
                      help="continue stored session ID (created with this id when new)")
+    run.add_argument("-c", "--continue", dest="continue_last", action="store_true",
+                     help="continue the most recent session")
+    run.add_argument("--no-log", action="store_true",
+                     help="do not log this run to the session store")
     run.add_argument("--local", action="store_true",
                      help="use a local llama-server, setting it up and starting it if needed")
     run.add_argument("--tools", dest="tool_files", action="append", metavar="FILE.py[:NAME]",
@@ -43,11 +59,60 @@ def add_cli(sub: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    args.prompt = prompt_of(args.prompt)
+    if args.no_log and (args.session or args.continue_last):
+        raise ConfigError("--no-log keeps nothing, so it cannot continue a session "
+                          "(--session / -c); drop one of them")
+    if args.session and args.continue_last:
+        raise ConfigError("--session ID and -c (the most recent session) both name the "
+                          "session to continue; choose one")
     if getattr(args, "engine", "local") == "temporal":
         from tether.cli.temporal import run_on_temporal
 
         return run_on_temporal(args)
     return asyncio.run(_run(args))
+
+
+# --- the prompt -------------------------------------------------------------------------------
+
+
+def prompt_of(given: str | None) -> str:
+    """The prompt: ``given``, with text piped to standard input before it; ``-`` (or no
+    prompt while text is piped) is the piped text alone."""
+    if given == "-":
+        return _read_stdin(required=True)
+    piped = _read_stdin(required=given is None)
+    if given is None:
+        return piped
+    if piped.strip():
+        return f"{piped.rstrip()}\n\n{given}"
+    return given
+
+
+def _read_stdin(required: bool) -> str:
+    """Standard input's text, when it is piped or redirected from a file (never a terminal,
+    nor a device such as /dev/null)."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):  # no stdin at all
+        mode = 0
+    if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+        if required:
+            raise ConfigError("give a prompt: tether run \"...\", or pipe one in: "
+                              "echo \"...\" | tether run -")
+        return ""
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise TetherError(f"standard input is not UTF-8 text (byte 0x{data[e.start]:02x} at "
+                          f"offset {e.start}); tether run reads text") from None
+    if required and not text.strip():
+        raise ConfigError("the prompt on standard input is empty: say what the agent should do")
+    return text
+
+
+# --- the run ----------------------------------------------------------------------------------
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -57,6 +122,26 @@ async def _run(args: argparse.Namespace) -> int:
         async with serving_for_run(args):
             return await _run_agent(args)
     return await _run_agent(args)
+
+
+def _session_for(args: argparse.Namespace, cfg: Any) -> Any:
+    """The session this run is logged to: the one ``--session``/``-c`` names, a new one,
+    or None (``--no-log``)."""
+    from tether.cli.sessions import session_for_run
+    from tether.store import StoreError
+
+    if args.no_log:
+        return None
+    if not args.prompt.strip():
+        raise TetherError("the prompt is empty: say what the agent should do")
+    if args.session or args.continue_last:
+        return session_for_run(args, cfg)  # asked for: a store that fails is an error
+    try:
+        return session_for_run(args, cfg)
+    except StoreError as e:
+        # Only the log is lost: the run itself needs no store.
+        error(f"this run is not logged: {e} (--no-log skips logging)")
+        return None
 
 
 async def _run_agent(args: argparse.Namespace) -> int:
@@ -69,15 +154,18 @@ async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
     from tether.cli.render import EventRenderer
 
     quiet = bool(args.json)
-    renderer = EventRenderer(show_text=not quiet and not args.output_schema)
-    async with agent:
-        session = None
-        if getattr(args, "session", None):
-            from tether.cli.sessions import session_for_run
+    renderer = EventRenderer(show_text=not quiet and not args.output_schema, show_error=False)
+    notice = assumed_profile_notice(agent, cfg)
+    if notice is not None and not quiet:
+        from tether.cli.render import stderr_console
+        from tether.display import shown
 
-            session = session_for_run(args, cfg)
-        if args.output_schema:
-            return await _run_structured(agent, args, renderer, cfg)
+        stderr_console().print(shown((notice, "dim")))
+    spec = _output_spec(args.output_schema) if args.output_schema else None
+    session = _session_for(args, cfg)
+    async with agent:
+        if spec is not None:
+            return await _run_structured(agent, args, renderer, cfg, spec, session)
         from tether.events import RunFinished
 
         result = None
@@ -91,42 +179,99 @@ async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
     if args.json:
         from tether.display import json_dumps
 
-        print(json_dumps(result.to_dict(), indent=2))
-    if isinstance(result.error, ProviderConnectionError):
-        error(no_provider_help(cfg, result.error))
-        return EXIT_ERROR
+        print(json_dumps(_with_session(result.to_dict(), session), indent=2))
+    _report_error(result, cfg)
     return exit_code(result)
 
 
-async def _run_structured(agent: Any, args: argparse.Namespace, renderer: Any, cfg: Any) -> int:
+def _with_session(data: dict[str, Any], session: Any) -> dict[str, Any]:
+    return {**data, "session_id": session.id if session is not None else None}
+
+
+def _report_error(result: Any, cfg: Any) -> None:
+    """A failed run's error, once, with advice when no model server answered."""
+    if isinstance(result.error, ProviderConnectionError):
+        error(no_provider_help(cfg, result.error))
+    elif result.error is not None:
+        error(str(result.error))
+
+
+# --- --output-schema --------------------------------------------------------------------------
+
+
+def _output_spec(file: str) -> Any:
+    """The OutputSpec a schema file describes, checked here: a file that is no JSON Schema,
+    or whose top level is not an object (a tool's arguments are), is a ConfigError. The run
+    keeps its tools (``with_tools()``): the model may work before it answers."""
     from tether.output import OutputSpec
 
-    path = Path(args.output_schema)
+    path = Path(file)
     try:
-        schema = json.loads(path.read_text())
+        schema = json.loads(path.read_bytes().decode("utf-8-sig"))
     except (OSError, ValueError) as e:
         raise ConfigError(f"--output-schema {path}: cannot read a JSON Schema: {e}") from None
     if not isinstance(schema, dict):
-        raise ConfigError(f"--output-schema {path}: a JSON Schema must be an object")
+        raise ConfigError(f"--output-schema {path}: a JSON Schema must be a JSON object "
+                          f"({{\"type\": \"object\", \"properties\": ...}}), not "
+                          f"{type(schema).__name__}")
+    _check_schema(path, schema)
+    top = schema.get("type", "object" if "properties" in schema else None)
+    if top != "object":
+        shown = json.dumps(top) if top is not None else "not set"
+        raise ConfigError(f"--output-schema {path}: the top level must be an object schema "
+                          f"(\"type\": \"object\"; its \"type\" is {shown}): the answer is "
+                          f"given as a tool's arguments, which are an object. Wrap the value "
+                          f"in a property, e.g. {{\"type\": \"object\", \"properties\": "
+                          f"{{\"value\": ...}}}}")
     title = schema.get("title")
     name = title if isinstance(title, str) and title.strip() else path.stem
-    spec = OutputSpec(name, schema.get("description") or "Give the final answer in this shape.",
-                      schema)
-    run = agent.prepare(args.prompt, output=spec)
+    description = schema.get("description")
+    return OutputSpec(name, description if isinstance(description, str) and description
+                      else "Give the final answer in this shape.", schema).with_tools()
+
+
+def _check_schema(path: Path, schema: dict[str, Any]) -> None:
+    import jsonschema
+
+    try:
+        cls = jsonschema.validators.validator_for(schema,
+                                                  default=jsonschema.Draft202012Validator)
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as e:
+        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
+        raise ConfigError(f"--output-schema {path}: not a valid JSON Schema at {where}: "
+                          f"{e.message}") from None
+    except (TypeError, ValueError, RecursionError) as e:  # a $schema that is not a string
+        raise ConfigError(f"--output-schema {path}: not a valid JSON Schema: {e}") from None
+
+
+async def _run_structured(agent: Any, args: argparse.Namespace, renderer: Any, cfg: Any,
+                          spec: Any, session: Any) -> int:
+    from tether.display import json_dumps
+
+    run = agent.prepare(args.prompt, output=spec,
+                        conversation=session.conversation() if session is not None else None)
     async for event in run.stream():
+        if session is not None:
+            session.record(event)  # what Agent.stream(session=...) does for a plain run
         if not args.json:
             renderer(event)
     try:
         report = await run.output()
     except OutputFailure as failure:
-        if failure.result is not None and isinstance(failure.result.error,
-                                                     ProviderConnectionError):
-            error(no_provider_help(cfg, failure.result.error))
+        result = failure.result
+        if args.json and result is not None:
+            print(json_dumps(_with_session(result.to_dict(), session), indent=2))
+        if result is not None and result.error is not None:
+            _report_error(result, cfg)
             return EXIT_ERROR
         error(f"no valid answer ({failure.reason}): {failure.message}")
         return EXIT_ERROR if failure.reason == "provider" else EXIT_NO_ANSWER
-    from tether.display import json_dumps
-
-    print(json_dumps(report.value if not hasattr(report.value, "model_dump")
-                     else report.value.model_dump(mode="json"), indent=2))
-    return EXIT_OK
+    result = report.result
+    if args.json:
+        print(json_dumps(_with_session(result.to_dict(), session), indent=2))
+    else:
+        value = report.value
+        print(json_dumps(value.model_dump(mode="json") if hasattr(value, "model_dump")
+                         else value, indent=2))
+    return exit_code(result)

@@ -31,6 +31,10 @@ class SessionPaused(TetherError):
     """The session waits for approval decisions before it can take a new prompt."""
 
 
+class SessionAmbiguous(TetherError):
+    """A session id prefix that more than one session's id starts with."""
+
+
 def add_cli(sub: Any) -> None:
     """Register ``tether sessions``."""
     from tether.cli.common import add_run_flags
@@ -123,6 +127,37 @@ def open_session(args: argparse.Namespace, cfg: Config, session_id: str | None,
     return Session.create(store, **meta)
 
 
+def resolve_id(store: SessionStore, key: str) -> str:
+    """The id of the session ``key`` names: its whole id, or a prefix of exactly one id.
+    A prefix several ids share is an error listing them; no match is ``SessionNotFound``."""
+    from tether.store import SessionNotFound
+
+    try:
+        return store.load(key).info.id
+    except SessionNotFound:
+        pass
+    matches = [i.id for i in store.list(limit=1_000_000_000) if i.id.startswith(key)] \
+        if key else []
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        shown = ", ".join(matches[:10]) + (f" and {len(matches) - 10} more"
+                                           if len(matches) > 10 else "")
+        raise SessionAmbiguous(f"{key!r} starts {len(matches)} session ids: {shown}; give "
+                               f"more of the id")
+    raise SessionNotFound(f"no session {key!r} in {where(store)} (`tether sessions list` shows "
+                          f"them)")
+
+
+def latest_session(store: SessionStore) -> str:
+    """The id of the most recently updated session (``tether run -c``)."""
+    infos = store.list(limit=1)
+    if not infos:
+        raise ConfigError(f"there is no session to continue in {where(store)}; run without -c "
+                          f"to start one")
+    return infos[0].id
+
+
 def refuse_if_paused(session: Session) -> None:
     pending = session.pending
     if pending is not None:
@@ -133,11 +168,13 @@ def refuse_if_paused(session: Session) -> None:
 
 
 def session_for_run(args: argparse.Namespace, cfg: Config) -> Session:
-    """The session ``tether run --session ID`` continues (created when new)."""
-    if getattr(args, "output_schema", None):
-        raise ConfigError("--session and --output-schema cannot be combined yet")
-    session = open_session(args, cfg, args.session, store_for(args.workspace),
-                           title=args.prompt)
+    """The session ``tether run`` is logged to: the one ``--session ID`` names (created with
+    that id when new), the most recent one (``-c``), or a new one titled with the prompt."""
+    store = store_for(args.workspace)
+    session_id = args.session
+    if getattr(args, "continue_last", False):
+        session_id = latest_session(store)
+    session = open_session(args, cfg, session_id, store, title=args.prompt)
     refuse_if_paused(session)
     return session
 
@@ -181,8 +218,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(literal(f"no sessions in {where(store)}"))
         return 0
     table = Table(title=plain(f"sessions ({where(store)})"), title_justify="left")
+    widest = max(len(literal(i.id)) for i in infos)
     for col in ("id", "updated", "model", "msgs", "taint", "last run", "title"):
-        table.add_column(col, overflow="fold" if col == "title" else "ellipsis")
+        if col == "id":  # in full: an id is what the other commands take
+            table.add_column(col, no_wrap=True, min_width=widest)
+        else:
+            table.add_column(col, overflow="fold" if col == "title" else "ellipsis")
     for i in infos:
         last = "paused" if i.paused else (i.last_stop or "-")
         # Titles are the prompts people and hosts wrote; ids and models came from outside.
@@ -193,15 +234,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from tether.cli.render import stdout_console
     from tether.display import json_dumps, json_text, shown
     from tether.messages import message_to_dict
     from tether.pending import pending_call_to_dict
     from tether.store import Session
 
     store = store_for(args.workspace)
-    session = Session.load(args.id, store)
+    session = Session.load(resolve_id(store, args.id), store)
     pending = session.pending
     if args.json:
         out = {**_info_dict(session.info), "taint": session.taint.to_dict(),
@@ -211,7 +251,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                **({"events": session.events()} if args.events else {})}
         print(json_dumps(out, indent=2))
         return 0
-    con = Console(highlight=False)
+    con = stdout_console()
     info = session.info
     con.print(shown((f"session {info.id}", "bold"), f" {info.title}"))
     con.print(shown((f"created {_when(info.created)} · updated {_when(info.updated)} · "
@@ -241,6 +281,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def _print_message(con: Any, message: Any) -> None:
     from tether.display import one_line, shown
     from tether.messages import ToolCall, ToolResult
+    from tether.trust import untrusted_content
 
     style = {"user": "bold cyan", "assistant": "bold green", "tool": "bold magenta"}
     for part in message.parts:
@@ -251,27 +292,41 @@ def _print_message(con: Any, message: Any) -> None:
             flags: list[tuple[str, str]] = []
             if part.is_error:
                 flags.append((" (error)", "red"))
+            content = part.content
             if part.trust == "untrusted":
                 flags.append((" (untrusted)", "yellow"))
-            con.print(shown((part.name, style["tool"]), *flags,
-                            f" {one_line(part.content, 300)}"))
+                # A person reads the data; the notice around it was written for the model.
+                content = untrusted_content(content) or content
+            con.print(shown((part.name, style["tool"]), *flags, f" {one_line(content, 300)}"))
         elif getattr(part, "kind", "") == "text" and part.text.strip():
             con.print(shown((message.role, style.get(message.role, "bold")),
                             f" {one_line(part.text, 300)}"))
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    store = store_for(args.workspace)
-    missing = [i for i in args.ids if not store.delete(i)]
-    for i in args.ids:
-        if i not in missing:
-            print(f"deleted {i}")
-    if missing:
-        from tether.cli.common import error as _error
+    from tether.cli.common import error as _error
+    from tether.store import SessionNotFound
 
+    store = store_for(args.workspace)
+    missing: list[str] = []
+    failed = False
+    for key in args.ids:
+        try:
+            session_id = resolve_id(store, key)
+        except SessionNotFound:
+            missing.append(key)
+            continue
+        except SessionAmbiguous as e:
+            _error(str(e))
+            failed = True
+            continue
+        if store.delete(session_id):
+            print(f"deleted {session_id}")
+        else:
+            missing.append(key)
+    if missing:
         _error(f"no session {', '.join(missing)} in {where(store)}")
-        return 1
-    return 0
+    return 1 if missing or failed else 0
 
 
 # --- resume ---------------------------------------------------------------------------------
@@ -289,7 +344,7 @@ async def _resume(args: argparse.Namespace) -> int:
     from tether.store import Session
 
     store = store_for(args.workspace)
-    args.session_id = args.id
+    args.id = args.session_id = resolve_id(store, args.id)
     prefer_session_provider(args, store)
     session = Session.load(args.id, store)
     pending = session.pending
@@ -411,5 +466,6 @@ async def check_store(cfg: Config) -> list[tuple[bool, str, str]]:
     return [(True, label, f"{shown} ({kind}) writable (schema v{version}, {count} session(s))")]
 
 
-__all__ = ["SessionPaused", "add_cli", "check_store", "configured_store", "open_session",
-           "session_for_run", "store_for", "where"]
+__all__ = ["SessionAmbiguous", "SessionPaused", "add_cli", "check_store", "configured_store",
+           "latest_session", "open_session", "resolve_id", "session_for_run", "store_for",
+           "where"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,8 +18,13 @@ if TYPE_CHECKING:
 
 
 def build_provider(name: str, cfg: ProviderConfig) -> Provider:
-    """The adapter for one ``[providers.NAME]`` entry."""
+    """The adapter for one ``[providers.NAME]`` entry. A key variable that is not set is a
+    ConfigError naming the provider, the variable and the setting that names it."""
     from tether.providers.http import RetryPolicy, Timeouts
+
+    variable = key_variable(cfg)
+    if variable and variable not in os.environ:
+        raise ConfigError(missing_key_message(name, cfg))
 
     retry = RetryPolicy(max_retries=cfg.max_retries, retry_after_cap=cfg.retry_after_cap_secs)
     timeouts = Timeouts(read=cfg.stream_idle_timeout_secs, total=cfg.timeout_secs)
@@ -49,6 +55,55 @@ def build_provider(name: str, cfg: ProviderConfig) -> Provider:
     if cfg.profile and cfg.kind != "openai-chat":
         raise ConfigError(f"providers.{name}.profile applies to kind = \"openai-chat\" only")
     return provider
+
+
+def _adapter_class(kind: str) -> Any:
+    if kind == "openai-chat":
+        from tether.providers.openai_chat import OpenAIChat
+
+        return OpenAIChat
+    if kind == "openai-responses":
+        from tether.providers.openai_responses import OpenAIResponses
+
+        return OpenAIResponses
+    if kind == "anthropic":
+        from tether.providers.anthropic import Anthropic
+
+        return Anthropic
+    from tether.providers.gemini import Gemini
+
+    return Gemini
+
+
+def _adapter_default(kind: str, parameter: str) -> Any:
+    import inspect
+
+    return inspect.signature(_adapter_class(kind)).parameters[parameter].default
+
+
+def key_variable(cfg: ProviderConfig) -> str | None:
+    """The environment variable a provider's key is read from: ``api_key_env``, else its
+    adapter's own default (``ANTHROPIC_API_KEY``...; none for ``openai-chat``)."""
+    if cfg.api_key_env:
+        return cfg.api_key_env
+    default = _adapter_default(cfg.kind, "api_key_env")
+    return default if isinstance(default, str) else None
+
+
+def base_url(cfg: ProviderConfig) -> str:
+    """Where a provider's requests go: ``base_url``, else its adapter's default."""
+    if cfg.base_url:
+        return cfg.base_url
+    default = _adapter_default(cfg.kind, "base_url")
+    return str(default)
+
+
+def missing_key_message(name: str, cfg: ProviderConfig) -> str:
+    variable = key_variable(cfg)
+    setting = (f"providers.{name}.api_key_env names it" if cfg.api_key_env else
+               f"the {cfg.kind} default; providers.{name}.api_key_env can name another")
+    return (f"provider {name!r} ({cfg.kind}) needs an API key: the environment variable "
+            f"{variable} is not set ({setting}). Export it: export {variable}=...")
 
 
 def security_from(section: SecuritySection, protected: Sequence[str | Path] | None = None
@@ -83,8 +138,9 @@ def agent_from_config(
     **overrides: Any,
 ) -> Agent:
     """An Agent as tether.toml describes it. ``overrides`` are Agent keyword arguments
-    (``approver=...``, ``max_turns=...``) that win over the file. ``tool_files`` are the
-    references ``tools`` were loaded from (``--tools``): protected like ``[tools] python``."""
+    (``approver=...``, ``max_turns=...``, ``model=`` a Provider instead of the configured
+    one) that win over the file. ``tool_files`` are the references ``tools`` were loaded
+    from (``--tools``): protected like ``[tools] python``."""
     from tether.agent import Agent
     from tether.builtins import select_builtins
     from tether.subagents import SubagentProfile
@@ -92,8 +148,13 @@ def agent_from_config(
 
     cfg = config or load_config(workspace)
     name, pcfg = cfg.provider_config(provider)
-    model = build_provider(name, pcfg)
-    others = {n: build_provider(n, p) for n, p in cfg.providers.items() if n != name}
+    given = overrides.pop("model", None)
+    model = given if given is not None else build_provider(name, pcfg)
+    # Only the providers this agent uses are built: a key missing for one it never asks is
+    # not its problem. Sub-agents name theirs.
+    used = {s.provider for s in cfg.subagents if s.provider and s.provider != name}
+    others = {n: build_provider(n, cfg.providers[n]) for n in sorted(used)
+              if n in cfg.providers}
     others[name] = model
     ws = Path(cfg.tools.workspace or workspace)
     from tether.config.tool_files import python_files

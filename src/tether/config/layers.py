@@ -36,31 +36,87 @@ def load_config(
     from tether.paths import default_locations
 
     env = os.environ if env is None else env
+    layers = config_layers(workspace, overrides, user_file=user_file, env=env)
     merged: dict[str, Any] = copy.deepcopy(DEFAULTS)
     sources = ["defaults"]
-    user = Path(env.get("TETHER_CONFIG") or user_file or user_config_path())
-    project = Path(workspace) / "tether.toml"
+    for source, layer in layers:
+        _merge(merged, layer)
+        sources.append(source)
+    user, project = _files(workspace, user_file, env)
     # Both files are tether's own even when absent: one written now is read next time.
     own: list[Any] = [*default_locations(env), user, project]
-    layers: list[Mapping[str, Any]] = []
+    for source, named in layers:
+        if source != "environment":
+            own.extend(_named_files(named, workspace))
+    config = _validate(merged, sources)
+    return config.model_copy(update={"own_files": [str(p) for p in own]})
+
+
+def config_layers(
+    workspace: str | Path = ".",
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    user_file: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The layers above the built-in defaults, each with where it came from (a file's
+    path, ``environment``, ``flags``), in the order they apply: later wins."""
+    env = os.environ if env is None else env
+    if not _is_dir(Path(workspace)):
+        raise ConfigError(f"the workspace {str(workspace)!r} is not a folder (-w / --workspace)")
+    user, project = _files(workspace, user_file, env)
+    if env.get("TETHER_CONFIG") and not _is_file(user) and str(user) != os.devnull:
+        raise ConfigError(f"TETHER_CONFIG names {str(user)!r}, which is not a file; point it "
+                          f"at your config file ({os.devnull} for none), or unset it to use "
+                          f"{user_config_path()}")
+    layers: list[tuple[str, Mapping[str, Any]]] = []
+    merged: dict[str, Any] = copy.deepcopy(DEFAULTS)
     for path in (user, project):
         if _is_file(path):
             layer = _read_toml(path)
-            layers.append(layer)
+            layers.append((str(path), layer))
             _merge(merged, layer)
-            sources.append(str(path))
     env_layer = _env_layer(env, merged)
     if env_layer:
-        _merge(merged, env_layer)
-        sources.append("environment")
+        layers.append(("environment", env_layer))
     if overrides:
-        layers.append(overrides)
-        _merge(merged, dict(overrides))
-        sources.append("flags")
-    for named in layers:
-        own.extend(_named_files(named, workspace))
-    config = _validate(merged, sources)
-    return config.model_copy(update={"own_files": [str(p) for p in own]})
+        layers.append(("flags", dict(overrides)))
+    return layers
+
+
+def origins(layers: list[tuple[str, Mapping[str, Any]]]) -> dict[str, str]:
+    """Where each key set by ``layers`` came from, by dotted path (``providers.local.model``:
+    ``./tether.toml``). A key no layer sets comes from the defaults. Arrays of tables
+    (``[[mcp]]``) are replaced whole, so their origin is the array's."""
+    out: dict[str, str] = {}
+
+    def walk(prefix: str, table: Mapping[str, Any], source: str) -> None:
+        for key, value in table.items():
+            path = f"{prefix}{key}"
+            if isinstance(value, Mapping):
+                walk(path + ".", value, source)
+            else:
+                for known in [k for k in out if k.startswith(path + ".")]:
+                    del out[known]  # a value that replaces a table replaces all of it
+                out[path] = source
+
+    walk("", DEFAULTS, "defaults")
+    for source, layer in layers:
+        walk("", layer, source)
+    return out
+
+
+def _files(workspace: str | Path, user_file: str | Path | None,
+           env: Mapping[str, str]) -> tuple[Path, Path]:
+    user = Path(env.get("TETHER_CONFIG") or user_file or user_config_path()).expanduser()
+    return user, Path(workspace) / "tether.toml"
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):  # a NUL in the name, a folder it may not enter
+        return False
 
 
 def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
@@ -166,9 +222,14 @@ def _env_layer(env: Mapping[str, str], merged: dict[str, Any]) -> dict[str, Any]
     if provider:
         layer["default_provider"] = provider
     name = provider or merged.get("default_provider", "local")
+    known = merged.get("providers")
     for var, key in (("TETHER_MODEL", "model"), ("TETHER_BASE_URL", "base_url")):
+        # Only for a configured provider: setting a key of an unknown one would configure a
+        # provider of that name from nothing (an openai-chat entry without a base_url). The
+        # unknown name is reported when the provider is looked up, naming the configured ones.
         # A default_provider that is not a name is reported by the validation below.
-        if env.get(var) and isinstance(name, str):
+        if env.get(var) and isinstance(name, str) and isinstance(known, Mapping) \
+                and name in known:
             layer.setdefault("providers", {}).setdefault(name, {})[key] = env[var]
     if env.get("TETHER_MAX_TURNS"):
         try:

@@ -195,8 +195,9 @@ def resolve_api_key(api_key: str | None, api_key_env: str | None, provider: str)
         value = os.environ.get(api_key_env)
         if value is None:
             raise ConfigError(
-                f"provider {provider}: the environment variable {api_key_env} (api_key_env) is "
-                f"not set; export it or set api_key"
+                f"provider {provider} needs an API key: the environment variable "
+                f"{api_key_env} (api_key_env) is not set; export it, or pass api_key=..., or "
+                f"name another variable with api_key_env=..."
             )
         return value
     return None

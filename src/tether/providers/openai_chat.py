@@ -144,8 +144,9 @@ class OpenAIChat(HTTPModel[_ChatCodec]):
 
     ``profile`` names the server (``llama-server``, ``ollama``, ``vllm``, ``lmstudio``,
     ``openrouter``, ``openai``, ``generic``) or is an ``OpenAICompatProfile``; without it the
-    server is detected from ``base_url``. ``sleep`` is what retries wait with (tests pass a
-    recorder).
+    hosted services are known by ``base_url``'s host, and any other server is assumed
+    ``generic`` (``profile_assumed`` is then True). ``sleep`` is what retries wait with
+    (tests pass a recorder).
 
     A retryable error before any content is retried (see ``HTTPModel.stream``). The retry
     after a ``ModelOutputParseError`` samples warmer: it carries ``temperature =
@@ -172,6 +173,8 @@ class OpenAIChat(HTTPModel[_ChatCodec]):
                   else profile_for(profile, base_url))
         super().__init__(_ChatCodec(chosen), base_url, model, api_key, api_key_env,
                          retry=retry, timeouts=timeouts, headers=headers, sleep=sleep)
+        # Nothing named the server and its host is no known service: ``generic`` is assumed.
+        self.profile_assumed = profile is None and chosen.name == "generic"
 
     @property
     def profile(self) -> OpenAICompatProfile:
@@ -651,7 +654,7 @@ def _stop_reason(finish: Any, has_calls: bool, refused: bool) -> StopReason:
 
 def _usage(raw: Any) -> Usage:
     if raw is None:
-        return Usage(requests=1)
+        return Usage(requests=1, unreported_requests=1)  # tokens unknown, not 0
     if not isinstance(raw, dict):
         raise wrong_type(NAME, "usage", raw)
     prompt = count(raw.get("prompt_tokens"), NAME, "prompt_tokens")

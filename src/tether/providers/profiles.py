@@ -4,9 +4,11 @@ The wire is the same; the servers differ in what they honour. A profile states i
 adapter shapes its requests to fit: a server that cannot force a tool call gets the nearest
 request it can serve instead of a 400 or a silently ignored field.
 
-Chosen by name (``profile = "llama-server"`` in tether.toml) or detected from the base URL
-(host, then the server's usual port). An unknown server gets ``generic``: conservative
-choices that any Chat Completions server accepts.
+Chosen by name (``profile = "llama-server"`` in tether.toml) or, for the hosted services
+(api.openai.com, openrouter.ai), from the base URL's host. A port says nothing about the
+server behind it, so it is never used to guess: an unnamed server gets ``generic``,
+conservative choices that any Chat Completions server accepts, and the adapter says so
+(``OpenAIChat.profile_assumed``; ``tether doctor`` probes the server and names its profile).
 """
 
 from __future__ import annotations
@@ -146,9 +148,8 @@ PROFILES: dict[str, OpenAICompatProfile] = {
     )
 }
 
-# Host suffixes first (unambiguous), then the servers' usual ports on any host.
+# The hosted services, by host suffix. Ports are not used: any server may listen on 8080.
 _HOSTS = (("api.openai.com", "openai"), ("openrouter.ai", "openrouter"))
-_PORTS = {11434: "ollama", 1234: "lmstudio", 8000: "vllm", 8080: "llama-server"}
 
 
 def profile_for(name: str | None, base_url: str) -> OpenAICompatProfile:
@@ -156,9 +157,9 @@ def profile_for(name: str | None, base_url: str) -> OpenAICompatProfile:
 
     ::
 
-        profile_for(None, "http://127.0.0.1:11434/v1").name   # "ollama"
+        profile_for(None, "https://api.openai.com/v1").name   # "openai"
         profile_for("vllm", "http://gpu-box:9000/v1").name    # "vllm"
-        profile_for(None, "http://example.internal/v1").name  # "generic"
+        profile_for(None, "http://127.0.0.1:11434/v1").name   # "generic": a port proves nothing
 
     An unknown ``name`` is a ConfigError that lists the known profiles.
     """
@@ -174,19 +175,29 @@ def profile_for(name: str | None, base_url: str) -> OpenAICompatProfile:
 
 
 def detect(base_url: str) -> str:
-    """The profile name ``base_url`` suggests (``generic`` when nothing does)."""
+    """The profile of the hosted service ``base_url`` names (``generic`` for any other)."""
     try:
-        parts = urlsplit(base_url)
-        host = (parts.hostname or "").lower()
-        port = parts.port
-    except ValueError:  # a malformed port: nothing to detect from
+        host = (urlsplit(base_url).hostname or "").lower()
+    except ValueError:  # a malformed URL: nothing to detect from
         return GENERIC.name
     for suffix, profile in _HOSTS:
         if host == suffix or host.endswith("." + suffix):
             return profile
-    if port is not None and port in _PORTS:
-        return _PORTS[port]
     return GENERIC.name
 
 
-__all__ = ["GENERIC", "PROFILES", "OpenAICompatProfile", "detect", "profile_for"]
+# What a server's model list says in ``owned_by`` (``GET /v1/models``), for ``tether doctor``.
+_OWNERS = {"llamacpp": "llama-server", "vllm": "vllm", "library": "ollama",
+           "organization_owner": "lmstudio"}
+
+
+def profile_from_models(listing: object) -> str | None:
+    """The profile a server's ``/v1/models`` answer points at (``owned_by``), or None."""
+    items = listing.get("data") if isinstance(listing, dict) else None
+    owners = {item.get("owned_by") for item in items or () if isinstance(item, dict)}
+    found = {_OWNERS[o] for o in owners if isinstance(o, str) and o in _OWNERS}
+    return found.pop() if len(found) == 1 else None
+
+
+__all__ = ["GENERIC", "PROFILES", "OpenAICompatProfile", "detect", "profile_for",
+           "profile_from_models"]
