@@ -179,7 +179,7 @@ def test_a_tool_passed_in_wins_over_a_configured_one_of_the_same_name(
 
 def test_context_keys_build_the_agents_context_config(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
     write(tmp_path / "tether.toml", """
 default_provider = "big"
 [providers.big]
@@ -203,7 +203,7 @@ context_summarizer = "small"
 
 def test_the_default_context_is_trim_with_the_window_asked_of_the_server(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
     agent = agent_from_config(tmp_path)
     assert (agent.context.strategy, agent.context.window, agent.context.summarizer) == \
         ("trim", None, None)
@@ -222,7 +222,7 @@ def test_bad_context_values_say_where(tmp_path: Path, toml: str, where: str) -> 
 
 def test_a_summarizer_that_names_no_provider_is_a_config_error(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TETHER_CONFIG", "/nonexistent")
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
     write(tmp_path / "tether.toml", "[agent]\ncontext = 'summarize'\ncontext_summarizer = 'tiny'")
     with pytest.raises(ConfigError, match=r"context_summarizer = 'tiny'.*configured: local"):
         agent_from_config(tmp_path)

@@ -668,7 +668,7 @@ max_retries = 0
 enabled = ["calculator"]
 """)
     with OtlpReceiver() as otlp:
-        env = {**os.environ, "TETHER_CONFIG": str(tmp_path / "none.toml"),
+        env = {**os.environ, "TETHER_CONFIG": os.devnull,
                "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url, "OTEL_SERVICE_NAME": "tether-test"}
         out = subprocess.run(
             [sys.executable, "-m", "tether.cli", "-w", str(tmp_path), "run", "--otel",
@@ -707,7 +707,7 @@ max_retries = 0
             "batch": ["batch", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out.jsonl"),
                       "--otel"]}[command]
     with OtlpReceiver() as otlp:
-        env = {**os.environ, "TETHER_CONFIG": str(tmp_path / "none.toml"),
+        env = {**os.environ, "TETHER_CONFIG": os.devnull,
                "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url}
         out = subprocess.run(
             [sys.executable, "-m", "tether.cli", "-w", str(tmp_path), *argv],

@@ -204,7 +204,6 @@ def _info_dict(info: SessionInfo) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from tether.display import json_dumps, literal, plain
@@ -217,7 +216,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not infos:
         print(literal(f"no sessions in {where(store)}"))
         return 0
-    table = Table(title=plain(f"sessions ({where(store)})"), title_justify="left")
+    table = Table()
     widest = max(len(literal(i.id)) for i in infos)
     for col in ("id", "updated", "model", "msgs", "taint", "last run", "title"):
         if col == "id":  # in full: an id is what the other commands take
@@ -229,7 +228,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         # Titles are the prompts people and hosts wrote; ids and models came from outside.
         table.add_row(plain(i.id), _when(i.updated), plain(i.model), str(i.message_count),
                       _taint_words(i.taint), plain(last), plain(i.title))
-    Console(highlight=False).print(table)
+    from tether.cli.render import stdout_console
+
+    console = stdout_console()
+    # The store's location on a line of its own: a table's title would wrap a long path.
+    console.print(plain(f"sessions ({where(store)})"), soft_wrap=True)
+    console.print(table)
     return 0
 
 

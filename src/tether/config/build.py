@@ -151,8 +151,10 @@ def agent_from_config(
     given = overrides.pop("model", None)
     model = given if given is not None else build_provider(name, pcfg)
     # Only the providers this agent uses are built: a key missing for one it never asks is
-    # not its problem. Sub-agents name theirs.
+    # not its problem. Sub-agents name theirs; so does the context summarizer.
     used = {s.provider for s in cfg.subagents if s.provider and s.provider != name}
+    if cfg.agent.context_summarizer not in (None, name):
+        used.add(cfg.agent.context_summarizer)
     others = {n: build_provider(n, cfg.providers[n]) for n in sorted(used)
               if n in cfg.providers}
     others[name] = model
