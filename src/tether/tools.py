@@ -14,9 +14,18 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, overload, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    Protocol,
+    TypeAlias,
+    overload,
+    runtime_checkable,
+)
 
 from tether.errors import ToolError
+from tether.provenance import Source
 from tether.threads import in_daemon_thread
 from tether.trust import NO_CAPABILITIES, Capabilities, SecurityConfig, Taint
 
@@ -153,7 +162,9 @@ class ToolContext:
     ``@tool`` function to receive it; it is not part of the model-visible schema.
 
     ``run`` is the run the call belongs to (``None`` when a host calls a handler itself);
-    ``extras`` is the host's own: tether puts nothing in it."""
+    ``extras`` is the host's own: tether puts nothing in it. ``sources`` are the texts the
+    model had seen when the call ran, with their labels (a delegation hands the trusted
+    ones to its child)."""
 
     call_id: str
     tool_name: str
@@ -163,6 +174,7 @@ class ToolContext:
     emit: Callable[[Event], Awaitable[None]] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     run: RunScope | None = None
+    sources: tuple[Source, ...] = ()
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
@@ -187,6 +199,13 @@ class Tool:
     set, words what the model is told when a call's arguments are invalid (given the
     error); otherwise the gate's standard correction is.
 
+    ``content_params`` name the parameters that only carry content (a body, a subject, a
+    file's text); ``destination_params`` the ones that say where a send goes (a recipient,
+    a URL, an account). Every other parameter is control (what is acted on, how): the
+    provenance gate traces destinations and control values, and the addresses written in
+    a send's content. A tool that declares neither (an MCP tool) has only control
+    parameters: safe by default.
+
     ``source`` and ``source_name`` are the old names of ``origin`` and ``server``: still
     accepted as keyword arguments, and readable.
     """
@@ -201,6 +220,8 @@ class Tool:
     server: str | None
     spec_from_outside: bool
     on_invalid: Correction | None
+    content_params: tuple[str, ...]
+    destination_params: tuple[str, ...]
 
     def __init__(
         self,
@@ -215,6 +236,8 @@ class Tool:
         spec_from_outside: bool = False,
         on_invalid: Correction | None = None,
         *,
+        content_params: Iterable[str] = (),
+        destination_params: Iterable[str] = (),
         source: ToolOrigin | None = None,
         source_name: str | None = None,
     ) -> None:
@@ -231,6 +254,16 @@ class Tool:
         put(self, "server", source_name if source_name is not None else server)
         put(self, "spec_from_outside", spec_from_outside)
         put(self, "on_invalid", on_invalid)
+        content, destinations = tuple(content_params), tuple(destination_params)
+        if isinstance(content_params, str) or isinstance(destination_params, str):
+            raise ToolError(f"tool {spec.name}: content_params and destination_params are "
+                            f"lists of parameter names")
+        both = set(content) & set(destinations)
+        if both:
+            raise ToolError(f"tool {spec.name}: {', '.join(sorted(both))} cannot be both "
+                            f"content and a destination")
+        put(self, "content_params", content)
+        put(self, "destination_params", destinations)
 
     @property
     def name(self) -> str:
@@ -245,6 +278,15 @@ class Tool:
     def source_name(self) -> str | None:
         """The old name of ``server``."""
         return self.server
+
+    def parameter_role(self, name: str) -> Literal["content", "destination", "control"]:
+        """What parameter ``name`` does: carries ``content``, says where a send goes
+        (``destination``), or anything else (``control``, also for undeclared ones)."""
+        if name in self.content_params:
+            return "content"
+        if name in self.destination_params:
+            return "destination"
+        return "control"
 
     @property
     def needs_approval(self) -> bool:
@@ -385,6 +427,8 @@ def tool(
     needs_approval: bool = False,
     capabilities: Capabilities = NO_CAPABILITIES,
     cache_approval: bool = True,
+    content_params: Iterable[str] = (),
+    destination_params: Iterable[str] = (),
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -398,6 +442,8 @@ def tool(
     needs_approval: bool = False,
     capabilities: Capabilities = NO_CAPABILITIES,
     cache_approval: bool = True,
+    content_params: Iterable[str] = (),
+    destination_params: Iterable[str] = (),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a sync or async function.
 
@@ -411,12 +457,21 @@ def tool(
 
         @tool(needs_approval=True, capabilities=Capabilities(destructive=True))
         def delete(path: str) -> str: ...
+
+        @tool(capabilities=Capabilities(external_send=True),
+              destination_params=["to"], content_params=["body"])
+        def send_email(to: str, body: str) -> str: ...
+
+    ``content_params`` and ``destination_params`` name parameters (see ``Tool``); a name
+    the function does not have is an error.
     """
 
     def build(f: Callable[..., Any]) -> Tool:
         return _tool_from_function(f, name=name, title=title, description=description,
                                    needs_approval=needs_approval, capabilities=capabilities,
-                                   cache_approval=cache_approval)
+                                   cache_approval=cache_approval,
+                                   content_params=tuple(content_params),
+                                   destination_params=tuple(destination_params))
 
     return build(fn) if fn is not None else build
 
@@ -430,6 +485,8 @@ def _tool_from_function(
     needs_approval: bool,
     capabilities: Capabilities,
     cache_approval: bool,
+    content_params: tuple[str, ...] = (),
+    destination_params: tuple[str, ...] = (),
 ) -> Tool:
     from pydantic import ConfigDict, Field, ValidationError, create_model
 
@@ -477,9 +534,14 @@ def _tool_from_function(
         # calls of one turn really run side by side).
         return await in_daemon_thread(fn, **kwargs)
 
+    unknown = [p for p in (*content_params, *destination_params) if p not in fields]
+    if unknown:
+        raise ToolError(f"tool {tool_name}: no parameter named {', '.join(map(repr, unknown))} "
+                        f"(content_params and destination_params name parameters)")
     spec = ToolSpec(tool_name, description if description is not None else summary, schema,
                     title, needs_approval)
-    return Tool(spec, handler, capabilities, validate, cache_approval, origin="python")
+    return Tool(spec, handler, capabilities, validate, cache_approval, origin="python",
+                content_params=content_params, destination_params=destination_params)
 
 
 def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
