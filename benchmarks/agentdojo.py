@@ -135,14 +135,20 @@ def _agent(security: SecurityConfig, permission_mode: Literal["ask", "allow"]) -
 CONFIGURATIONS: dict[str, Configuration] = {
     c.name: c for c in (
         Configuration("none", "no gate: trifecta allow, permission_mode allow",
-                      _agent(SecurityConfig(trifecta="allow"), "allow")),
-        Configuration("interlock", "today's defaults: trifecta block, permission_mode ask",
-                      _agent(SecurityConfig(), "ask")),
-        Configuration("interlock_ask", "today's rule asking instead: trifecta ask, "
-                      "permission_mode ask", _agent(SecurityConfig(trifecta="ask"), "ask")),
+                      _agent(SecurityConfig(rule="interlock", trifecta="allow"), "allow")),
+        Configuration("interlock", "the conversation-wide rule: rule interlock, trifecta "
+                      "block, permission_mode ask",
+                      _agent(SecurityConfig(rule="interlock"), "ask")),
+        Configuration("interlock_ask", "the conversation-wide rule asking instead: rule "
+                      "interlock, trifecta ask, permission_mode ask",
+                      _agent(SecurityConfig(rule="interlock", trifecta="ask"), "ask")),
+        Configuration("provenance", "per-value provenance: rule provenance, trifecta ask "
+                      "(a distrusted call goes to the approver; with none, it is refused), "
+                      "permission_mode ask",
+                      _agent(SecurityConfig(rule="provenance", trifecta="ask"), "ask")),
     )
 }
-DEFAULT_CONFIGURATIONS = ("none", "interlock")
+DEFAULT_CONFIGURATIONS = ("none", "interlock", "provenance")
 
 
 # --- the scripted models -----------------------------------------------------------------------
