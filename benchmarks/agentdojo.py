@@ -146,6 +146,10 @@ CONFIGURATIONS: dict[str, Configuration] = {
                       "(a distrusted call goes to the approver; with none, it is refused), "
                       "permission_mode ask",
                       _agent(SecurityConfig(rule="provenance", trifecta="ask"), "ask")),
+        Configuration("provenance_yes", "per-value provenance with permission_mode allow "
+                      "(tether run --yes): a destructive call whose values trace runs unasked; "
+                      "a distrusted call still goes to the approver, refused with none",
+                      _agent(SecurityConfig(rule="provenance", trifecta="ask"), "allow")),
     )
 }
 DEFAULT_CONFIGURATIONS = ("none", "interlock", "provenance")

@@ -96,19 +96,23 @@ class TrifectaBlocked:
     kind: Literal["trifecta_blocked"] = "trifecta_blocked"
 
 
+ProvenanceVerdict: TypeAlias = Literal["traced", "untraced", "fixed", "unanchored"]
+
+
 @dataclass(frozen=True, slots=True)
 class ProvenanceChecked:
     """The provenance gate traced a consequential call's values (``security.rule =
     "provenance"``): ``verdict`` is ``traced`` (every value occurs in a trusted text) or
-    ``untraced`` (a value traces to no trusted text) or ``fixed`` (a send that could leak
-    private data declares no destination: where it goes is the tool's choice); ``traces``
+    ``untraced`` (a value traces to no trusted text), ``fixed`` (a send that could leak
+    private data declares no destination: where it goes is the tool's choice) or
+    ``unanchored`` (no argument names what the call acts on: nothing to trace); ``traces``
     name each value, its argument and the sources it was found in.
     An untraced call is then refused, asked about or waived (``TrifectaBlocked`` or
     ``TrifectaWaived`` follow)."""
 
     call_id: str
     tool: str
-    verdict: Literal["traced", "untraced", "fixed"]
+    verdict: ProvenanceVerdict
     traces: tuple[Trace, ...]
     path: tuple[str, ...] = ()
     kind: Literal["provenance_checked"] = "provenance_checked"

@@ -211,13 +211,19 @@ _FIXED_LEAK = ("this call can send data out, the conversation holds private data
                "sends is the tool's own choice), so it could leak the private data")
 
 
+_UNANCHORED = ("the call acts while the conversation holds untrusted text, and none of its "
+               "arguments names what it acts on or where it goes (it carries only content), "
+               "so nothing ties it to what the user asked")
+
+
 def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[str, Any],
                      turn: TurnView) -> Checked:
     """3. Provenance (``security.rule = "provenance"``). A consequential call (a send, a
     destructive call) made while untrusted text could have steered the model, or a send
     that the trifecta arms (it could leak private data), runs only if each of its
     destination and control values, and each address written in a send's content, occurs
-    in a trusted text. Otherwise it is refused, asked about or waived, as
+    in a trusted text; and at least one such value must be there to trace (a call with
+    content alone is not vouched for by anything). Otherwise it is refused, asked about or waived, as
     ``security.trifecta`` says; the events and the text name every value and where it was
     (or was not) found. Other calls pass."""
     leak = turn.armed.get(position, False)
@@ -229,21 +235,25 @@ def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[
     # nothing says it stays with the user, so while it could leak it is armed as the
     # interlock arms it, whatever its values trace to.
     fixed = leak and tool.capabilities.external_send and not tool.destination_params
-    if not untraced and not fixed:
-        return Checked(Run(tool, arguments),
-                       (ev.ProvenanceChecked(call.id, call.name, "traced", traces),))
+    verdict: ev.ProvenanceVerdict
     if untraced:
+        verdict = "untraced"
         why = _UNTRACED_LEAK if leak else _UNTRACED
         # The model is told which arguments and where they were (not) found, never their
         # values: they are in the call it wrote, and in the event for the host.
         said = "Untraced: " + "; ".join(t.describe(with_value=False) for t in untraced) + "."
         logged = "Untraced: " + "; ".join(t.describe() for t in untraced) + "."
+    elif fixed:
+        verdict, why, said, logged = "fixed", _FIXED_LEAK, "", ""
+    elif not traces:
+        # Nothing in the call names what it acts on (only content, or no arguments): no
+        # value ties it to what the user asked, so the call itself may be the injection's.
+        verdict, why, said, logged = "unanchored", _UNANCHORED, "", ""
     else:
-        why, said = _FIXED_LEAK, ""
-        logged = ""
+        return Checked(Run(tool, arguments),
+                       (ev.ProvenanceChecked(call.id, call.name, "traced", traces),))
     policy = turn.security.trifecta
-    checked = ev.ProvenanceChecked(call.id, call.name, "untraced" if untraced else "fixed",
-                                   traces)
+    checked = ev.ProvenanceChecked(call.id, call.name, verdict, traces)
     if policy == "block":
         return Checked(
             Refuse("blocked", f"Blocked by policy: {why}. {said} It was not run. Use only "
