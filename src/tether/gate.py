@@ -223,9 +223,9 @@ def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[
     that the trifecta arms (it could leak private data), runs only if each of its
     destination and control values, and each address written in a send's content, occurs
     in a trusted text; and at least one such value must be there to trace (a call with
-    content alone is not vouched for by anything). Otherwise it is refused, asked about or waived, as
-    ``security.trifecta`` says; the events and the text name every value and where it was
-    (or was not) found. Other calls pass."""
+    content alone is not vouched for by anything). Otherwise it is refused, asked about or
+    waived, as ``security.trifecta`` says; the events and the text name every value and
+    where it was (or was not) found. Other calls pass."""
     leak = turn.armed.get(position, False)
     if not consequential(tool) or not (leak or turn.exposed.get(position, True)):
         return Checked(Run(tool, arguments))
