@@ -138,7 +138,7 @@ def test_the_built_ins_declare_their_roles() -> None:
 def test_the_rule_is_a_setting_with_provenance_by_default() -> None:
     assert SecurityConfig().rule == "provenance"
     assert SecurityConfig(rule="interlock").rule == "interlock"
-    with pytest.raises(ConfigError, match="security.rule"):
+    with pytest.raises(ConfigError, match=r"security\.rule"):
         SecurityConfig(rule="vibes")  # type: ignore[arg-type]
 
 
