@@ -229,11 +229,13 @@ def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[
     leak = turn.armed.get(position, False)
     if not consequential(tool) or not (leak or turn.exposed.get(position, True)):
         return Checked(Run(tool, arguments))
-    if tool.origin == "subagent":
+    if tool.origin == "subagent" and not leak:
         # A delegation acts only through its child's calls, and each of those passes the
         # child's own gate under the same rule: the child starts with this conversation's
         # taint, its task (this model's words) counts as untrusted once untrusted text was
-        # seen, and it inherits this conversation's trusted texts, nothing else.
+        # seen, and it inherits this conversation's trusted texts, nothing else. One that
+        # could leak (the trifecta arms it: its task is a channel out) is refused below as
+        # a send with no destination, as the interlock refuses it.
         return Checked(Run(tool, arguments))
     traces = tuple(trace_call(tool, arguments, turn))
     untraced = [t for t in traces if not t.traced]
