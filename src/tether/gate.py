@@ -59,12 +59,14 @@ class Refuse:
 
 @dataclass(frozen=True, slots=True)
 class Ask:
-    """Ask the approver before the call runs, for ``reason`` (said in ``explanation``)."""
+    """Ask the approver before the call runs, for ``reason`` (said in ``explanation``).
+    ``told`` is what the model is told of the reason if nobody can be asked."""
 
     tool: Tool
     arguments: dict[str, Any]
     reason: ApprovalReason
     explanation: str
+    told: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +275,8 @@ def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[
                                          f"{why}. {logged}".strip())))
     if policy == "ask":
         return Checked(
-            Ask(tool, arguments, "trifecta", f"Provenance check: {why}. {logged}".strip()),
+            Ask(tool, arguments, "trifecta", f"Provenance check: {why}. {logged}".strip(),
+                told=f"provenance: {why}. {said}".strip().rstrip(".")),
             (checked, ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy,
                                          f"{why}; asking the approver. {logged}".strip())))
     return Checked(Run(tool, arguments),
@@ -347,8 +350,9 @@ async def decide(
         how = ("set security.trifecta = \"allow\" to waive the check, or run with an "
                "approver" if reason == "trifecta" else
                "run with an approver, or use permission_mode=\"allow\" (tether run --yes)")
+        why = f" ({asked.told})" if asked.told else ""
         decision, by = Decision.deny(
-            f"Blocked by policy: {tool.spec.display_name} needs approval and there is "
+            f"Blocked by policy: {tool.spec.display_name} needs approval{why} and there is "
             f"nobody to ask. It was not run. To allow it, {how}."), "policy"
     else:
         request = ApprovalRequest(call.id, call.name, tool.spec.display_name, arguments,
