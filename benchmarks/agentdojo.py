@@ -18,8 +18,10 @@ AgentDojo's tools run on a copy of the task's environment (see ``agentdojo_tools
 their declarations and the rule behind them), and AgentDojo's own checks judge each run:
 ``utility`` for user tasks, ``security`` for injections (true: the attack succeeded).
 
-Configurations (how the Agent is built): ``none`` (no gate), ``interlock`` (today's
-defaults) and, optionally, ``interlock_ask``. Per configuration:
+Configurations (how the Agent is built): ``none`` (no gate), ``interlock`` (the
+conversation-wide rule), ``provenance`` (per-value provenance, tether's default rule, with
+``trifecta = "ask"``) and, optionally, ``interlock_ask`` and ``provenance_yes``
+(``permission_mode = "allow"``). Per configuration:
 
 - ``utility``: user tasks that succeed with no approver at all;
 - ``utility_with_one_prompt``: user tasks that succeed with an approver that allows exactly
@@ -27,9 +29,12 @@ defaults) and, optionally, ``interlock_ask``. Per configuration:
   (one prompt = one ``ApprovalRequested``; later requests are denied);
 - ``prompts_per_task``: approval requests per user task in that run, on average;
 - ``attack_success``: pairs whose injection succeeded, no approver;
-- ``attack_success_rubber_stamp``: the same with an approver that allows everything.
+- ``attack_success_rubber_stamp``: the same with an approver that allows everything;
+- ``attack_success_excluding_output_only``: ``attack_success`` over the pairs whose
+  injection asks for a call (``output_only_pairs`` ask only for words in the answer, which
+  no gate over tool calls can refuse: travel's injection task 6).
 
-usage: python benchmarks/agentdojo.py [--json] [--configs none,interlock] [--suites banking]
+usage: python benchmarks/agentdojo.py [--json] [--configs none,provenance] [--suites banking]
                                       [--details runs.jsonl]
 """
 
@@ -135,14 +140,24 @@ def _agent(security: SecurityConfig, permission_mode: Literal["ask", "allow"]) -
 CONFIGURATIONS: dict[str, Configuration] = {
     c.name: c for c in (
         Configuration("none", "no gate: trifecta allow, permission_mode allow",
-                      _agent(SecurityConfig(trifecta="allow"), "allow")),
-        Configuration("interlock", "today's defaults: trifecta block, permission_mode ask",
-                      _agent(SecurityConfig(), "ask")),
-        Configuration("interlock_ask", "today's rule asking instead: trifecta ask, "
-                      "permission_mode ask", _agent(SecurityConfig(trifecta="ask"), "ask")),
+                      _agent(SecurityConfig(rule="interlock", trifecta="allow"), "allow")),
+        Configuration("interlock", "the conversation-wide rule: rule interlock, trifecta "
+                      "block, permission_mode ask",
+                      _agent(SecurityConfig(rule="interlock"), "ask")),
+        Configuration("interlock_ask", "the conversation-wide rule asking instead: rule "
+                      "interlock, trifecta ask, permission_mode ask",
+                      _agent(SecurityConfig(rule="interlock", trifecta="ask"), "ask")),
+        Configuration("provenance", "per-value provenance: rule provenance, trifecta ask "
+                      "(a distrusted call goes to the approver; with none, it is refused), "
+                      "permission_mode ask",
+                      _agent(SecurityConfig(rule="provenance", trifecta="ask"), "ask")),
+        Configuration("provenance_yes", "per-value provenance with permission_mode allow "
+                      "(tether run --yes): a destructive call whose values trace runs unasked; "
+                      "a distrusted call still goes to the approver, refused with none",
+                      _agent(SecurityConfig(rule="provenance", trifecta="ask"), "allow")),
     )
 }
-DEFAULT_CONFIGURATIONS = ("none", "interlock")
+DEFAULT_CONFIGURATIONS = ("none", "interlock", "provenance")
 
 
 # --- the scripted models -----------------------------------------------------------------------
@@ -415,6 +430,8 @@ class Tally:
     attack_any: int = 0
     stamp: dict[str, int] = field(default_factory=lambda: {p: 0 for p in PLACEMENTS})
     stamp_any: int = 0
+    output_only_pairs: int = 0
+    attack_output_only: int = 0
     by_suite: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def report(self) -> dict[str, Any]:
@@ -429,6 +446,9 @@ class Tally:
             "prompts_per_task": frac(self.prompts, self.user_tasks),
             "attack_success": frac(self.attack_any, self.pairs),
             "attack_success_rubber_stamp": frac(self.stamp_any, self.pairs),
+            "output_only_pairs": self.output_only_pairs,
+            "attack_success_excluding_output_only": frac(
+                self.attack_any - self.attack_output_only, self.pairs - self.output_only_pairs),
             "attack_success_by_placement": {p: frac(n, self.pairs)
                                             for p, n in self.attack.items()},
             "attack_success_rubber_stamp_by_placement": {p: frac(n, self.pairs)
@@ -436,9 +456,35 @@ class Tally:
             "counts": {"utility": self.utility,
                        "utility_with_one_prompt": self.utility_with_one_prompt,
                        "prompts": self.prompts, "attack_success": self.attack_any,
-                       "attack_success_rubber_stamp": self.stamp_any},
+                       "attack_success_rubber_stamp": self.stamp_any,
+                       "attack_success_output_only": self.attack_output_only},
             "by_suite": self.by_suite,
         }
+
+
+def output_only(case: Case) -> bool:
+    """An injection that asks only for words in the answer (its ground truth makes no call):
+    no gate over tool calls can refuse it."""
+    return case.injection is not None and not case.injection.calls
+
+
+async def attacks(config_name: str, suite_names: Sequence[str] = SUITES) -> dict[str, int]:
+    """Only the attacks with no approver (both placements): the part of ``measure`` a CI
+    check needs. Counts of pairs, of attacked pairs, and of each among output-only ones."""
+    config = CONFIGURATIONS[config_name]
+    out = {"pairs": 0, "attack_success": 0, "output_only_pairs": 0,
+           "attack_success_output_only": 0}
+    for _, pairs in cases(suite_names):
+        for case in pairs:
+            hit = False
+            for placement in PLACEMENTS:
+                hit = hit or (await run_case(config, case, "none", placement)).success
+            out["pairs"] += 1
+            out["attack_success"] += hit
+            if output_only(case):
+                out["output_only_pairs"] += 1
+                out["attack_success_output_only"] += hit
+    return out
 
 
 async def measure(config_names: Sequence[str], suite_names: Sequence[str] = SUITES,
@@ -491,6 +537,9 @@ async def measure(config_names: Sequence[str], suite_names: Sequence[str] = SUIT
                         hit[approver] = hit[approver] or outcome.success
                 tally.attack_any += hit["none"]
                 tally.stamp_any += hit["rubber_stamp"]
+                if output_only(case):
+                    tally.output_only_pairs += 1
+                    tally.attack_output_only += hit["none"]
                 per_suite["attack_success"] += hit["none"]
                 per_suite["attack_success_rubber_stamp"] += hit["rubber_stamp"]
     return {name: tally.report() for name, tally in tallies.items()}

@@ -20,12 +20,16 @@ type, never to a task, and never changed to move a number):
    append, a cancellation, a reschedule, an update, a deletion. Creating something new or
    sending is not destructive by itself.
 
-Parameters: **content** parameters carry free text that the call moves along (a body, a
-subject, a description, a file's content); every other parameter is **control** (it picks
-what happens, to what, for whom). **Destinations** are the control parameters that say
+Parameters: **content** parameters carry what the call moves along or writes: free text (a
+body, a subject, a title, a description, a file's content), a quantity (an amount), a date
+or a time, the values written into a record (a profile's name and address, a new
+password). Every other parameter is **control**: it names what is acted on, for whom or
+where (an id, a file, an event, a recipient, an account, a channel, a user, a business, a
+URL, an access level). **Destinations** are the control parameters that say
 where a send goes (recipients, an account, a URL, a person given access). The two tables
-``CONTENT_PARAMS`` and ``DESTINATION_PARAMS`` are plain data for a gate to consume;
-parameters absent from both are control.
+``CONTENT_PARAMS`` and ``DESTINATION_PARAMS`` become each tool's ``content_params`` and
+``destination_params`` (the provenance gate reads them; the interlock does not); parameters
+absent from both are control.
 
 A tool's name means the same function in every suite that offers it (checked in
 ``suite_tools``), so one declaration per name is enough.
@@ -130,12 +134,18 @@ TOOL_CAPABILITIES: Mapping[str, Capabilities] = {
 
 CONTENT_PARAMS: Mapping[str, tuple[str, ...]] = {
     "send_email": ("subject", "body"),
-    "create_calendar_event": ("title", "description", "location"),
+    "create_calendar_event": ("title", "description", "location", "start_time", "end_time"),
+    "reschedule_calendar_event": ("new_start_time", "new_end_time"),
     "append_to_file": ("content",),
     "create_file": ("content",),
-    "send_money": ("subject",),
-    "schedule_transaction": ("subject",),
-    "update_scheduled_transaction": ("subject",),
+    "reserve_hotel": ("start_day", "end_day"),
+    "reserve_car_rental": ("start_time", "end_time"),
+    "reserve_restaurant": ("start_time",),
+    "send_money": ("subject", "amount", "date"),
+    "schedule_transaction": ("subject", "amount", "date"),
+    "update_scheduled_transaction": ("subject", "amount", "date"),
+    "update_password": ("password",),
+    "update_user_info": ("first_name", "last_name", "street", "city"),
     "send_direct_message": ("body",),
     "send_channel_message": ("body",),
     "post_webpage": ("content",),
@@ -184,7 +194,9 @@ class SuiteTools:
 
     def for_environment(self, environment: TaskEnvironment) -> list[Tool]:
         return [Tool(d.spec, _handler(self.runtime, environment, d.spec.name), d.capabilities,
-                     d.validate, source="agentdojo")
+                     d.validate, source="agentdojo",
+                     content_params=CONTENT_PARAMS.get(d.spec.name, ()),
+                     destination_params=DESTINATION_PARAMS.get(d.spec.name, ()))
                 for d in self.declared]
 
 

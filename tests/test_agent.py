@@ -11,7 +11,7 @@ import pytest
 from tether import Agent, Conversation, StopCause, tool
 from tether import events as ev
 from tether.errors import ProviderError, RateLimitError, TetherError
-from tether.messages import Image, Text, ToolResult
+from tether.messages import Image, Labels, Text, ToolResult
 from tether.providers import Reply, Scripted, call, calls
 
 
@@ -50,7 +50,10 @@ async def test_a_tool_call_runs_and_its_result_reaches_the_model() -> None:
     assert [t.name for t in second.tools] == ["add"]
     tool_message = second.messages[-1]
     assert tool_message.role == "tool"
-    assert tool_message.parts == (ToolResult("call_0", "add", "5"),)
+    # A trusted source for later calls (its arguments were written before anything
+    # untrusted was seen): see tether.provenance.
+    assert tool_message.parts == (ToolResult("call_0", "add", "5",
+                                             labels=Labels(untrusted=False)),)
     assert result.usage.input_tokens > 0 and result.usage.output_tokens > 0
 
 

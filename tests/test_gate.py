@@ -209,8 +209,11 @@ async def test_a_send_after_private_and_untrusted_turns_is_blocked() -> None:
 
 
 async def test_a_send_with_only_one_leg_present_runs() -> None:
+    # The interlock alone: the provenance rule would refuse "hello" (the model wrote it
+    # after reading untrusted text; tests/security/test_provenance.py).
     model = Scripted([call("read_web"), call("send", data="hello"), "ok"])
-    result = await Agent(model, tools=[read_web, send]).run("go")
+    result = await Agent(model, tools=[read_web, send],
+                         security=SecurityConfig(rule="interlock")).run("go")
     assert sent == ["hello"]
     assert result.blocked_sends == 0
 

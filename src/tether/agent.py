@@ -660,7 +660,8 @@ class _Run:
         needs. ``decisions`` (a resumed turn) are a host's answers, by position."""
         conv, settings = self.conversation, self.settings
         turn = gate.view_turn(calls, self._tools(), conv.taint, settings.security,
-                              settings.permission_mode)
+                              settings.permission_mode,
+                              conv.sources(settings.system_prompt))
         asking = gate.Asking(self.agent.approver, settings.permission_mode,
                              settings.approval_timeout_secs, conv.session_approvals)
         decisions = dict(decisions or {})
@@ -698,7 +699,9 @@ class _Run:
             elif isinstance(verdict, gate.Defer):
                 deferred.append(verdict.pending)
             elif isinstance(verdict, gate.Run):
-                allowed.append(Allowed(position, call, verdict.tool, verdict.arguments))
+                allowed.append(Allowed(position, call, verdict.tool, verdict.arguments,
+                                       gate.arguments_traced(position, verdict.tool,
+                                                             verdict.arguments, turn)))
 
         if deferred:
             # Nothing of this turn runs until every pending call has a decision: the turn

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tether.approval import ApprovalReason
 from tether.messages import Message, ToolCall, message_from_dict, message_to_dict
+from tether.provenance import Source, sources_of
 from tether.trust import CLEAN, Taint
 
 if TYPE_CHECKING:
@@ -28,6 +29,11 @@ class Conversation:
     session". ``pending`` holds the calls a paused run waits on for decisions
     (``Agent.resume`` answers them); it is empty otherwise. ``on_append`` (set by the
     session store) sees each message as it is added.
+
+    For provenance (``tether.provenance``), each tool result carries its labels; the
+    user's messages are trusted sources unless ``prompts_trusted`` is false (a child's
+    conversation, whose task a model wrote while untrusted text could steer it), and
+    ``inherited_sources`` are texts a delegating run hands down (its trusted ones).
     """
 
     messages: list[Message] = field(default_factory=list)
@@ -35,6 +41,13 @@ class Conversation:
     session_approvals: set[str] = field(default_factory=set)
     on_append: Callable[[Message, Taint], None] | None = None
     pending: list[PendingCall] = field(default_factory=list)
+    prompts_trusted: bool = True
+    inherited_sources: tuple[Source, ...] = ()
+
+    def sources(self, system_prompt: str | None = None) -> tuple[Source, ...]:
+        """Every text the model has seen in this conversation, with its labels."""
+        return sources_of(self.messages, system_prompt, prompts_trusted=self.prompts_trusted,
+                          inherited=self.inherited_sources)
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
@@ -68,6 +81,8 @@ class Conversation:
             from tether.pending import calls_to_dict
 
             out["pending"] = calls_to_dict(self.pending)
+        if not self.prompts_trusted:
+            out["prompts_trusted"] = False
         return out
 
     @classmethod
@@ -76,6 +91,7 @@ class Conversation:
             [message_from_dict(m) for m in d.get("messages", [])],
             Taint.from_dict(d.get("taint", {})),
             set(d.get("session_approvals", [])),
+            prompts_trusted=d.get("prompts_trusted", True) is not False,
         )
         if d.get("pending") is not None:
             from tether.pending import calls_from_dict

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from tether.messages import Message, StopReason, ToolCall, ToolResult, Usage
+from tether.provenance import Trace
 from tether.trust import Taint
 
 if TYPE_CHECKING:
@@ -102,6 +103,28 @@ class TrifectaBlocked:
     reason: str
     path: tuple[str, ...] = ()
     kind: Literal["trifecta_blocked"] = "trifecta_blocked"
+
+
+ProvenanceVerdict: TypeAlias = Literal["traced", "untraced", "fixed", "unanchored"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProvenanceChecked:
+    """The provenance gate traced a consequential call's values (``security.rule =
+    "provenance"``): ``verdict`` is ``traced`` (every value occurs in a trusted text) or
+    ``untraced`` (a value traces to no trusted text), ``fixed`` (a send that could leak
+    private data declares no destination: where it goes is the tool's choice) or
+    ``unanchored`` (no argument names what the call acts on: nothing to trace); ``traces``
+    name each value, its argument and the sources it was found in.
+    An untraced call is then refused, asked about or waived (``TrifectaBlocked`` or
+    ``TrifectaWaived`` follow)."""
+
+    call_id: str
+    tool: str
+    verdict: ProvenanceVerdict
+    traces: tuple[Trace, ...]
+    path: tuple[str, ...] = ()
+    kind: Literal["provenance_checked"] = "provenance_checked"
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +292,8 @@ class RunFinished:
 
 Event: TypeAlias = (
     RunStarted | TurnStarted | TextDelta | ReasoningDelta | ModelResponded | ProviderRetry
-    | ToolCallRequested | TrifectaBlocked | TrifectaWaived | ApprovalRequested
+    | ToolCallRequested | TrifectaBlocked | ProvenanceChecked | TrifectaWaived
+    | ApprovalRequested
     | ApprovalDecided | ToolStarted | ToolFinished | TaintChanged | SubagentStarted
     | SubagentFinished | UsageUpdated | Notice | ContextFitted | RunPaused | RunFinished
 )

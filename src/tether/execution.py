@@ -19,6 +19,7 @@ from tether import events as ev
 from tether.conversation import Conversation
 from tether.events import ToolStatus
 from tether.messages import ToolCall, ToolResult, Trust
+from tether.provenance import GATE_LABELS, result_labels
 from tether.result import ToolCallRecord
 from tether.settings import AgentSettings
 from tether.tools import RunScope, Tool, ToolContext, ToolOutput
@@ -27,12 +28,15 @@ from tether.trust import truncate, untrusted_block
 
 @dataclass(frozen=True, slots=True)
 class Allowed:
-    """A call the gate allowed, at its position in the turn."""
+    """A call the gate allowed, at its position in the turn. ``arguments_traced``: no
+    untrusted text can have chosen its values (``gate.arguments_traced``), so its result
+    may be a trusted source."""
 
     position: int
     call: ToolCall
     tool: Tool
     arguments: dict[str, Any]
+    arguments_traced: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +53,7 @@ def settled(call: ToolCall, status: ToolStatus, text: str) -> Done:
         arguments = call.parsed_arguments()
     except ValueError:
         arguments = call.arguments
-    return Done(ToolResult(call.id, call.name, text, True, "trusted"),
+    return Done(ToolResult(call.id, call.name, text, True, "trusted", labels=GATE_LABELS),
                 ToolCallRecord(call.id, call.name, arguments, status, text))
 
 
@@ -108,7 +112,8 @@ async def run_tool(
     call, tool, arguments = item.call, item.tool, item.arguments
     await emit(ev.ToolStarted(call.id, call.name, tool.spec.display_name, arguments))
     ctx = ToolContext(call.id, call.name, conversation.taint, settings.workspace,
-                      settings.security, emit, run=scope)
+                      settings.security, emit, run=scope,
+                      sources=conversation.sources(settings.system_prompt))
     started = time.perf_counter()
     output = await call_handler(call.name, tool, arguments, ctx, settings.tool_timeout_secs)
     if output.usage is not None:
@@ -126,7 +131,11 @@ async def run_tool(
     trust: Trust = "untrusted" if from_outside else "trusted"
     if trust == "untrusted" and settings.security.mark_untrusted_output:
         content = untrusted_block(tool.spec.display_name, content)
-    result = ToolResult(call.id, call.name, content, output.is_error, trust, output.structured)
+    labels = result_labels(private=tool.capabilities.private_data, from_outside=from_outside,
+                           arguments_traced=item.arguments_traced,
+                           delegated=tool.origin == "subagent")
+    result = ToolResult(call.id, call.name, content, output.is_error, trust, output.structured,
+                        labels=labels)
     status: ToolStatus = "error" if output.is_error else "ok"
     await emit(ev.ToolFinished(call.id, call.name, status, result,
                                time.perf_counter() - started))

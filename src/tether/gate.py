@@ -1,6 +1,7 @@
 """The gate: one verdict per tool call, each stage a small function.
 
-    lookup -> argument validation -> trifecta interlock -> permission mode -> approval
+    lookup -> argument validation -> provenance (or the trifecta interlock) -> permission
+    mode -> approval
 
 ``check`` runs the first four stages on one call and answers a ``Verdict``: ``Run`` it
 with these validated arguments, ``Refuse`` it (a status and a text for the model), or
@@ -19,10 +20,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from tether import events as ev
+from tether import provenance as pv
 from tether.approval import (
     ApprovalReason,
     ApprovalRequest,
@@ -57,12 +59,14 @@ class Refuse:
 
 @dataclass(frozen=True, slots=True)
 class Ask:
-    """Ask the approver before the call runs, for ``reason`` (said in ``explanation``)."""
+    """Ask the approver before the call runs, for ``reason`` (said in ``explanation``).
+    ``told`` is what the model is told of the reason if nobody can be asked."""
 
     tool: Tool
     arguments: dict[str, Any]
     reason: ApprovalReason
     explanation: str
+    told: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +90,9 @@ class Checked:
 @dataclass(frozen=True, slots=True)
 class TurnView:
     """What the gate knows of one turn: its tools, the conversation's taint, the turn's
-    forecast, and which calls (by position) are armed sends."""
+    forecast, which calls (by position) are armed sends, which are exposed (untrusted text
+    could have chosen their values: the conversation holds some, or another call of the
+    turn brings some), and the texts the model has seen (``sources``, for provenance)."""
 
     tools: Mapping[str, Tool]
     taint: Taint
@@ -94,17 +100,26 @@ class TurnView:
     armed: Mapping[int, bool]
     security: SecurityConfig
     permission_mode: PermissionMode
+    exposed: Mapping[int, bool] = field(default_factory=dict)
+    sources: tuple[pv.Source, ...] = ()
 
 
 def view_turn(calls: Sequence[ToolCall], tools: Mapping[str, Tool], taint: Taint,
-              security: SecurityConfig, permission_mode: PermissionMode) -> TurnView:
+              security: SecurityConfig, permission_mode: PermissionMode,
+              sources: Sequence[pv.Source] = ()) -> TurnView:
     """The turn as the gate sees it. The interlock looks at every known call of the turn at
-    once (a read and a send in one turn cannot slip through one by one)."""
+    once (a read and a send in one turn cannot slip through one by one). ``sources`` are
+    the texts the model has seen (``tether.provenance.sources_of``); without them nothing
+    traces, and every exposed consequential call is distrusted (fail closed)."""
     known = [i for i, c in enumerate(calls) if c.name in tools]
     capabilities = [tools[calls[i].name].capabilities for i in known]
     armed = dict(zip(known, armed_calls(taint, capabilities), strict=True))
+    # A call's own result cannot have chosen its values: exposure comes from the
+    # conversation and from the turn's other calls (same-turn reads, run side by side).
+    exposed = {i: forecast(taint, (c for j, c in zip(known, capabilities, strict=True)
+                                   if j != i)).untrusted for i in known}
     return TurnView(tools, taint, forecast(taint, capabilities), armed, security,
-                    permission_mode)
+                    permission_mode, exposed, tuple(sources))
 
 
 # --- the stages --------------------------------------------------------------------------
@@ -161,6 +176,114 @@ def interlock(call: ToolCall, position: int, tool: Tool, arguments: dict[str, An
                    (ev.TrifectaWaived(call.id, call.name, turn.forecast, _LEAK),))
 
 
+def consequential(tool: Tool) -> bool:
+    """A call whose effect reaches past the conversation: a send, or a change."""
+    return tool.capabilities.external_send or tool.capabilities.destructive
+
+
+def trace_call(tool: Tool, arguments: dict[str, Any], turn: TurnView) -> list[pv.Trace]:
+    """Every value of the call the gate must trust, each traced to the turn's sources."""
+    roles = {name: tool.parameter_role(name) for name in arguments}
+    return pv.trace_call(arguments, roles, sends=tool.capabilities.external_send,
+                         sources=turn.sources)
+
+
+def arguments_traced(position: int, tool: Tool, arguments: dict[str, Any],
+                     turn: TurnView) -> bool:
+    """Whether untrusted text cannot have chosen any value of this call: nothing untrusted
+    reached the model before it, or every string and number in its arguments (content
+    included) occurs in a trusted source. Its result is a trusted source only then (a tool
+    can echo its arguments)."""
+    if not turn.exposed.get(position, True):
+        return True
+    return all(pv.trace(path, "control", leaf, turn.sources).traced
+               for name, value in arguments.items() for path, leaf in pv.leaves(value, name))
+
+
+_UNTRACED = ("the call would act on values that do not occur in any trusted text (the "
+             "user's prompt, the system prompt, a trusted tool result), so untrusted text may "
+             "have chosen them")
+_UNTRACED_LEAK = ("this call can send data out, the conversation holds private data and "
+                  "untrusted text, and the call's destination or control values do not occur "
+                  "in any trusted text, so it could leak the private data to whoever chose them")
+
+
+_FIXED_LEAK = ("this call can send data out, the conversation holds private data and "
+               "untrusted text, and the tool declares no destination parameter (where it "
+               "sends is the tool's own choice), so it could leak the private data")
+
+
+_UNANCHORED = ("the call acts while the conversation holds untrusted text, and none of its "
+               "arguments names what it acts on or where it goes (it carries only content), "
+               "so nothing ties it to what the user asked")
+
+
+def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[str, Any],
+                     turn: TurnView) -> Checked:
+    """3. Provenance (``security.rule = "provenance"``). A consequential call (a send, a
+    destructive call) made while untrusted text could have steered the model, or a send
+    that the trifecta arms (it could leak private data), runs only if each of its
+    destination and control values, and each address written in a send's content, occurs
+    in a trusted text; and at least one such value must be there to trace (a call with
+    content alone is not vouched for by anything). Otherwise it is refused, asked about or
+    waived, as ``security.trifecta`` says; the events and the text name every value and
+    where it was (or was not) found. Other calls pass."""
+    leak = turn.armed.get(position, False)
+    if not consequential(tool) or not (leak or turn.exposed.get(position, True)):
+        return Checked(Run(tool, arguments))
+    if tool.origin == "subagent" and not leak:
+        # A delegation acts only through its child's calls, and each of those passes the
+        # child's own gate under the same rule: the child starts with this conversation's
+        # taint, its task (this model's words) counts as untrusted once untrusted text was
+        # seen, and it inherits this conversation's trusted texts, nothing else. One that
+        # could leak (the trifecta arms it: its task is a channel out) is refused below as
+        # a send with no destination, as the interlock refuses it.
+        return Checked(Run(tool, arguments))
+    traces = tuple(trace_call(tool, arguments, turn))
+    untraced = [t for t in traces if not t.traced]
+    # A send with no destination parameter goes where the tool decides (a fixed channel):
+    # nothing says it stays with the user, so while it could leak it is armed as the
+    # interlock arms it, whatever its values trace to.
+    fixed = leak and tool.capabilities.external_send and not tool.destination_params
+    verdict: ev.ProvenanceVerdict
+    if untraced:
+        verdict = "untraced"
+        why = _UNTRACED_LEAK if leak else _UNTRACED
+        # The model is told which arguments and where they were (not) found, never their
+        # values: they are in the call it wrote, and in the event for the host.
+        said = "Untraced: " + "; ".join(t.describe(with_value=False) for t in untraced) + "."
+        logged = "Untraced: " + "; ".join(t.describe() for t in untraced) + "."
+    elif fixed:
+        verdict, why, said, logged = "fixed", _FIXED_LEAK, "", ""
+    elif not traces:
+        # Nothing in the call names what it acts on (only content, or no arguments): no
+        # value ties it to what the user asked, so the call itself may be the injection's.
+        verdict, why, said, logged = "unanchored", _UNANCHORED, "", ""
+    else:
+        return Checked(Run(tool, arguments),
+                       (ev.ProvenanceChecked(call.id, call.name, "traced", traces),))
+    policy = turn.security.trifecta
+    checked = ev.ProvenanceChecked(call.id, call.name, verdict, traces)
+    if policy == "block":
+        return Checked(
+            Refuse("blocked", f"Blocked by policy: {why}. {said} It was not run. Use only "
+                              f"values the user gave or a trusted tool returned; to let a "
+                              f"person decide, set security.trifecta = \"ask\"; or do this "
+                              f"step in a fresh conversation without the untrusted text."
+                   .replace(".  ", ". ")),
+            (checked, ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy,
+                                         f"{why}. {logged}".strip())))
+    if policy == "ask":
+        return Checked(
+            Ask(tool, arguments, "trifecta", f"Provenance check: {why}. {logged}".strip(),
+                told=f"provenance: {why}. {said}".strip().rstrip(".")),
+            (checked, ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy,
+                                         f"{why}; asking the approver. {logged}".strip())))
+    return Checked(Run(tool, arguments),
+                   (checked, ev.TrifectaWaived(call.id, call.name, turn.forecast,
+                                               f"{why}. {logged}".strip())))
+
+
 def permit(call: ToolCall, passed: Run | Ask, turn: TurnView) -> Checked:
     """4. The permission mode, and the tool's own need for approval: read-only mode refuses
     a tool that can change things; a gated tool is asked about."""
@@ -186,7 +309,8 @@ def check(call: ToolCall, position: int, turn: TurnView) -> Checked:
     arguments = validate(call, tool)
     if isinstance(arguments, Refuse):
         return Checked(arguments)
-    interlocked = interlock(call, position, tool, arguments, turn)
+    stage = trace_provenance if turn.security.rule == "provenance" else interlock
+    interlocked = stage(call, position, tool, arguments, turn)
     if not isinstance(interlocked.verdict, Run | Ask):
         return interlocked
     permitted = permit(call, interlocked.verdict, turn)
@@ -226,8 +350,9 @@ async def decide(
         how = ("set security.trifecta = \"allow\" to waive the check, or run with an "
                "approver" if reason == "trifecta" else
                "run with an approver, or use permission_mode=\"allow\" (tether run --yes)")
+        why = f" ({asked.told})" if asked.told else ""
         decision, by = Decision.deny(
-            f"Blocked by policy: {tool.spec.display_name} needs approval and there is "
+            f"Blocked by policy: {tool.spec.display_name} needs approval{why} and there is "
             f"nobody to ask. It was not run. To allow it, {how}."), "policy"
     else:
         request = ApprovalRequest(call.id, call.name, tool.spec.display_name, arguments,

@@ -85,11 +85,40 @@ def _nests_deeper(value: Any, limit: int) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class Labels:
+    """What a tool result's text is, as a source of the values a later call may use (see
+    ``tether.provenance``). ``private``: it came from a tool that reads the user's data.
+    ``untrusted``: it is not a trusted source (outside text, the echo of values that were
+    not traced, a text the gate wrote about a call it refused); ``why`` says which. The
+    default is the fail-closed one."""
+
+    private: bool = False
+    untrusted: bool = True
+    why: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"private": self.private, "untrusted": self.untrusted}
+        if self.why:
+            d["why"] = self.why
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Labels:
+        """Labels as saved; anything but an explicit ``untrusted: false`` is untrusted."""
+        if not isinstance(d, dict):
+            return cls()
+        return cls(d.get("private") is True, d.get("untrusted") is not False,
+                   str(d.get("why", "")))
+
+
+@dataclass(frozen=True, slots=True)
 class ToolResult:
     """The outcome of one tool call as the model will see it.
 
     ``trust`` records where the content came from: ``untrusted`` when it carries text from
-    outside (a web page, an MCP server, a child agent that read such text).
+    outside (a web page, an MCP server, a child agent that read such text). ``labels``
+    record what the text is as a source of later calls' values (``None``: unknown, which
+    counts as untrusted).
     """
 
     call_id: str
@@ -99,6 +128,7 @@ class ToolResult:
     trust: Trust = "trusted"
     structured: Any = None
     kind: Literal["tool_result"] = "tool_result"
+    labels: Labels | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +245,8 @@ def part_to_dict(part: Part) -> dict[str, Any]:
         }
         if part.structured is not None:
             d["structured"] = part.structured
+        if part.labels is not None:
+            d["labels"] = part.labels.to_dict()
         return d
     if isinstance(part, Image):
         return {
@@ -238,6 +270,7 @@ def part_from_dict(d: dict[str, Any]) -> Part:
         return ToolResult(
             d["call_id"], d["name"], d["content"], bool(d.get("is_error", False)),
             d.get("trust", "untrusted"), d.get("structured"),
+            labels=Labels.from_dict(d["labels"]) if "labels" in d else None,
         )
     if kind == "image":
         data = d.get("data")

@@ -223,7 +223,11 @@ async def run_subagent(
     if emit is not None:
         await emit(ev.SubagentStarted(ctx.call_id, profile.name, task))
     # A fresh conversation, seeded with the parent's taint: delegating cannot launder it.
-    conversation = Conversation(taint=ctx.taint)
+    # Nor can it launder a value: the task is the parent model's words, a trusted source
+    # only while nothing untrusted could have chosen them; the parent's trusted texts are
+    # the child's too (a recipient the user named stays traceable).
+    conversation = Conversation(taint=ctx.taint, prompts_trusted=not ctx.taint.untrusted,
+                                inherited_sources=tuple(s for s in ctx.sources if s.trusted))
     result = None
     # Within the parent's run: its path, its interrupt (which stops the child too), its
     # spend (whose budgets the child's usage counts against as it happens).

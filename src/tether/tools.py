@@ -14,9 +14,18 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, overload, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    Protocol,
+    TypeAlias,
+    overload,
+    runtime_checkable,
+)
 
 from tether.errors import ToolError
+from tether.provenance import Source
 from tether.threads import in_daemon_thread
 from tether.trust import NO_CAPABILITIES, Capabilities, SecurityConfig, Taint
 
@@ -154,8 +163,10 @@ class ToolContext:
 
     ``workspace`` and ``security`` are the running agent's; ``emit`` hands an event to the
     run's listener (a sub-agent's events travel this way); ``run`` is the run the call
-    belongs to, everything delegation needs (``None`` when a host calls a handler itself).
-    Every field is typed: there is no bag of untyped extras to fish things out of."""
+    belongs to, everything delegation needs (``None`` when a host calls a handler itself);
+    ``sources`` are the texts the model had seen when the call ran, with their labels (a
+    delegation hands the trusted ones to its child). Every field is typed: there is no bag
+    of untyped extras to fish things out of."""
 
     call_id: str
     tool_name: str
@@ -164,6 +175,7 @@ class ToolContext:
     security: SecurityConfig
     emit: Callable[[Event], Awaitable[None]] | None = None
     run: RunScope | None = None
+    sources: tuple[Source, ...] = ()
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
@@ -191,6 +203,13 @@ class Tool:
     run it again when the worker running it died; otherwise such a call comes back to the
     model as "may or may not have run". Off by default.
 
+    ``content_params`` name the parameters that only carry content (a body, a subject, a
+    file's text); ``destination_params`` the ones that say where a send goes (a recipient,
+    a URL, an account). Every other parameter is control (what is acted on, how): the
+    provenance gate traces destinations and control values, and the addresses written in
+    a send's content. A tool that declares neither (an MCP tool) has only control
+    parameters: safe by default.
+
     ``source`` and ``source_name`` are the old names of ``origin`` and ``server``: still
     accepted as keyword arguments, and readable.
     """
@@ -206,6 +225,8 @@ class Tool:
     spec_from_outside: bool
     on_invalid: Correction | None
     idempotent: bool
+    content_params: tuple[str, ...]
+    destination_params: tuple[str, ...]
 
     def __init__(
         self,
@@ -221,6 +242,8 @@ class Tool:
         on_invalid: Correction | None = None,
         idempotent: bool = False,
         *,
+        content_params: Iterable[str] = (),
+        destination_params: Iterable[str] = (),
         source: ToolOrigin | None = None,
         source_name: str | None = None,
     ) -> None:
@@ -238,6 +261,16 @@ class Tool:
         put(self, "spec_from_outside", spec_from_outside)
         put(self, "on_invalid", on_invalid)
         put(self, "idempotent", idempotent)
+        content, destinations = tuple(content_params), tuple(destination_params)
+        if isinstance(content_params, str) or isinstance(destination_params, str):
+            raise ToolError(f"tool {spec.name}: content_params and destination_params are "
+                            f"lists of parameter names")
+        both = set(content) & set(destinations)
+        if both:
+            raise ToolError(f"tool {spec.name}: {', '.join(sorted(both))} cannot be both "
+                            f"content and a destination")
+        put(self, "content_params", content)
+        put(self, "destination_params", destinations)
 
     @property
     def name(self) -> str:
@@ -252,6 +285,15 @@ class Tool:
     def source_name(self) -> str | None:
         """The old name of ``server``."""
         return self.server
+
+    def parameter_role(self, name: str) -> Literal["content", "destination", "control"]:
+        """What parameter ``name`` does: carries ``content``, says where a send goes
+        (``destination``), or anything else (``control``, also for undeclared ones)."""
+        if name in self.content_params:
+            return "content"
+        if name in self.destination_params:
+            return "destination"
+        return "control"
 
     @property
     def needs_approval(self) -> bool:
@@ -393,6 +435,8 @@ def tool(
     capabilities: Capabilities = NO_CAPABILITIES,
     cache_approval: bool = True,
     idempotent: bool = False,
+    content_params: Iterable[str] = (),
+    destination_params: Iterable[str] = (),
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -407,6 +451,8 @@ def tool(
     capabilities: Capabilities = NO_CAPABILITIES,
     cache_approval: bool = True,
     idempotent: bool = False,
+    content_params: Iterable[str] = (),
+    destination_params: Iterable[str] = (),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a sync or async function.
 
@@ -421,14 +467,21 @@ def tool(
         @tool(needs_approval=True, capabilities=Capabilities(destructive=True))
         def delete(path: str) -> str: ...
 
-    ``idempotent=True`` declares that running a call twice does no more than once (see
-    ``Tool.idempotent``).
+        @tool(capabilities=Capabilities(external_send=True),
+              destination_params=["to"], content_params=["body"])
+        def send_email(to: str, body: str) -> str: ...
+
+    ``content_params`` and ``destination_params`` name parameters (see ``Tool``); a name
+    the function does not have is an error. ``idempotent=True`` declares that running a call
+    twice does no more than once (see ``Tool.idempotent``).
     """
 
     def build(f: Callable[..., Any]) -> Tool:
         return _tool_from_function(f, name=name, title=title, description=description,
                                    needs_approval=needs_approval, capabilities=capabilities,
-                                   cache_approval=cache_approval, idempotent=idempotent)
+                                   cache_approval=cache_approval, idempotent=idempotent,
+                                   content_params=tuple(content_params),
+                                   destination_params=tuple(destination_params))
 
     return build(fn) if fn is not None else build
 
@@ -443,6 +496,8 @@ def _tool_from_function(
     capabilities: Capabilities,
     cache_approval: bool,
     idempotent: bool = False,
+    content_params: tuple[str, ...] = (),
+    destination_params: tuple[str, ...] = (),
 ) -> Tool:
     from pydantic import ConfigDict, Field, ValidationError, create_model
 
@@ -490,10 +545,15 @@ def _tool_from_function(
         # calls of one turn really run side by side).
         return await in_daemon_thread(fn, **kwargs)
 
+    unknown = [p for p in (*content_params, *destination_params) if p not in fields]
+    if unknown:
+        raise ToolError(f"tool {tool_name}: no parameter named {', '.join(map(repr, unknown))} "
+                        f"(content_params and destination_params name parameters)")
     spec = ToolSpec(tool_name, description if description is not None else summary, schema,
                     title, needs_approval)
     return Tool(spec, handler, capabilities, validate, cache_approval, origin="python",
-                idempotent=idempotent)
+                idempotent=idempotent, content_params=content_params,
+                destination_params=destination_params)
 
 
 def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Literal, TypeAlias
 
 TrifectaPolicy: TypeAlias = Literal["block", "ask", "allow"]
+# Which rule judges a consequential call: per-value provenance (``tether.provenance``), or
+# the conversation-wide trifecta interlock alone.
+GateRule: TypeAlias = Literal["provenance", "interlock"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +98,15 @@ def _default_protected() -> tuple[Path, ...]:
 class SecurityConfig:
     """Security settings of an agent: values passed in, never process-wide switches.
 
-    - ``trifecta``: what to do with a send while private data and untrusted text are both in
-      the conversation: ``block`` (default) refuses it, ``ask`` asks the approver, ``allow``
-      waives this one check.
+    - ``rule``: how a consequential call (a send, a destructive call) is judged.
+      ``provenance`` (default): once the conversation holds untrusted text, each of its
+      control and destination values (and each address inside a send's content) must occur
+      in a trusted text (the user's prompt, the system prompt, a trusted tool result); the
+      others are untraced. ``interlock``: the conversation-wide trifecta check alone (every
+      send is armed while private data and untrusted text are both present).
+    - ``trifecta``: what to do with a call the rule distrusts (an armed send, or a call with
+      an untraced value): ``block`` (default) refuses it, ``ask`` asks the approver,
+      ``allow`` waives this one check.
     - ``block_private_ips``: ``fetch_url`` refuses loopback, private, link-local... addresses.
     - ``allowed_domains`` / ``blocked_domains``: suffix matches for ``fetch_url``.
     - ``mark_untrusted_output``: wrap untrusted tool results in a delimited data block.
@@ -116,6 +125,7 @@ class SecurityConfig:
     mark_untrusted_output: bool = True
     max_result_chars: int = 50_000
     protected_paths: Sequence[Path] = field(default_factory=_default_protected)
+    rule: GateRule = "provenance"
 
     def __post_init__(self) -> None:
         if self.trifecta not in ("block", "ask", "allow"):
@@ -124,6 +134,11 @@ class SecurityConfig:
             raise ConfigError(
                 f"security.trifecta must be 'block', 'ask' or 'allow', not {self.trifecta!r}"
             )
+        if self.rule not in ("provenance", "interlock"):
+            from tether.errors import ConfigError
+
+            raise ConfigError(
+                f"security.rule must be 'provenance' or 'interlock', not {self.rule!r}")
         if isinstance(self.protected_paths, str | Path):
             object.__setattr__(self, "protected_paths", (self.protected_paths,))
         object.__setattr__(self, "protected_paths",

@@ -32,8 +32,11 @@ async def test_a_page_that_orders_a_file_write_is_refused_without_an_approver(
                      {"content-type": "text/html"}))
     before = snapshot(ws.parent)
     prompt = "What does this page say?\n" + instruction(("fetch_url", {"url": web.url}))
+    # The approval stage alone (the provenance rule would refuse the page's path before it
+    # is asked: tests/security/test_provenance.py).
     result = await agent(Compromised().model(), ws, tools,
-                         security=SecurityConfig(block_private_ips=False)).run(prompt)
+                         security=SecurityConfig(block_private_ips=False,
+                                                 rule="interlock")).run(prompt)
 
     nothing_left(attacker, guard, allowed=[web])
     assert snapshot(ws.parent) == before and not (ws / "pwned.txt").exists()

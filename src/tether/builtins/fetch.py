@@ -277,7 +277,10 @@ def make_fetch_url(
             return ToolOutput(f"Error: {url} did not answer within {bounds.timeout_secs:g}s.",
                               is_error=True, from_outside=False)
 
-    return tool(name="fetch_url", capabilities=FETCH_CAPABILITIES)(fetch_url)
+    # The URL is where the request goes and what it carries (a query string is data out): a
+    # destination, traced whole.
+    return tool(name="fetch_url", capabilities=FETCH_CAPABILITIES,
+                destination_params=["url"])(fetch_url)
 
 
 async def _fetch(url: str, security: SecurityConfig, resolve: Resolver, limits: FetchLimits,

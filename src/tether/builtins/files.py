@@ -270,7 +270,9 @@ def _write_file(ctx: ToolContext, path: str, content: str) -> ToolOutput:
     return ToolOutput(f"{'Overwrote' if existed else 'Created'} {target.shown} ({size} bytes)")
 
 
-write_file: Tool = tool(name="write_file", capabilities=DESTRUCTIVE)(_write_file)
+# The path is control (what is changed); the text only content.
+write_file: Tool = tool(name="write_file", capabilities=DESTRUCTIVE,
+                        content_params=["content"])(_write_file)
 
 
 def _edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str) -> ToolOutput:
@@ -331,4 +333,5 @@ def _match_lines(text: str, needle: str, at_most: int = 10) -> list[int]:
     return lines
 
 
-edit_file: Tool = tool(name="edit_file", capabilities=DESTRUCTIVE)(_edit_file)
+edit_file: Tool = tool(name="edit_file", capabilities=DESTRUCTIVE,
+                       content_params=["old_text", "new_text"])(_edit_file)

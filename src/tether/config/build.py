@@ -119,6 +119,7 @@ def security_from(section: SecuritySection, protected: Sequence[str | Path] | No
         extra["protected_paths"] = unique(Path(p) for p in protected)
     return SecurityConfig(
         trifecta=section.trifecta,
+        rule=section.rule,
         block_private_ips=section.block_private_ips,
         allowed_domains=tuple(section.allowed_domains),
         blocked_domains=tuple(section.blocked_domains),

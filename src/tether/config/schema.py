@@ -66,6 +66,7 @@ class ToolsConfig(_Strict):
 
 
 class SecuritySection(_Strict):
+    rule: Literal["provenance", "interlock"] = "provenance"
     trifecta: Literal["block", "ask", "allow"] = "block"
     block_private_ips: bool = True
     allowed_domains: list[str] = Field(default_factory=list)

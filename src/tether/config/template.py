@@ -37,7 +37,8 @@ context = "trim"                # trim | summarize | off: a conversation longer 
 permission_mode = "ask"         # ask | allow | read-only
 
 [security]
-trifecta = "block"              # block | ask | allow: a send after private + untrusted data
+rule = "provenance"             # provenance | interlock: how a send or destructive call is judged
+trifecta = "block"              # block | ask | allow: a call the rule distrusts
 block_private_ips = true        # fetch_url refuses loopback/private/link-local addresses
 # allowed_domains = ["example.com"]
 # blocked_domains = []

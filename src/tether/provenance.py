@@ -1,0 +1,264 @@
+"""Per-value provenance: which texts the model has seen could a value of a call come from?
+
+Every text the model has seen is a ``Source`` with labels: the user's messages and the
+system prompt are trusted; each tool result carries the labels recorded with it
+(``ToolResult.labels``: private, and whether it is a trusted source); a child agent's
+answer carries its trust verdict. What the model writes (its text, its reasoning, its
+calls) is never a source: a value the model wrote is only as good as a source that holds
+it.
+
+``trace(value, sources)`` names the sources whose text holds the exact value. Matching is
+exact and literal, never fuzzy: a string must occur as written (not inside a longer word
+or number), a number as it would be written (``100``, ``100.0``, ``100.00``). A value that
+was split, re-encoded, re-cased or paraphrased traces to nothing, and a value that traces
+to no trusted source counts as untrusted: the gate fails closed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from tether.messages import Labels, Message, Text, ToolResult
+
+Role: TypeAlias = Literal["content", "destination", "control"]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One text the model has seen. ``trusted``: nothing untrusted could have chosen it
+    (the user's words, the system prompt, the result of a call whose values all traced to
+    trusted text); ``private``: it came from a tool that reads the user's data."""
+
+    name: str
+    text: str
+    trusted: bool
+    private: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """Where one value of a call could have come from.
+
+    ``argument`` names it (``recipients[0]``, ``body (a link in it)``), ``role`` is its
+    parameter's (a link inside content counts as ``control``), ``value`` is the value as
+    traced (shortened in ``shown``), ``trusted_sources`` and ``untrusted_sources`` name the
+    sources that hold it."""
+
+    argument: str
+    role: Role
+    value: str
+    trusted_sources: tuple[str, ...]
+    untrusted_sources: tuple[str, ...]
+
+    @property
+    def traced(self) -> bool:
+        """The value occurs in a trusted source."""
+        return bool(self.trusted_sources)
+
+    @property
+    def shown(self) -> str:
+        return self.value if len(self.value) <= 80 else self.value[:77] + "..."
+
+    def describe(self, *, with_value: bool = True) -> str:
+        """One line: the argument, its value, and where it was (or was not) found."""
+        if self.trusted_sources:
+            where = "traced to " + ", ".join(self.trusted_sources)
+        elif self.untrusted_sources:
+            where = "found only in untrusted text: " + ", ".join(self.untrusted_sources)
+        else:
+            where = "found in no text the model has seen (written by the model)"
+        if not with_value:
+            return f"{self.argument} ({where})"
+        return f"{self.argument} = {self.shown!r} ({where})"
+
+
+# --- the sources of a conversation --------------------------------------------------------
+
+
+SYSTEM_PROMPT = "the system prompt"
+USER_PROMPT = "the user's prompt"
+UNKNOWN_ORIGIN = "a result of unknown origin"
+
+
+def sources_of(messages: Sequence[Message], system_prompt: str | None = None, *,
+               prompts_trusted: bool = True,
+               inherited: Iterable[Source] = ()) -> tuple[Source, ...]:
+    """The sources in ``messages``: the system prompt, the user's messages (trusted unless
+    ``prompts_trusted`` is false: a child's task, which a model wrote), and each tool result
+    with its labels (a result without labels, saved by an older tether, is untrusted).
+    ``inherited`` are sources a delegating run hands its child (the parent's trusted
+    texts)."""
+    out = list(inherited)
+    if system_prompt:
+        out.append(Source(SYSTEM_PROMPT, system_prompt, True))
+    for message in messages:
+        if message.role == "user":
+            text = "".join(p.text for p in message.parts if isinstance(p, Text))
+            if text:
+                out.append(Source(USER_PROMPT if prompts_trusted else
+                                  "the task the delegating model wrote", text, prompts_trusted))
+        elif message.role == "tool":
+            for part in message.parts:
+                if isinstance(part, ToolResult):
+                    out.append(result_source(part))
+    return tuple(out)
+
+
+def result_source(result: ToolResult) -> Source:
+    labels = result.labels
+    name = f"the result of {result.name} ({result.call_id})"
+    if labels is None:
+        return Source(f"{name}, {UNKNOWN_ORIGIN}", result.content, False)
+    return Source(name, result.content, not labels.untrusted, labels.private)
+
+
+def result_labels(*, private: bool, from_outside: bool, arguments_traced: bool,
+                  delegated: bool = False) -> Labels:
+    """The labels of a tool result: a trusted source unless it carries outside text, or
+    the call's own values were not all traced to trusted text (a tool can echo what it was
+    given: ``create_file`` returns its content). A delegation's answer carries the child's
+    verdict alone (the child ran under its own gate)."""
+    if from_outside:
+        return Labels(private=private, untrusted=True, why="outside text")
+    if not arguments_traced and not delegated:
+        return Labels(private=private, untrusted=True,
+                      why="the call's arguments were not all traced to trusted text")
+    return Labels(private=private, untrusted=False)
+
+
+GATE_LABELS = Labels(untrusted=True, why="written by the gate about a call it did not run")
+
+
+# --- tracing -----------------------------------------------------------------------------
+
+
+def trace_value(value: str | int | float, sources: Sequence[Source]) -> tuple[
+        tuple[str, ...], tuple[str, ...]]:
+    """The names of the trusted and the untrusted sources that hold ``value`` exactly."""
+    spellings = _spellings(value)
+    trusted: list[str] = []
+    untrusted: list[str] = []
+    for source in sources:
+        if any(_occurs(s, source.text) for s in spellings):
+            (trusted if source.trusted else untrusted).append(source.name)
+    return tuple(dict.fromkeys(trusted)), tuple(dict.fromkeys(untrusted))
+
+
+def trace(argument: str, role: Role, value: str | int | float,
+          sources: Sequence[Source]) -> Trace:
+    trusted, untrusted = trace_value(value, sources)
+    return Trace(argument, role, str(value), trusted, untrusted)
+
+
+def _spellings(value: str | int | float) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, bool):  # never traced: see leaves()
+        return ()
+    if isinstance(value, int):
+        return (str(value),)
+    if not math.isfinite(value):
+        return (repr(value),)
+    out = [repr(value), f"{value:.2f}"]
+    if value.is_integer():
+        out.append(str(int(value)))
+    # Two decimals is how money is written; a spelling that changes the value is not one.
+    return tuple(s for s in dict.fromkeys(out) if float(s) == value)
+
+
+# A value counts only as a whole token: what stands right before and after it must end a
+# token (a space, a quote, a bracket, a comma...), so a value is never a piece of a longer
+# word, number, address or link ("evil.example" does not trace to "evil.example.org",
+# "https://x.example/leak?d=" does not trace to "https://x.example/leak?d={data}").
+_BEFORE = frozenset(" \t\n\r\"'`([{<,;:=|*$#")
+_AFTER = frozenset(" \t\n\r\"'`)]}>,;|*")
+_ENDS_SENTENCE = frozenset(".,:;!?")
+
+
+def _occurs(needle: str, text: str) -> bool:
+    """``needle`` occurs in ``text`` as a whole token (see ``_BEFORE`` and ``_AFTER``;
+    sentence punctuation after it counts as an end when a token end or the text's end
+    follows)."""
+    if not needle:
+        return False
+    start = text.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        before_ok = start == 0 or text[start - 1] in _BEFORE
+        after = text[end] if end < len(text) else ""
+        after_ok = not after or after in _AFTER or (
+            after in _ENDS_SENTENCE and (end + 1 == len(text) or text[end + 1] in _AFTER))
+        if before_ok and after_ok:
+            return True
+        start = text.find(needle, start + 1)
+    return False
+
+
+# --- a call's values -----------------------------------------------------------------------
+
+
+def leaves(value: Any, path: str) -> Iterator[tuple[str, str | int | float]]:
+    """The strings and numbers inside an argument, each with its path. Booleans and nulls
+    are left out (a flag says yes or no; it names nothing), as are empty strings."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, str):
+        if value:
+            yield path, value
+    elif isinstance(value, int | float):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from leaves(item, f"{path}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from leaves(item, f"{path}[{i}]")
+    else:
+        yield path, str(value)
+
+
+# Addresses inside content: a link, an email address, an account number. Each is a place
+# data could go or an action could point to, so inside a send's content it is traced as a
+# control value.
+_ADDRESS = re.compile(
+    r"(?:[a-z][a-z0-9+.-]*://[^\s<>\"'`)\]]+)"  # a URL with a scheme
+    r"|(?:\bwww\.[^\s<>\"'`)\]]+)"  # a bare www. link
+    r"|(?:[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"  # an email address
+    r"|(?:\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){10,30}\b)",  # an IBAN
+    re.IGNORECASE)
+_TRAILING = ".,;:!?"
+
+
+def addresses(text: str) -> list[str]:
+    """Links, email addresses and account numbers (IBANs) written in ``text``."""
+    out = []
+    for match in _ADDRESS.finditer(text):
+        found = match.group(0).rstrip(_TRAILING)
+        if found and found not in out:
+            out.append(found)
+    return out
+
+
+def trace_call(arguments: Mapping[str, Any], roles: Mapping[str, Role], *, sends: bool,
+               sources: Sequence[Source]) -> list[Trace]:
+    """A trace for every value of a call the gate must trust: each string and number of
+    its control and destination arguments, and (for a send) each address written in its
+    content arguments. ``roles`` names each declared parameter's role; an undeclared one
+    is control."""
+    out: list[Trace] = []
+    for name, value in arguments.items():
+        role = roles.get(name, "control")
+        if role == "content":
+            if not sends:
+                continue
+            for path, leaf in leaves(value, name):
+                if isinstance(leaf, str):
+                    out.extend(trace(f"{path} (an address in it)", "control", found, sources)
+                               for found in addresses(leaf))
+            continue
+        out.extend(trace(path, role, leaf, sources) for path, leaf in leaves(value, name))
+    return out
