@@ -284,7 +284,8 @@ def test_sessions_resume_names_a_call_by_id_or_position_and_refuses_a_shared_id(
         ambiguous.stderr
     assert unknown.returncode == 1 and "no paused call #5; waiting: w (#0), w (#1)" in \
         unknown.stderr
-    assert resumed.returncode == 0, resumed.stderr
+    # 2: a call was refused (the one denied), as the README's exit codes say.
+    assert resumed.returncode == 2, resumed.stderr
     assert (tmp_path / "a.txt").read_text() == "A" and not (tmp_path / "b.txt").exists()
 
 

@@ -161,7 +161,7 @@ class Fleet:
         return ws
 
     def env(self, name: str) -> dict[str, str]:
-        return {**os.environ, "TETHER_CONFIG": str(self.root / "no-user-config.toml"),
+        return {**os.environ, "TETHER_CONFIG": os.devnull,
                 "XDG_DATA_HOME": str(self.root / "data"), "TETHER_TEST_WORKER": name,
                 "TETHER_TEST_LOG": str(self.log), "TETHER_TEST_NOTIFY": self.model.notify_url,
                 "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
