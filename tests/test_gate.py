@@ -395,10 +395,12 @@ PRIVATE_AND_UNTRUSTED = Taint(private=True, untrusted=True)
 
 
 def turn_of(*calls: ToolCall, taint: Taint = CLEAN, trifecta: str = "block",
-            mode: str = "ask") -> gate.TurnView:
+            mode: str = "ask", rule: str = "interlock") -> gate.TurnView:
+    """A turn of these calls. The stage tests pin the interlock's rule (the provenance
+    stage has tests of its own, tests/test_provenance.py and tests/security)."""
     tools = {t.name: t for t in (read_secret, read_web, send, deploy)}
-    return gate.view_turn(calls, tools, taint, SecurityConfig(trifecta=trifecta),  # type: ignore[arg-type]
-                          mode)  # type: ignore[arg-type]
+    security = SecurityConfig(trifecta=trifecta, rule=rule)  # type: ignore[arg-type]
+    return gate.view_turn(calls, tools, taint, security, mode)  # type: ignore[arg-type]
 
 
 def verdicts(turn_calls: list[ToolCall], turn: gate.TurnView) -> list[gate.Verdict]:

@@ -231,7 +231,7 @@ def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[
     leak = turn.armed.get(position, False)
     if not consequential(tool) or not (leak or turn.exposed.get(position, True)):
         return Checked(Run(tool, arguments))
-    if tool.origin == "subagent" and not leak:
+    if tool.delegates and not leak:
         # A delegation acts only through its child's calls, and each of those passes the
         # child's own gate under the same rule: the child starts with this conversation's
         # taint, its task (this model's words) counts as untrusted once untrusted text was

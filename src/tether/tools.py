@@ -273,6 +273,12 @@ class Tool:
         put(self, "destination_params", destinations)
 
     @property
+    def delegates(self) -> bool:
+        """Whether calling the tool hands a task to a sub-agent, which acts only through
+        its own calls (each passing its own gate)."""
+        return self.origin == "subagent"
+
+    @property
     def name(self) -> str:
         return self.spec.name
 

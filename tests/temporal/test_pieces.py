@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -209,7 +210,7 @@ async def test_the_blob_folder_is_one_of_tethers_own_files_an_approved_write_is_
     (tmp_path / "tether.toml").write_text(
         '[tools]\npermission_mode = "allow"\n'
         + (f'[temporal]\nblob_dir = "{blobs}"\n' if configured else ""))
-    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "TETHER_CONFIG": str(tmp_path / "none")}
+    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "TETHER_CONFIG": os.devnull}
     # The default folder is named by the environment, as SecurityConfig() reads it.
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():
