@@ -140,8 +140,30 @@ async def test_calls_of_one_turn_run_concurrently_and_results_keep_call_order() 
     result = await Agent(model, tools=[slow_a, fast_b]).run("go")
     assert [r.name for r in model.requests[1].messages[-1].parts] == ["slow_a", "fast_b"]
     assert [p.content for p in model.requests[1].messages[-1].parts] == ["a", "b"]
-    # Records are in completion order; the transcript is in call order.
-    assert {r.name for r in result.tool_calls} == {"slow_a", "fast_b"}
+    # The records are in call order too, though B finished first: a run reads the same
+    # however its calls were scheduled (in process or durable, replayed or not).
+    assert [r.name for r in result.tool_calls] == ["slow_a", "fast_b"]
+
+
+async def test_a_turns_records_keep_call_order_with_a_refused_call_among_them() -> None:
+    b_started = asyncio.Event()
+
+    @tool
+    async def slow_a() -> str:
+        """A waits until B has started."""
+        await asyncio.wait_for(b_started.wait(), timeout=5)
+        return "a"
+
+    @tool
+    async def fast_b() -> str:
+        """B."""
+        b_started.set()
+        return "b"
+
+    model = Scripted([calls(("slow_a", {}), ("nope", {}), ("fast_b", {})), "done"])
+    result = await Agent(model, tools=[slow_a, fast_b]).run("go")
+    assert [(r.name, r.status) for r in result.tool_calls] == [
+        ("slow_a", "ok"), ("nope", "unknown_tool"), ("fast_b", "ok")]
 
 
 async def test_max_turns_stops_the_run_and_leaves_the_last_calls_unrun() -> None:

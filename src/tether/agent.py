@@ -658,14 +658,27 @@ class _Run:
         Every verdict is keyed by the call's position in the turn, never by its id (see
         ``tether.gate``); results still carry the call's own id, which is what the wire
         needs. ``decisions`` (a resumed turn) are a host's answers, by position."""
+        done: dict[int, Done] = {}
+        try:
+            async for item in self._judge_and_run(calls, decisions or {}, done):
+                yield item
+        finally:
+            # The run's records of the turn in call order, whatever order the calls finished
+            # in (so a run reads the same replayed, durable or not); kept on a pause or a
+            # cancellation too: nothing that ran is lost.
+            self.records.extend(done[position].record for position in sorted(done))
+
+    async def _judge_and_run(
+        self, calls: Sequence[ToolCall], decisions: dict[int, tuple[PendingCall, Decision]],
+        done: dict[int, Done],
+    ) -> AsyncIterator[ev.Event | TurnOutcome]:
         conv, settings = self.conversation, self.settings
         turn = gate.view_turn(calls, self._tools(), conv.taint, settings.security,
                               settings.permission_mode,
                               conv.sources(settings.system_prompt))
         asking = gate.Asking(self.agent.approver, settings.permission_mode,
                              settings.approval_timeout_secs, conv.session_approvals)
-        decisions = dict(decisions or {})
-        done: dict[int, Done] = {}
+        decisions = dict(decisions)
         allowed: list[Allowed] = []
         deferred: list[PendingCall] = []
         decided: list[PendingCall] = []  # calls a host's decision answered in this turn
@@ -693,7 +706,6 @@ class _Run:
                         yield self._event(item)
             if isinstance(verdict, gate.Refuse):
                 done[position] = refused = settled(call, verdict.status, verdict.text)
-                self.records.append(refused.record)
                 yield self._event(ev.ToolFinished(call.id, call.name, verdict.status,
                                                   refused.result, 0.0))
             elif isinstance(verdict, gate.Defer):
@@ -715,7 +727,7 @@ class _Run:
 
         # Allowed calls side by side; their events (a sub-agent's) stream through.
         observer = self.observer
-        async for event in run_calls(allowed, conv, settings, self._scope, done, self.records,
+        async for event in run_calls(allowed, conv, settings, self._scope, done,
                                      None if observer is None else observer.tool_context):
             yield self._event(event)
         conv.pending = []

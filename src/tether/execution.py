@@ -60,12 +60,11 @@ def settled(call: ToolCall, status: ToolStatus, text: str) -> Done:
 async def run_calls(
     allowed: Sequence[Allowed], conversation: Conversation, settings: AgentSettings,
     scope: Callable[[ToolCall], RunScope], done: dict[int, Done],
-    records: list[ToolCallRecord],
     context: Callable[[ToolCall], contextvars.Context | None] | None = None,
 ) -> AsyncIterator[ev.Event]:
     """Run ``allowed`` side by side, yielding their events as they happen (a sub-agent's
-    stream through). Each one's outcome lands in ``done`` at its position, and its record
-    in ``records`` as it finishes. ``scope`` gives a call the run it belongs to; ``context``
+    stream through). Each one's outcome lands in ``done`` at its position as it finishes.
+    ``scope`` gives a call the run it belongs to; ``context``
     the context its task runs in (a traced run's: the call's span current, so what the
     tool does, a sub-agent's whole run, is traced under it; None: a copy of this one)."""
     if not allowed:
@@ -79,7 +78,6 @@ async def run_calls(
         try:
             outcome = await run_tool(item, conversation, settings, scope(item.call), emit)
             done[item.position] = outcome
-            records.append(outcome.record)
         finally:
             queue.put_nowait(None)
 

@@ -222,3 +222,22 @@ async def test_the_blob_folder_is_one_of_tethers_own_files_an_approved_write_is_
                                     "content": "forged"}, ctx)
     assert isinstance(out, ToolOutput) and out.is_error and "tether's own files" in out.content
     assert list(blobs.iterdir()) == []
+
+
+@pytest.mark.parametrize("bridge", [True, False])
+def test_a_process_that_used_temporal_exits_with_its_code_and_its_output_flushed(
+        bridge: bool) -> None:
+    # Once temporalio's core is loaded the process ends without finalizing the interpreter
+    # (temporalio/sdk-python#300): what it printed, to a pipe (buffered), still arrives.
+    import subprocess
+    import sys
+
+    load = "import temporalio.bridge.client; " if bridge else ""
+    program = (f"{load}import logging, sys; from tether.temporal import exit_process; "
+               "print('out', end=''); print('err', end='', file=sys.stderr); "
+               "logging.basicConfig(stream=sys.stderr); logging.error('logged'); "
+               "exit_process(3)")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (3, "out")
+    assert done.stderr.startswith("err") and "logged" in done.stderr

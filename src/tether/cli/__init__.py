@@ -38,6 +38,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
 
 
+def entry() -> NoReturn:
+    """The `tether` program (``python -m tether.cli`` too): :func:`main`, then exit (a
+    process that used Temporal in a way that survives temporalio's threads, see
+    ``tether.temporal.exit_process``)."""
+    code = main()
+    if "tether.temporal" in sys.modules:
+        from tether.temporal import exit_process
+        exit_process(code)
+    raise SystemExit(code)
+
+
 def _reader_gone() -> None:
     """The reader of our output closed it early (``| head -1``). Whatever is still buffered
     goes nowhere: the streams are pointed at /dev/null, so the flush at interpreter exit
@@ -107,4 +118,4 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "entry", "main"]

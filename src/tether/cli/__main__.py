@@ -1,5 +1,5 @@
 """``python -m tether.cli``: the `tether` command."""
 
-from tether.cli import main
+from tether.cli import entry
 
-raise SystemExit(main())
+entry()

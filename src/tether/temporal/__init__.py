@@ -20,7 +20,12 @@ call ``require()`` first, which names the extra when it is missing.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import sys
 from types import ModuleType
+from typing import NoReturn
 
 from tether.errors import ConfigError
 
@@ -42,4 +47,21 @@ def require() -> ModuleType:
     return temporalio
 
 
-__all__ = ["DESCRIBE", "MODEL", "TOOL", "WORKFLOW", "require"]
+__all__ = ["DESCRIBE", "MODEL", "TOOL", "WORKFLOW", "exit_process", "require"]
+
+
+def exit_process(code: int) -> NoReturn:
+    """End this process with ``code``; once temporalio's Rust core has been loaded, without
+    finalizing the interpreter, after flushing output and logs.
+
+    The core keeps threads that may still touch the interpreter while it finalizes, which
+    aborts a process that has finished its work (temporalio/sdk-python#300: "Fatal Python
+    error: PyGILState_Release ... finalizing"). What tether must close (toolsets, telemetry
+    exporters, stores, the worker's drain) is closed before a command returns its code."""
+    if not any(name.startswith("temporalio.bridge") for name in sys.modules):
+        raise SystemExit(code)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            stream.flush()
+    os._exit(code)

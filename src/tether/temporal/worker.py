@@ -267,4 +267,6 @@ def run_until_signalled(workspace: str | Path, task_queue: str | None = None,
 
 
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    from tether.temporal import exit_process
+
+    exit_process(main())
