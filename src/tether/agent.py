@@ -673,9 +673,13 @@ class _Run:
         done: dict[int, Done],
     ) -> AsyncIterator[ev.Event | TurnOutcome]:
         conv, settings = self.conversation, self.settings
-        turn = gate.view_turn(calls, self._tools(), conv.taint, settings.security,
+        tools = self._tools()
+        # The texts seen are traced only for calls that send or change something; collecting
+        # them walks the whole conversation, so a turn without such a call skips it.
+        traced = any(c.name in tools and gate.consequential(tools[c.name]) for c in calls)
+        turn = gate.view_turn(calls, tools, conv.taint, settings.security,
                               settings.permission_mode,
-                              conv.sources(settings.system_prompt))
+                              conv.sources(settings.system_prompt) if traced else ())
         asking = gate.Asking(self.agent.approver, settings.permission_mode,
                              settings.approval_timeout_secs, conv.session_approvals)
         decisions = dict(decisions)

@@ -111,7 +111,10 @@ async def run_tool(
     await emit(ev.ToolStarted(call.id, call.name, tool.spec.display_name, arguments))
     ctx = ToolContext(call.id, call.name, conversation.taint, settings.workspace,
                       settings.security, emit, run=scope,
-                      sources=conversation.sources(settings.system_prompt))
+                      # Only a delegation hands them on (to its child); collecting them
+                      # walks the whole conversation.
+                      sources=conversation.sources(settings.system_prompt)
+                      if tool.delegates else ())
     started = time.perf_counter()
     output = await call_handler(call.name, tool, arguments, ctx, settings.tool_timeout_secs)
     if output.usage is not None:

@@ -164,9 +164,9 @@ class ToolContext:
     ``workspace`` and ``security`` are the running agent's; ``emit`` hands an event to the
     run's listener (a sub-agent's events travel this way); ``run`` is the run the call
     belongs to, everything delegation needs (``None`` when a host calls a handler itself);
-    ``sources`` are the texts the model had seen when the call ran, with their labels (a
-    delegation hands the trusted ones to its child). Every field is typed: there is no bag
-    of untyped extras to fish things out of."""
+    ``sources`` are, for a delegation, the texts the model had seen when the call ran, with
+    their labels (it hands the trusted ones to its child); other tools get none. Every field
+    is typed: there is no bag of untyped extras to fish things out of."""
 
     call_id: str
     tool_name: str
