@@ -208,13 +208,14 @@ class Agent:
         a warning for toolsets that were never started (their tools are missing: the agent
         was not entered with ``async with``), and tool name clashes not reported before."""
         notices, self.start_notices = self.start_notices, []
-        unstarted = [t for t in self._toolsets
-                     if isinstance(t, ManagedToolset) and not t.started]
+        unstarted = [t for t in self._managed() if not t.started]
         if unstarted:
             names = ", ".join(repr(t.name) for t in unstarted)
             notices.append(ev.Notice("warning", f"toolsets not started, their tools are "
                                                 f"missing: {names}. Use `async with agent:` "
                                                 f"(it starts and closes them)."))
+        if all(isinstance(t, Tool) for t in self._toolsets):
+            return notices  # names of your own tools are unique (checked when given)
         _, clashes = collect_tools(self._toolsets)
         for clash, notice in zip(clashes, self.tool_clashes(), strict=True):
             if clash.name not in self._reported_clashes:
@@ -385,7 +386,9 @@ class Agent:
         return fitter
 
     def _managed(self) -> list[ManagedToolset]:
-        return [t for t in self._toolsets if isinstance(t, ManagedToolset)]
+        # A Tool is no toolset: known first, as a Protocol's isinstance is slow.
+        return [t for t in self._toolsets
+                if not isinstance(t, Tool) and isinstance(t, ManagedToolset)]
 
     async def _close_providers(self) -> None:
         await self.model.aclose()
@@ -458,11 +461,10 @@ def _raised(result: RunResult) -> RunResult:
 
 
 async def _recorded(events: AsyncIterator[ev.Event],
-                    session: SessionLike | None) -> AsyncGenerator[ev.Event, None]:
+                    session: SessionLike) -> AsyncGenerator[ev.Event, None]:
     """The events, each handed to ``session.record`` (a stored session) before it is seen."""
     async for event in events:
-        if session is not None:
-            session.record(event)
+        session.record(event)
         yield event
 
 
@@ -470,7 +472,9 @@ def _observed(run: _Run, prompt: Message | None,
               session: SessionLike | None) -> AsyncGenerator[ev.Event, None]:
     """The run's events, recorded in ``session``, and seen by its observer when it has
     one (spans and metrics made from them, tether.telemetry)."""
-    events = _recorded(run.execute(prompt), session)
+    events = run.execute(prompt)
+    if session is not None:
+        events = _recorded(events, session)
     return events if run.observer is None else run.observer.record(events)
 
 
@@ -545,7 +549,7 @@ class _Run:
         self.fitter = agent._context_fitter()
         self.prompt_sent = False  # whether this run added a prompt (at index ``start``)
 
-    async def execute(self, prompt: Message | None) -> AsyncIterator[ev.Event]:
+    async def execute(self, prompt: Message | None) -> AsyncGenerator[ev.Event, None]:
         conv = self.conversation
         if prompt is not None:
             conv.pending = []  # a new prompt: no earlier pause can be answered any more

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections.abc import AsyncIterator
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from typing import Any, Generic, TypeVar
 
 _Chunk = TypeVar("_Chunk")
+_T = TypeVar("_T")
 
 
 async def until_interrupted(
@@ -23,10 +24,25 @@ async def until_interrupted(
     runs in ``context`` when one is given (a traced run's: its model call's span is current
     there, so the provider's HTTP request is traced under it, tether.telemetry).
     """
-    if interrupt is None and context is None:
-        async for chunk in chunks:
-            yield chunk
-        return
+    if interrupt is None:
+        if context is None:
+            async for chunk in chunks:
+                yield chunk
+            return
+        # Nothing to watch: read in this task, each step of the stream in ``context`` (a
+        # task of its own and its queue would cost a loop iteration per chunk).
+        iterator = aiter(chunks)
+        try:
+            while True:
+                try:
+                    chunk = await _InContext(anext(iterator), context)
+                except StopAsyncIteration:
+                    return
+                yield chunk
+        finally:
+            close = getattr(iterator, "aclose", None)
+            if close is not None:
+                await _InContext(close(), context)
     queue: asyncio.Queue[_Chunk | BaseException | None] = asyncio.Queue()
 
     async def read() -> None:
@@ -57,3 +73,35 @@ async def until_interrupted(
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+class _InContext(Generic[_T]):
+    """``awaitable`` awaited in the awaiting task, each of its steps run in ``context``: as
+    a task created in ``context`` runs its coroutine (``Context.run`` around each step),
+    without the task. What the awaiting task is sent or thrown (a cancellation) goes on to
+    the awaitable, in ``context`` too."""
+
+    __slots__ = ("_awaitable", "_context")
+
+    def __init__(self, awaitable: Awaitable[_T], context: contextvars.Context) -> None:
+        self._awaitable = awaitable
+        self._context = context
+
+    def __await__(self) -> Generator[Any, Any, _T]:
+        steps = self._awaitable.__await__()
+        run = self._context.run
+        step: Callable[[Any], Any] = steps.send
+        value: Any = None
+        while True:
+            try:
+                yielded = run(step, value)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            try:
+                value = yield yielded
+                step = steps.send
+            except GeneratorExit:
+                run(steps.close)
+                raise
+            except BaseException as error:  # handed on, as a task hands it on
+                value, step = error, steps.throw

@@ -8,6 +8,7 @@ sub-agent), has this one shape, so the agent loop passes all of them through one
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import re
@@ -52,6 +53,7 @@ __all__ = [
 _SEPARATORS = re.compile(r"[_\-\s]+")
 
 
+@functools.lru_cache(maxsize=1024)  # asked for each call's events; names repeat
 def humanize_tool_name(name: str) -> str:
     """``read_file`` -> ``Read file``: split on ``_``, ``-`` and whitespace, lowercase, then
     capitalise the first letter of the first word. No camelCase split; ``.`` and ``/`` are
