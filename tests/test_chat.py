@@ -397,39 +397,18 @@ def test_a_denial_carries_the_reason_the_person_typed(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_at_the_prompt_of_a_terminal_leaves(tmp_path: Path) -> None:
-    import pty
-    import select
     import signal
+
+    from tests.terminal import Terminal
 
     env = workspace(tmp_path, "http://127.0.0.1:9")
     env.update(TERM="dumb", TETHER_CACHE_DIR=str(tmp_path / "cache"))
-    primary, secondary = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "-w", str(tmp_path), "chat"],
-                            stdin=secondary, stdout=secondary, stderr=secondary, env=env,
-                            cwd=tmp_path, close_fds=True)
-    os.close(secondary)
-    screen = b""
-
-    def read_until(marker: bytes) -> None:
-        nonlocal screen
-        while marker not in screen:
-            ready, _, _ = select.select([primary], [], [], WAIT)
-            assert ready, f"waited for {marker!r}: {screen.decode(errors='replace')}"
-            try:
-                data = os.read(primary, 4096)
-            except OSError:  # the terminal closed: the process is done
-                return
-            if not data:
-                return
-            screen += data
-
+    terminal = Terminal(["-w", str(tmp_path), "chat"], env, cwd=tmp_path, wait=WAIT)
     try:
-        read_until("you›".encode())
-        proc.send_signal(signal.SIGINT)
-        read_until(b"no session stored")
-        assert proc.wait(timeout=WAIT) == 0
+        terminal.read_until("you›".encode())
+        terminal.proc.send_signal(signal.SIGINT)
+        terminal.read_until(b"no session stored")
+        assert terminal.proc.wait(timeout=WAIT) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.close(primary)
+        terminal.close()
     assert SQLiteStore(tmp_path / "sessions.db").list() == []

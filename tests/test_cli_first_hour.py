@@ -404,9 +404,9 @@ def test_a_provider_failure_is_printed_once_after_its_retries(tmp_path: Path,
 
 def test_a_spinner_shows_the_model_is_working_at_a_terminal(tmp_path: Path,
                                                             server: LoopbackServer) -> None:
-    import pty
-    import select
     import threading
+
+    from tests.terminal import Terminal
 
     gate = threading.Event()
     chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
@@ -414,40 +414,19 @@ def test_a_spinner_shows_the_model_is_working_at_a_terminal(tmp_path: Path,
     end = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
     server.queue(Canned.sse([gate, chunk, end]))  # silent until the gate opens
     ws = workspace(tmp_path, server.url + "/v1")
-    primary, secondary = pty.openpty()
     env = {**os.environ, "TETHER_CONFIG": os.devnull, "TETHER_STORE": str(ws / "s.db"),
            "COLUMNS": "100", "TERM": "xterm"}
-    proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "-w", str(ws), "run", "go"],
-                            stdin=secondary, stdout=secondary, stderr=secondary, env=env,
-                            close_fds=True)
-    os.close(secondary)
-    screen = b""
-
-    def read_until(marker: bytes | None) -> None:
-        nonlocal screen
-        while marker is None or marker not in screen:
-            ready, _, _ = select.select([primary], [], [], 30)
-            assert ready, f"waited for {marker!r}: {screen.decode(errors='replace')}"
-            try:
-                data = os.read(primary, 4096)
-            except OSError:  # the terminal closed: the process is done
-                return
-            if not data:
-                return
-            screen += data
-
+    terminal = Terminal(["-w", str(ws), "run", "go"], env, wait=30)
     try:
-        read_until("thinking…".encode())
+        terminal.read_until("thinking…".encode())
         gate.set()
-        read_until(None)
-        proc.wait(timeout=30)
+        terminal.read_until(None)
+        terminal.proc.wait(timeout=30)
     finally:
         gate.set()
-        if proc.poll() is None:
-            proc.kill()
-        os.close(primary)
-    assert proc.returncode == 0
-    text = screen.decode(errors="replace")
+        terminal.close()
+    assert terminal.proc.returncode == 0
+    text = terminal.text
     assert "Done." in text and "**Done.**" not in text  # rendered as Markdown
 
 
