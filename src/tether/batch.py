@@ -234,6 +234,19 @@ async def run_batch(
     items, keeps what was written and re-raises; ``on_progress`` gets a last snapshot with
     ``state == "interrupted"``.
     """
+    todo, skipped = plan_batch(items, concurrency=concurrency, limit=limit, out=out,
+                               resume=resume)
+    return await drive_batch(todo, lambda item: _run_item(agent, item), skipped=skipped,
+                             concurrency=concurrency, out=out, on_progress=on_progress)
+
+
+def plan_batch(
+    items: Iterable[BatchItem | str | Mapping[str, Any]], *, concurrency: int,
+    limit: int | None, out: str | Path | None, resume: bool,
+) -> tuple[list[BatchItem], int]:
+    """The items a batch runs (the first ``limit``; with ``resume``, less the ids ``out``
+    already has) and how many were skipped; a BatchError for bad arguments, repeated ids,
+    or an ``out`` that holds results without ``resume``."""
     if concurrency < 1:
         raise BatchError(f"concurrency must be at least 1, not {concurrency}")
     if limit is not None and limit < 0:
@@ -250,8 +263,21 @@ async def run_batch(
             raise BatchError(f"{out} already holds results; pass resume=True (--resume) to "
                              f"skip the ids it has, or remove it to start over")
     skipped = sum(item.id in done_ids for item in todo)
-    todo = [item for item in todo if item.id not in done_ids]
+    return [item for item in todo if item.id not in done_ids], skipped
 
+
+async def drive_batch(
+    todo: Sequence[BatchItem], run_item: Callable[[BatchItem], Awaitable[ItemResult]], *,
+    skipped: int = 0, concurrency: int, out: str | Path | None = None,
+    on_progress: Callable[[BatchProgress], None] | None = None,
+) -> list[ItemResult]:
+    """``run_item`` for each of ``todo``, at most ``concurrency`` at once (in process, or
+    waiting on durable runs): each result appended to ``out`` the moment it is there, and
+    ``on_progress`` told. A BatchError (``out`` cannot be written, or what ``run_item``
+    raised) stops the rest; cancelling stops them, keeps what was written and re-raises,
+    after a last snapshot with ``state == "interrupted"``. Returns the results in the order
+    they finished."""
+    out = Path(out) if out is not None else None
     progress = BatchProgress(total=len(todo), skipped=skipped)
     started = time.perf_counter()
     results: list[ItemResult] = []
@@ -274,7 +300,7 @@ async def run_batch(
             except asyncio.QueueEmpty:
                 return
             report(running=progress.running + 1, last=None)
-            result = await _run_item(agent, item)
+            result = await run_item(item)
             results.append(result)
             if sink is not None:
                 line = json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n"
@@ -390,8 +416,10 @@ __all__ = [
     "BatchItem",
     "BatchProgress",
     "ItemResult",
+    "drive_batch",
     "finished_ids",
     "item_from_value",
+    "plan_batch",
     "read_items",
     "run_batch",
     "summarize",

@@ -15,13 +15,10 @@ to run the same items again. Results are the same lines ``tether batch`` writes.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import json
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +27,8 @@ from tether.batch import (
     BatchItem,
     BatchProgress,
     ItemResult,
-    _check_unique,
-    _open_sink,
-    finished_ids,
-    item_from_value,
+    drive_batch,
+    plan_batch,
 )
 from tether.messages import Usage, usage_from_dict
 from tether.trust import CLEAN, Taint
@@ -97,82 +92,23 @@ async def run_batch(
     from temporalio.client import WorkflowFailureError
     from temporalio.service import RPCError
 
-    if concurrency < 1:
-        raise BatchError(f"concurrency must be at least 1, not {concurrency}")
-    todo = _check_unique([item_from_value(v, n, f"item {n}") for n, v in enumerate(items, 1)])
-    if limit is not None:
-        todo = todo[:limit]
-    done_ids: set[str] = set()
-    if out is not None:
-        out = Path(out)
-        if resume:
-            done_ids = finished_ids(out)
-        elif out.exists() and out.stat().st_size > 0:
-            raise BatchError(f"{out} already holds results; pass resume=True (--resume) to "
-                             f"skip the ids it has, or remove it to start over")
+    todo, skipped = plan_batch(items, concurrency=concurrency, limit=limit, out=out,
+                               resume=resume)
     batch = batch_id or (batch_id_for(out) if out is not None else f"adhoc-{time.time_ns()}")
-    skipped = sum(item.id in done_ids for item in todo)
-    todo = [item for item in todo if item.id not in done_ids]
-    progress = BatchProgress(total=len(todo), skipped=skipped)
-    started = time.perf_counter()
-    results: list[ItemResult] = []
 
-    def report(**changes: Any) -> None:
-        nonlocal progress
-        progress = replace(progress, elapsed=time.perf_counter() - started, **changes)
-        if on_progress is not None:
-            on_progress(progress)
+    async def one(item: BatchItem) -> ItemResult:
+        try:
+            handle = await start_run(client, list(item.turns), task_queue=task_queue,
+                                     overrides=overrides, id=workflow_id(batch, item.id),
+                                     ask=ask)
+            return item_result(item, await handle.result())
+        except WorkflowFailureError as e:
+            return ItemResult(item.id, False, "", f"WorkflowFailure: {e.cause or e}", None,
+                              Usage(), CLEAN, 0, 0, 0, 0, 0.0, item.meta)
+        except RPCError as e:
+            raise BatchError(f"the Temporal server failed while {item.id!r} ran: {e}; the "
+                             f"runs go on: submit the batch again with --resume to collect "
+                             f"them") from None
 
-    sink = _open_sink(out) if out is not None else None
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(item: BatchItem) -> None:
-        async with gate:
-            report(running=progress.running + 1, last=None)
-            try:
-                handle = await start_run(client, list(item.turns), task_queue=task_queue,
-                                         overrides=overrides, id=workflow_id(batch, item.id),
-                                         ask=ask)
-                result = item_result(item, await handle.result())
-            except WorkflowFailureError as e:
-                result = ItemResult(item.id, False, "", f"WorkflowFailure: {e.cause or e}",
-                                    None, Usage(), CLEAN, 0, 0, 0, 0, 0.0, item.meta)
-            except RPCError as e:
-                raise BatchError(f"the Temporal server failed while {item.id!r} ran: {e}; "
-                                 f"the runs go on: submit the batch again with --resume "
-                                 f"to collect them") from None
-            results.append(result)
-            if sink is not None:
-                line = json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n"
-                try:
-                    sink.write(line)
-                    sink.flush()
-                except OSError as e:
-                    raise BatchError(f"cannot write the result of {result.id!r} to {out}: "
-                                     f"{e}") from None
-            report(running=progress.running - 1, ok=progress.ok + result.ok,
-                   failed=progress.failed + (not result.ok),
-                   usage=progress.usage + result.usage, last=result)
-
-    tasks = [asyncio.create_task(one(item)) for item in todo]
-    try:
-        report()
-        await asyncio.gather(*tasks)
-        report(state="finished", last=None)
-    except asyncio.CancelledError:
-        await _stop(tasks)
-        report(state="interrupted", running=0, last=None)
-        raise
-    except BatchError:
-        await _stop(tasks)
-        raise
-    finally:
-        if sink is not None:
-            sink.close()
-    return results
-
-
-async def _stop(tasks: list[asyncio.Task[None]]) -> None:
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    return await drive_batch(todo, one, skipped=skipped, concurrency=concurrency, out=out,
+                             on_progress=on_progress)
