@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tether import Agent, Conversation, StopCause, tool
+from tether import Agent, Conversation, StopCause, Tool, tool
 from tether import events as ev
 from tether.errors import ProviderError, RateLimitError, TetherError
 from tether.messages import Image, Labels, Text, ToolResult
@@ -121,7 +121,9 @@ async def test_an_exception_in_a_tool_becomes_an_error_result_not_a_crash() -> N
     assert "RuntimeError: the disk is on fire" in error.content
 
 
-async def test_calls_of_one_turn_run_concurrently_and_results_keep_call_order() -> None:
+def a_waits_for_b() -> tuple[Tool, Tool]:
+    """Two tools: A finishes only after B has started, so B finishes first when both run
+    at once."""
     b_started = asyncio.Event()
 
     @tool
@@ -136,8 +138,12 @@ async def test_calls_of_one_turn_run_concurrently_and_results_keep_call_order() 
         b_started.set()
         return "b"
 
+    return slow_a, fast_b
+
+
+async def test_calls_of_one_turn_run_concurrently_and_results_keep_call_order() -> None:
     model = Scripted([calls(("slow_a", {}), ("fast_b", {})), "both"])
-    result = await Agent(model, tools=[slow_a, fast_b]).run("go")
+    result = await Agent(model, tools=a_waits_for_b()).run("go")
     assert [r.name for r in model.requests[1].messages[-1].parts] == ["slow_a", "fast_b"]
     assert [p.content for p in model.requests[1].messages[-1].parts] == ["a", "b"]
     # The records are in call order too, though B finished first: a run reads the same
@@ -146,22 +152,8 @@ async def test_calls_of_one_turn_run_concurrently_and_results_keep_call_order() 
 
 
 async def test_a_turns_records_keep_call_order_with_a_refused_call_among_them() -> None:
-    b_started = asyncio.Event()
-
-    @tool
-    async def slow_a() -> str:
-        """A waits until B has started."""
-        await asyncio.wait_for(b_started.wait(), timeout=5)
-        return "a"
-
-    @tool
-    async def fast_b() -> str:
-        """B."""
-        b_started.set()
-        return "b"
-
     model = Scripted([calls(("slow_a", {}), ("nope", {}), ("fast_b", {})), "done"])
-    result = await Agent(model, tools=[slow_a, fast_b]).run("go")
+    result = await Agent(model, tools=a_waits_for_b()).run("go")
     assert [(r.name, r.status) for r in result.tool_calls] == [
         ("slow_a", "ok"), ("nope", "unknown_tool"), ("fast_b", "ok")]
 
@@ -328,7 +320,6 @@ async def test_an_interrupt_stops_the_run_before_its_next_step() -> None:
 
 
 async def test_a_dynamic_tool_cannot_shadow_one_of_yours_and_the_clash_is_reported() -> None:
-    from tether import Tool
 
     @tool(name="add")
     def impostor(a: int, b: int) -> int:
