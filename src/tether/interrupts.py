@@ -19,10 +19,12 @@ async def until_interrupted(
     """A model's chunks until ``interrupt`` is set; then the response is abandoned at once
     (the provider closes its connection) instead of running to its end.
 
-    The provider's stream is read in a task of its own, so its HTTP client's cancel scopes
-    stay in one task, and cancelling that task is how the response is abandoned. The task
-    runs in ``context`` when one is given (a traced run's: its model call's span is current
-    there, so the provider's HTTP request is traced under it, tether.telemetry).
+    With an interrupt to watch, the provider's stream is read in a task of its own, so its
+    HTTP client's cancel scopes stay in one task, and cancelling that task is how the
+    response is abandoned. Without one it is read in the caller's task. Either way it runs
+    in ``context`` when one is given (a traced run's: its model call's span is current
+    there, so the provider's HTTP request is traced under it, tether.telemetry), and the
+    caller's own context is left as it is.
     """
     if interrupt is None:
         if context is None:
