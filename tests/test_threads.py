@@ -54,3 +54,31 @@ async def test_what_the_work_raises_is_raised_to_the_caller() -> None:
         raise AssertionError("no error")
     # The worker that raised is still there for the next call.
     assert await in_daemon_thread(lambda: 42) == 42
+
+
+def test_a_process_exits_cleanly_with_idle_and_hung_workers_left() -> None:
+    # Workers wait for more work (idle, in a queue) or never return (hung): daemon threads,
+    # which an exiting interpreter leaves behind without joining them or crashing.
+    import subprocess
+    import sys
+
+    program = """
+import asyncio, threading
+from tether.threads import in_daemon_thread
+
+hang = threading.Event()
+
+async def main():
+    await asyncio.gather(*(in_daemon_thread(sum, [n, 1]) for n in range(8)))
+    try:
+        await asyncio.wait_for(in_daemon_thread(hang.wait), 0.01)
+    except TimeoutError:
+        pass
+    print("done", flush=True)
+
+asyncio.run(main())
+"""
+    for _ in range(5):  # a crash at interpreter exit need not happen every time
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True,
+                              text=True, timeout=60, check=False)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")
