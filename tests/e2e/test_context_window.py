@@ -21,7 +21,9 @@ from tether.local import SYSTEM_PROMPT, LocalServer
 from tether.local.setup import default_cache_dir
 from tether.providers.openai_chat import OpenAIChat
 
-# On the real-model tests' worker (pytest-xdist --dist loadgroup): one llama-server at a time.
+# Meant for the real-model tests' worker (pytest-xdist --dist loadgroup). pytest 9.2 with
+# xdist 3.8 ignores the group (pytest-dev/pytest-xdist#1386): this module's server may run
+# beside test_real_model's, on the other worker.
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module"),
               pytest.mark.xdist_group("real_model")]
 

@@ -36,7 +36,9 @@ from tether.tools import Tool
 ROOT = Path(__file__).resolve().parents[2]
 WEATHER = ROOT / "examples" / "weather.py"
 
-# One worker runs them all (pytest-xdist --dist loadgroup): they share one llama-server.
+# Meant for one worker (pytest-xdist --dist loadgroup), sharing one llama-server. pytest 9.2
+# with xdist 3.8 ignores the group (pytest-dev/pytest-xdist#1386): each worker that runs one
+# of these tests starts its own server for the session.
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session"),
               pytest.mark.xdist_group("real_model")]
 
