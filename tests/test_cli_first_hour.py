@@ -387,6 +387,34 @@ def test_the_answer_renders_as_markdown_in_a_terminal_with_nothing_hidden() -> N
 
 
 
+def test_a_long_fast_answer_is_drawn_now_and_then_not_on_every_delta(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from tether import events as ev
+    from tether.cli import render
+
+    drawn: list[int] = []
+    draw = render.markdown
+
+    def counted(text: str) -> object:
+        drawn.append(len(text))
+        return draw(text)
+
+    monkeypatch.setattr(render, "markdown", counted)
+    out = io.StringIO()
+    renderer = render.EventRenderer(out=out, err=Console(file=io.StringIO()), markdown=True)
+    for n in range(3000):
+        renderer(ev.TextDelta(f"word{n} "))
+    renderer._end_text()
+    # Each drawing parses the whole answer: once per delta would be quadratic.
+    assert len(drawn) < 300, len(drawn)
+    assert drawn[-1] == len("".join(f"word{n} " for n in range(3000)))  # the end: all of it
+    assert "word2999" in out.getvalue()
+
+
 def test_a_provider_failure_is_printed_once_after_its_retries(tmp_path: Path,
                                                               server: LoopbackServer) -> None:
     failing = Canned.json({"error": {"message": "the upstream is overloaded xyzzy"}}, 503,

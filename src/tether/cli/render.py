@@ -20,6 +20,11 @@ from tether import events as ev
 from tether.display import literal, one_line, shown
 from tether.tools import humanize_tool_name
 
+# The live answer is drawn again at most this often: each drawing parses the whole answer as
+# Markdown, so drawing it on every delta of a long answer from a fast model costs quadratic
+# CPU (seconds of it for a few thousand tokens).
+REDRAW_SECS = 1 / 15
+
 
 def _short(value: Any, limit: int = 120) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
@@ -121,6 +126,7 @@ class EventRenderer:
         self.show_error = show_error
         self._status: Any = None
         self._live: Any = None
+        self._drawn_at = 0.0  # when the live answer was last drawn (time.monotonic)
         self._text = ""
         self._text_open = False
         self._streamed = False
@@ -140,6 +146,7 @@ class EventRenderer:
             self.out.write(literal(text))
             self.out.flush()
             return
+        now = time.monotonic()
         if self._live is None:
             from rich.live import Live
 
@@ -147,6 +154,9 @@ class EventRenderer:
                               transient=True, auto_refresh=False, redirect_stdout=False,
                               redirect_stderr=False)
             self._live.start()
+        elif now - self._drawn_at < REDRAW_SECS:
+            return  # drawn a moment ago: the next delta, or the end of the text, shows this
+        self._drawn_at = now
         self._live.update(_Tail(markdown(self._text)), refresh=True)
 
     def _end_text(self) -> None:
