@@ -51,7 +51,7 @@ from tether.tools import (
     collect_tools,
     ensure_tools,
 )
-from tether.trust import SecurityConfig, Taint
+from tether.trust import SecurityConfig, Taint, forecast
 
 if TYPE_CHECKING:
     from tether.output import OutputReservation, OutputSpec, PreparedRun
@@ -678,9 +678,12 @@ class _Run:
     ) -> AsyncIterator[ev.Event | TurnOutcome]:
         conv, settings = self.conversation, self.settings
         tools = self._tools()
-        # The texts seen are traced only for calls that send or change something; collecting
-        # them walks the whole conversation, so a turn without such a call skips it.
-        traced = any(c.name in tools and gate.consequential(tools[c.name]) for c in calls)
+        # The texts seen are traced only where untrusted text could have chosen a value: once
+        # the conversation holds some, or a call of this turn reads some (any call then, not
+        # only a send: a result is a trusted source only if its call's values trace). Walking
+        # the whole conversation for them is skipped on a turn with nothing exposed.
+        traced = forecast(conv.taint, (tools[c.name].capabilities for c in calls
+                                       if c.name in tools)).untrusted
         turn = gate.view_turn(calls, tools, conv.taint, settings.security,
                               settings.permission_mode,
                               conv.sources(settings.system_prompt) if traced else ())
