@@ -22,7 +22,7 @@ from tether.messages import ToolCall, ToolResult, Trust
 from tether.provenance import GATE_LABELS, result_labels
 from tether.result import ToolCallRecord
 from tether.settings import AgentSettings
-from tether.tools import RunScope, Tool, ToolContext, ToolOutput
+from tether.tools import RunScope, ThreadedHandler, Tool, ToolContext, ToolOutput
 from tether.trust import truncate, untrusted_block
 
 
@@ -64,61 +64,111 @@ async def run_calls(
 ) -> AsyncIterator[ev.Event]:
     """Run ``allowed`` side by side, yielding their events as they happen (a sub-agent's
     stream through). Each one's outcome lands in ``done`` at its position as it finishes.
-    ``scope`` gives a call the run it belongs to; ``context``
-    the context its task runs in (a traced run's: the call's span current, so what the
-    tool does, a sub-agent's whole run, is traced under it; None: a copy of this one)."""
+    ``scope`` gives a call the run it belongs to; ``context`` the context its handler runs
+    in (a traced run's: the call's span current, so what the tool does, a sub-agent's whole
+    run, is traced under it; None: a copy of this one).
+
+    Only the handlers run apart (a task each, or a sync tool's thread): what comes before
+    and after them is done here, in the run's own task, and this generator waits on one
+    queue for what they emit and for their ends. A call that outlives its timeout is
+    abandoned; when the run is cancelled, every handler is, and waited for (it may clean
+    up)."""
     if not allowed:
         return
-    queue: asyncio.Queue[ev.Event | None] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    notes: asyncio.Queue[ev.Event | _Ended] = asyncio.Queue()
 
     async def emit(event: ev.Event) -> None:
-        queue.put_nowait(event)
+        notes.put_nowait(event)
 
-    async def run_one(item: Allowed) -> None:
-        try:
-            outcome = await run_tool(item, conversation, settings, scope(item.call), emit)
-            done[item.position] = outcome
-        finally:
-            queue.put_nowait(None)
-
-    tasks = [asyncio.create_task(run_one(item),
-                                 context=None if context is None else context(item.call))
-             for item in allowed]
+    running: dict[int, _Running] = {}
     try:
-        remaining = len(tasks)
-        while remaining:
-            event = await queue.get()
-            if event is None:
-                remaining -= 1
+        for item in allowed:
+            running[item.position] = _start(item, conversation, settings, scope(item.call),
+                                             emit, context, notes, loop)
+        for item in allowed:
+            yield ev.ToolStarted(item.call.id, item.call.name, item.tool.spec.display_name,
+                                 item.arguments)
+        while running:
+            note = await notes.get()
+            if not isinstance(note, _Ended):
+                yield note
+                continue
+            entry = running.get(note.position)
+            if entry is None:  # answered already: its timeout and its end both came
+                continue
+            if note.timed_out and not entry.handler.done():
+                _abandon(entry.handler)
+                output = _timed_out(entry.item.call.name, settings.tool_timeout_secs)
             else:
+                output = _output(entry.item.call.name, entry.handler)
+            del running[note.position]
+            if entry.timer is not None:
+                entry.timer.cancel()
+            for event in _finished(entry, output, conversation, settings, done):
                 yield event
     finally:
-        for task in tasks:
-            task.cancel()
-        if not all(task.done() for task in tasks):
-            await asyncio.wait(tasks)  # a cancelled run: its tools clean up first
-    for task in tasks:
-        task.result()  # re-raise what the runtime itself got wrong; tools' errors are results
+        cleaning = []
+        for entry in running.values():  # the run is cancelled, or its reader stopped
+            if entry.timer is not None:
+                entry.timer.cancel()
+            entry.handler.cancel()
+            entry.handler.add_done_callback(_forget)
+            if not entry.handler.done():
+                cleaning.append(entry.handler)
+        if cleaning:
+            await asyncio.wait(cleaning)  # its tools clean up first
 
 
-async def run_tool(
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    """A note that a call's handler ended, or that its time is up."""
+
+    position: int
+    timed_out: bool = False
+
+
+@dataclass(slots=True)
+class _Running:
+    item: Allowed
+    scope: RunScope
+    handler: asyncio.Future[Any]
+    started: float
+    timer: asyncio.TimerHandle | None
+
+
+def _start(
     item: Allowed, conversation: Conversation, settings: AgentSettings, scope: RunScope,
     emit: Callable[[ev.Event], Awaitable[None]],
-) -> Done:
-    """Run one allowed call: its events, its output wrapped as the model's result, the
-    taint it brought, the usage it spent (counted in ``scope.spend``)."""
-    call, tool, arguments = item.call, item.tool, item.arguments
-    await emit(ev.ToolStarted(call.id, call.name, tool.spec.display_name, arguments))
+    context: Callable[[ToolCall], contextvars.Context | None] | None,
+    notes: asyncio.Queue[ev.Event | _Ended], loop: asyncio.AbstractEventLoop,
+) -> _Running:
+    """Start one allowed call's handler; its end (and its timeout) arrive in ``notes``."""
+    call, tool = item.call, item.tool
     ctx = ToolContext(call.id, call.name, conversation.taint, settings.workspace,
                       settings.security, emit, run=scope,
                       # Only a delegation hands them on (to its child); collecting them
                       # walks the whole conversation.
                       sources=conversation.sources(settings.system_prompt)
                       if tool.delegates else ())
-    started = time.perf_counter()
-    output = await call_handler(call.name, tool, arguments, ctx, settings.tool_timeout_secs)
+    within = None if context is None else context(call)
+    handler = start_handler(call.name, tool, item.arguments, ctx, within)
+    ended = _Ended(item.position)
+    handler.add_done_callback(lambda _: notes.put_nowait(ended))
+    timeout = settings.tool_timeout_secs
+    timer = None if timeout is None or handler.done() else loop.call_later(
+        timeout, notes.put_nowait, _Ended(item.position, timed_out=True))
+    return _Running(item, scope, handler, time.perf_counter(), timer)
+
+
+def _finished(entry: _Running, output: ToolOutput, conversation: Conversation,
+              settings: AgentSettings, done: dict[int, Done]) -> list[ev.Event]:
+    """One call's output wrapped as the model's result (in ``done``), the taint it brought,
+    the usage it spent (counted in its scope's spend): the events that say so."""
+    item, call, tool = entry.item, entry.item.call, entry.item.tool
+    events: list[ev.Event] = []
     if output.usage is not None:
-        scope.spend.add(output.usage)
+        entry.scope.spend.add(output.usage)
     from_outside = output.from_outside if output.from_outside is not None \
         else tool.capabilities.untrusted_input
     before = conversation.taint
@@ -127,7 +177,7 @@ async def run_tool(
     if output.taint is not None:  # a sub-agent's own exposure
         conversation.grow_taint(output.taint)
     if conversation.taint != before:
-        await emit(ev.TaintChanged(before, conversation.taint, call.name))
+        events.append(ev.TaintChanged(before, conversation.taint, call.name))
     content = truncate(output.content, settings.security.max_result_chars)
     trust: Trust = "untrusted" if from_outside else "trusted"
     if trust == "untrusted" and settings.security.mark_untrusted_output:
@@ -138,47 +188,81 @@ async def run_tool(
     result = ToolResult(call.id, call.name, content, output.is_error, trust, output.structured,
                         labels=labels)
     status: ToolStatus = "error" if output.is_error else "ok"
-    await emit(ev.ToolFinished(call.id, call.name, status, result,
-                               time.perf_counter() - started))
-    return Done(result, ToolCallRecord(call.id, call.name, arguments, status, result.content))
+    done[item.position] = Done(result, ToolCallRecord(call.id, call.name, item.arguments,
+                                                      status, result.content))
+    events.append(ev.ToolFinished(call.id, call.name, status, result,
+                                  time.perf_counter() - entry.started))
+    return events
+
+
+def start_handler(name: str, tool: Tool, arguments: dict[str, Any], ctx: ToolContext,
+                  context: contextvars.Context | None = None) -> asyncio.Future[Any]:
+    """The tool's handler, started: in a task of its own (in ``context``; None: a copy of
+    this one), or the future it returned itself (a sync tool's thread). A handler that
+    fails before its first await gives a future holding the error output.
+
+    Apart from the awaiting task, so a timeout stops the wait at once: a handler that
+    ignores its cancellation (or a sync tool's thread, which cannot be stopped) is
+    abandoned, not waited for."""
+    handler = tool.handler
+    start = handler.start if isinstance(handler, ThreadedHandler) else handler
+    try:
+        awaitable = start(arguments, ctx) if context is None \
+            else context.run(start, arguments, ctx)
+        if asyncio.isfuture(awaitable):
+            return awaitable
+        if asyncio.iscoroutine(awaitable):
+            return asyncio.get_running_loop().create_task(awaitable, context=context)
+        return asyncio.ensure_future(awaitable)
+    except Exception as e:  # a handler that is not async, or fails before its first await
+        failed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        failed.set_result(ToolOutput(f"Error: {name} failed: {_described(e)}", is_error=True))
+        return failed
 
 
 async def call_handler(name: str, tool: Tool, arguments: dict[str, Any], ctx: ToolContext,
                        timeout: float | None) -> ToolOutput:
     """What the tool's handler returned, or an error output the model can act on: a
-    failure, a timeout, a cancellation the run did not ask for.
-
-    The handler runs in a task of its own, so a timeout stops the wait at once: a handler
-    that ignores its cancellation (or a sync tool's thread, which cannot be stopped) is
-    abandoned, not waited for. Only the run's own cancellation propagates.
-    """
+    failure, a timeout, a cancellation the run did not ask for. Only the run's own
+    cancellation propagates (see ``start_handler``)."""
+    handler = start_handler(name, tool, arguments, ctx)
     try:
-        task = asyncio.ensure_future(tool.handler(arguments, ctx))
-    except Exception as e:  # a handler that is not async, or fails before its first await
-        return ToolOutput(f"Error: {name} failed: {_described(e)}", is_error=True)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout)
+        finished, _ = await asyncio.wait({handler}, timeout=timeout)
     except asyncio.CancelledError:  # the run is cancelled: so is the tool, which may clean up
-        task.cancel()
-        await asyncio.wait({task})
+        handler.cancel()
+        handler.add_done_callback(_forget)
+        await asyncio.wait({handler})
         raise
-    if not done:
-        task.cancel()
-        task.add_done_callback(_forget)
-        assert timeout is not None
-        return ToolOutput(
-            f"Error: {name} did not finish within {timeout:g}s. The run stopped waiting for "
-            f"it, but nothing it did was undone: it may still be running, and what it does "
-            f"may still take effect. Check before you call it again.", is_error=True)
-    if task.cancelled():  # the handler raised CancelledError itself: the run goes on
+    if not finished:
+        _abandon(handler)
+        return _timed_out(name, timeout)
+    return _output(name, handler)
+
+
+def _output(name: str, handler: asyncio.Future[Any]) -> ToolOutput:
+    """What a finished handler's future holds, as the model reads it."""
+    if handler.cancelled():  # the handler raised CancelledError itself: the run goes on
         return ToolOutput(f"Error: {name} failed: it was cancelled (CancelledError) while "
                           f"the run was not; it may not have finished its work.",
                           is_error=True)
     try:
-        value = task.result()
+        value = handler.result()
         return value if isinstance(value, ToolOutput) else ToolOutput(render(value))
     except Exception as e:  # a tool's failure is the model's information, not a crash
         return ToolOutput(f"Error: {name} failed: {_described(e)}", is_error=True)
+
+
+def _timed_out(name: str, timeout: float | None) -> ToolOutput:
+    assert timeout is not None
+    return ToolOutput(
+        f"Error: {name} did not finish within {timeout:g}s. The run stopped waiting for "
+        f"it, but nothing it did was undone: it may still be running, and what it does "
+        f"may still take effect. Check before you call it again.", is_error=True)
+
+
+def _abandon(handler: asyncio.Future[Any]) -> None:
+    handler.cancel()
+    handler.add_done_callback(_forget)
 
 
 def _described(error: Exception) -> str:

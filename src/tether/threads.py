@@ -71,6 +71,14 @@ async def in_daemon_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -
     abandons the thread (Python cannot stop it). What it raises is raised here; what a
     future cannot carry (``StopIteration``, ``SystemExit``...) arrives as ``RuntimeError``
     naming it."""
+    return await start_in_daemon_thread(fn, *args, **kwargs)
+
+
+def start_in_daemon_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any
+                           ) -> asyncio.Future[T]:
+    """``in_daemon_thread`` as the future it awaits: started now, in a copy of the current
+    context; cancelling the future abandons the thread. No task wraps it, so waiting on it
+    costs no more than waiting on any future."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
     context = contextvars.copy_context()
@@ -103,4 +111,4 @@ async def in_daemon_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -
         return hand_over
 
     _submit(work)
-    return await future
+    return future

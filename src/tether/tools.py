@@ -27,7 +27,7 @@ from typing import (
 
 from tether.errors import ToolError
 from tether.provenance import Source
-from tether.threads import in_daemon_thread
+from tether.threads import start_in_daemon_thread
 from tether.trust import NO_CAPABILITIES, Capabilities, SecurityConfig, Taint
 
 if TYPE_CHECKING:
@@ -181,6 +181,29 @@ class ToolContext:
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+
+
+class ThreadedHandler:
+    """The handler of a sync function's tool: ``fn`` runs in a daemon thread
+    (``tether.threads``). Called, it is a coroutine as any handler's; ``start`` gives the
+    thread's future itself, which is what the loop waits on (no task around it)."""
+
+    __slots__ = ("fn", "keywords")
+
+    def __init__(self, fn: Callable[..., Any],
+                 keywords: Callable[[dict[str, Any], ToolContext], dict[str, Any]]) -> None:
+        self.fn = fn
+        self.keywords = keywords  # the call's arguments as fn's keyword arguments
+
+    async def __call__(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        return await self.start(arguments, ctx)
+
+    def start(self, arguments: dict[str, Any], ctx: ToolContext) -> asyncio.Future[Any]:
+        """``fn`` started in a thread (in a copy of the current context), as its future."""
+        return start_in_daemon_thread(self.fn, **self.keywords(arguments, ctx))
+
+    def __repr__(self) -> str:
+        return f"ThreadedHandler({getattr(self.fn, '__qualname__', self.fn)!r})"
 Validator = Callable[[Any], dict[str, Any]]
 Correction = Callable[[str], str]
 
@@ -543,15 +566,18 @@ def _tool_from_function(
             raise ArgumentError(_describe_validation_error(e)) from None
         return {n: getattr(parsed, n) for n in names}
 
-    async def handler(arguments: dict[str, Any], ctx: ToolContext) -> Any:
+    def keywords(arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         kwargs = dict(arguments)
         if context_param is not None:
             kwargs[context_param] = ctx
-        if is_async:
-            return await fn(**kwargs)
-        # Sync tools run in a thread so a slow one cannot stall the event loop (and several
-        # calls of one turn really run side by side).
-        return await in_daemon_thread(fn, **kwargs)
+        return kwargs
+
+    async def awaited(arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        return await fn(**keywords(arguments, ctx))
+
+    # Sync tools run in a thread so a slow one cannot stall the event loop (and several
+    # calls of one turn really run side by side).
+    handler: Handler = awaited if is_async else ThreadedHandler(fn, keywords)
 
     unknown = [p for p in (*content_params, *destination_params) if p not in fields]
     if unknown:
