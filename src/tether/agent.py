@@ -548,6 +548,9 @@ class _Run:
         self.observer = _observer(self)
         self.fitter = agent._context_fitter()
         self.prompt_sent = False  # whether this run added a prompt (at index ``start``)
+        # The tools offered: taken at the start of the run and of each turn, and used
+        # throughout it (the request's declarations, the gate's verdicts).
+        self.tools: dict[str, Tool] = {}
 
     async def execute(self, prompt: Message | None) -> AsyncGenerator[ev.Event, None]:
         conv = self.conversation
@@ -557,8 +560,9 @@ class _Run:
                 conv.grow_taint(Taint(private=True))  # a user's picture is private data
             conv.append(prompt)
             self.prompt_sent = True
+        self.tools = self._tools()
         yield self._event(ev.RunStarted(prompt.text if prompt else "", self.agent.model.model,
-                                        tuple(self._tools()), conv.taint))
+                                        tuple(self.tools), conv.taint))
         for notice in self.agent.take_notices():
             yield self._event(notice)
         offered = self._offered_taint()  # before a resumed turn's calls are checked, too
@@ -593,6 +597,7 @@ class _Run:
         """Ask the model once; then its text is weighed, or its calls judged and run."""
         conv = self.conversation
         self.turns += 1
+        self.tools = self._tools()  # as they are now (an MCP server's may have changed)
         yield self._event(ev.TurnStarted(self.turns, max_output_tokens=self._allowance()))
         offered = self._offered_taint()
         if offered is not None:
@@ -676,8 +681,7 @@ class _Run:
         self, calls: Sequence[ToolCall], decisions: dict[int, tuple[PendingCall, Decision]],
         done: dict[int, Done],
     ) -> AsyncIterator[ev.Event | TurnOutcome]:
-        conv, settings = self.conversation, self.settings
-        tools = self._tools()
+        conv, settings, tools = self.conversation, self.settings, self.tools
         # The texts seen are traced only where untrusted text could have chosen a value: once
         # the conversation holds some, or a call of this turn reads some (any call then, not
         # only a send: a result is a trusted source only if its call's values trace). Walking
@@ -768,7 +772,7 @@ class _Run:
 
     def _request(self) -> ModelRequest:
         settings = self.settings
-        specs = [t.spec for t in self._tools().values()]
+        specs = [t.spec for t in self.tools.values()]
         choice = self.ending.tool_choice()
         return ModelRequest(
             messages=tuple(self.conversation.messages),
@@ -793,7 +797,7 @@ class _Run:
         conv = self.conversation
         if conv.taint.untrusted:
             return None
-        servers = sorted({t.server or t.name for t in self._tools().values()
+        servers = sorted({t.server or t.name for t in self.tools.values()
                           if t.spec_from_outside})
         if not servers:
             return None

@@ -61,6 +61,7 @@ from tether.providers.base import (
     StreamChunk,
     complete,
 )
+from tether.tools import ToolSpec
 from tether.trust import Taint, untrusted_block
 
 ContextStrategy: TypeAlias = Literal["trim", "summarize", "off"]
@@ -201,9 +202,25 @@ def message_chars(message: Message) -> int:
 
 
 def fixed_chars(request: ModelRequest) -> int:
-    tools = sum(len(t.name) + len(t.description) + len(json.dumps(t.schema_json, default=str)) + 24
-                for t in request.tools)
-    return len(request.system or "") + tools
+    return len(request.system or "") + sum(map(spec_chars, request.tools))
+
+
+# A spec's count, by the spec's identity (the spec is kept, so its id is not reused): the
+# same specs go with every request, and their schemas are not changed once declared.
+_spec_chars: dict[int, tuple[ToolSpec, int]] = {}
+
+
+def spec_chars(spec: ToolSpec) -> int:
+    """The characters of a tool's declaration as a wire carries it."""
+    known = _spec_chars.get(id(spec))
+    if known is not None and known[0] is spec:
+        return known[1]
+    chars = len(spec.name) + len(spec.description) \
+        + len(json.dumps(spec.schema_json, default=str)) + 24
+    if len(_spec_chars) >= 4096:  # tools made anew all the time: start over
+        _spec_chars.clear()
+    _spec_chars[id(spec)] = (spec, chars)
+    return chars
 
 
 # --- the plan ---------------------------------------------------------------------------------
@@ -715,13 +732,13 @@ class ContextFitter:
         by 15%), so the fitting's cut points stay put."""
         if usage.input_tokens <= 0:
             return
-        raw = dataclasses.replace(self.estimate, scale=1.0).request(request)
+        raw = Estimate(self.estimate.chars_per_token).request(request)  # unscaled
         if raw <= 0:
             return
         seen = usage.input_tokens / raw
         current = self.estimate.scale
         if seen > current * 1.02 or seen < current * 0.85:
-            self.estimate = dataclasses.replace(self.estimate, scale=_bounded(seen))
+            self.estimate = Estimate(self.estimate.chars_per_token, _bounded(seen))
         self._calibrated = True
 
     def _learn(self, error: ContextOverflowError, sent: ModelRequest) -> None:

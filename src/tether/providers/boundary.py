@@ -180,10 +180,14 @@ def _checked_part(part: Part, provider: str) -> Part:
         text = _text(part.text, provider, "a text part")
         return part if text is part.text else Text(text)
     if isinstance(part, ToolCall):
-        checked = ToolCall(_text(part.id, provider, "a tool call's id"),
-                           _text(part.name, provider, "a tool call's name"),
-                           _text(part.arguments, provider, "a tool call's arguments"),
-                           _data(part.provider_data, provider, "a tool call's provider data"))
+        call_id = _text(part.id, provider, "a tool call's id")
+        name = _text(part.name, provider, "a tool call's name")
+        arguments = _text(part.arguments, provider, "a tool call's arguments")
+        data = _data(part.provider_data, provider, "a tool call's provider data")
+        if (call_id is part.id and name is part.name and arguments is part.arguments
+                and data is part.provider_data):
+            return part  # the common case, decided without a new part
+        checked = ToolCall(call_id, name, arguments, data)
     elif isinstance(part, Reasoning):
         checked = Reasoning(_text(part.text, provider, "a reasoning part"), part.provider,
                             _optional(part.signature, provider, "a reasoning signature"),
