@@ -16,12 +16,15 @@ Everything a server sends is hostile input. httpx errors never leave this module
 a ``MalformedResponseError`` that is retried like a broken connection, and so is a stream
 that ends before its terminal event (``cut_short``); JSON is parsed by ``decode_json``,
 which refuses nesting deeper than ``MAX_JSON_DEPTH``. Bodies are read as UTF-8 whatever
-charset a server names (JSON is UTF-8), with invalid bytes replaced.
+charset a server names (JSON is UTF-8), with invalid bytes replaced, and at most
+``MAX_RESPONSE_BYTES`` of one answer (a body, or a whole stream) are read. An event stream
+is split into lines where the SSE spec splits them, and nowhere else.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import email.utils
 import functools
 import json
@@ -316,7 +319,8 @@ class HTTPTransport:
                 response = await client.send(request, stream=True)
             else:
                 async with asyncio.timeout(self.timeouts.total):
-                    response = await client.send(request)
+                    response = await client.send(request, stream=True)
+                    response = await read_whole(response, self.provider)
         except (httpx.TimeoutException, TimeoutError):
             raise ProviderTimeout(
                 f"{self.provider}: no answer from {url} in time", provider=self.provider
@@ -335,8 +339,10 @@ class HTTPTransport:
         response.encoding = "utf-8"
         if response.status_code >= 400:
             if stream:
-                await response.aread()
-                await response.aclose()
+                try:
+                    response = await read_whole(response, self.provider)
+                except httpx.HTTPError as e:
+                    raise transport_error(e, self.provider, f"from {url}") from None
             raise self.classify(response.status_code, response.headers, response.text)
         return response
 
@@ -495,11 +501,95 @@ def classify_status(
     return BadRequestError(text, **kw)
 
 
-async def iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
-    """``(event, data)`` pairs of a server-sent-event stream, per the SSE spec's framing."""
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+"""The most tether reads of one provider answer: a whole body, or all of a stream, counted
+as decoded (a compressed body counts as it inflates). A real answer is a few megabytes at
+most; a server that sends more, or without end, gets a ``MalformedResponseError`` instead
+of the process's memory."""
+
+
+class ResponseTooLarge(ValueError):
+    """An answer past ``MAX_RESPONSE_BYTES`` (or the limit the reader was given)."""
+
+
+async def read_body(response: httpx.Response, limit: int | None = None) -> bytes:
+    """The (decoded) body of a response opened with ``stream=True``, refused past ``limit``
+    bytes (None: ``MAX_RESPONSE_BYTES``) with ``ResponseTooLarge``; the response is closed
+    either way."""
+    limit = MAX_RESPONSE_BYTES if limit is None else limit
+    try:
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit and "content-encoding" not in \
+                response.headers:
+            raise ResponseTooLarge(f"the answer is larger than {limit} bytes "
+                                   f"(content-length {declared})")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise ResponseTooLarge(f"the answer is larger than {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        await response.aclose()
+
+
+async def read_whole(response: httpx.Response, provider: str,
+                     limit: int | None = None) -> httpx.Response:
+    """The response opened with ``stream=True``, its body read (``read_body``): its
+    ``content``, ``text`` and ``json()`` are the body, as after ``aread()``. Too large:
+    ``MalformedResponseError``."""
+    try:
+        body = await read_body(response, limit)
+    except ResponseTooLarge as e:
+        raise MalformedResponseError(f"{provider}: {e}", provider=provider) from None
+    # Where httpx's own aread() keeps what it read (it has no limit of its own to apply);
+    # a new Response around the body would cost more than the rest of the request.
+    response._content = body
+    return response
+
+
+# The SSE spec ends a line with CRLF, LF or CR, and with nothing else: not with U+2028,
+# U+0085 and the other breaks ``str.splitlines`` (and so httpx's ``aiter_lines``) knows,
+# which JSON carries raw inside a string (a model's text may hold them).
+_SSE_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+async def sse_lines(response: httpx.Response, limit: int | None = None) -> AsyncIterator[str]:
+    """The lines of an event stream, decoded as UTF-8 (invalid bytes replaced); past
+    ``limit`` bytes in all (None: ``MAX_RESPONSE_BYTES``), ``ResponseTooLarge``."""
+    limit = MAX_RESPONSE_BYTES if limit is None else limit
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    pending = ""  # the start of a line not yet ended
+    after_cr = False  # the last chunk ended with CR: an LF first in the next one is its pair
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise ResponseTooLarge(f"the stream is larger than {limit} bytes")
+        text = decoder.decode(chunk)
+        if not text:
+            continue
+        if after_cr and text[0] == "\n":
+            text = text[1:]
+        after_cr = text.endswith("\r")
+        lines = _SSE_LINE_END.split(pending + text)
+        pending = lines.pop()
+        for line in lines:
+            yield line
+    pending += decoder.decode(b"", final=True)
+    if pending:
+        yield pending
+
+
+async def iter_sse(response: httpx.Response,
+                   limit: int | None = None) -> AsyncIterator[tuple[str, str]]:
+    """``(event, data)`` pairs of a server-sent-event stream, per the SSE spec's framing;
+    past ``limit`` bytes in all, ``ResponseTooLarge``."""
     event = ""
     data: list[str] = []
-    async for line in response.aiter_lines():
+    async for line in sse_lines(response, limit):
         if not line:
             if data:
                 yield event, "\n".join(data)
@@ -569,6 +659,8 @@ async def read_stream_errors(
     try:
         async for item in iter_sse(response):
             yield item
+    except ResponseTooLarge as e:
+        raise MalformedResponseError(f"{provider}: {e}", provider=provider) from None
     except httpx.ReadTimeout:
         raise ProviderTimeout(
             f"{provider}: the stream stalled (no data within the idle timeout)", provider=provider

@@ -48,6 +48,7 @@ from tether.providers.http import (
     Timeouts,
     load_json,
     read_stream_errors,
+    read_whole,
     resolve_api_key,
     retry_before_first_chunk,
 )
@@ -233,8 +234,8 @@ class HTTPModel(Generic[Codec]):
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 # Asked to stream, answered whole (some proxies, gateways and servers do).
-                await response.aread()
-                yield Completed(codec.completion(load_json(response.text, codec.name),
+                whole = await read_whole(response, codec.name)
+                yield Completed(codec.completion(load_json(whole.text, codec.name),
                                                  request, self.model))
                 return
             decoder = codec.decoder(request, self.model)

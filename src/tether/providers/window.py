@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from tether.providers.http import decode_json
+from tether.providers.http import decode_json, read_body
 
 # The window to assume when the server does not say: llama-server as `tether local`
 # starts it (-c 4096), Ollama's own default, LM Studio's default load.
@@ -35,6 +35,8 @@ DEFAULT_WINDOWS: dict[str, int] = {"llama-server": 4096, "ollama": 2048, "lmstud
 
 # How long a question about the window may take: it is asked once, before a request.
 ASK_TIMEOUT_SECS = 10.0
+# The most read of its answer (llama-server's /props, with its chat template, is some KB).
+ASK_MAX_BYTES = 4 * 1024 * 1024
 
 _NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
 
@@ -97,14 +99,14 @@ async def _json(client: httpx.AsyncClient, method: str, url: str,
     """The JSON a server answered, or None for any failure (a question, not a request the
     run depends on)."""
     try:
-        response = await client.request(method, url, json=body, timeout=ASK_TIMEOUT_SECS)
-    except (httpx.HTTPError, httpx.InvalidURL):
-        return None
-    if response.status_code != 200:
-        return None
-    try:
-        return decode_json(response.text)
-    except ValueError:
+        request = client.build_request(method, url, json=body, timeout=ASK_TIMEOUT_SECS)
+        response = await client.send(request, stream=True)
+        if response.status_code != 200:
+            await response.aclose()
+            return None
+        raw = await read_body(response, ASK_MAX_BYTES)
+        return decode_json(raw)
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError):  # ResponseTooLarge too
         return None
 
 
