@@ -555,8 +555,39 @@ def main() -> None:
         print(line)
 
 
+async def _only(base_url: str, kind: str, n: int) -> None:
+    plain_json, plain_sse, close_plain = plain_runs(base_url)
+    tether_json, tether_sse, close_tether = tether_runs(base_url)
+    run = {"plain json": plain_json, "tether json": tether_json, "plain sse": plain_sse,
+           "tether sse": tether_sse}[kind]
+    try:
+        for _ in range(ROUND_RUNS):
+            assert "5" in await run()  # warm
+        for _ in range(n):
+            assert "5" in await run()
+    finally:
+        await close_plain()
+        await close_tether()
+
+
+def only(kind: str, n: int) -> None:
+    """``--only KIND N``: N runs of one kind (after a warm-up), nothing printed: what
+    ``benchmarks/instructions.py`` counts under valgrind."""
+    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert server.stdout is not None
+        base_url = f"http://127.0.0.1:{server.stdout.readline().strip()}/v1"
+        asyncio.run(_only(base_url, kind, n))
+    finally:
+        server.kill()
+        server.wait()
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--serve"]:
         serve()
+    elif sys.argv[1:2] == ["--only"]:
+        only(sys.argv[2], int(sys.argv[3]))
     else:
         main()

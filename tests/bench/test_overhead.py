@@ -73,3 +73,12 @@ async def test_the_plain_loop_records_the_telemetry_tether_records(
     assert len(tether_spans) == 4
     assert sorted(plain_spans, key=repr) == sorted(tether_spans, key=repr)
     assert plain_points == tether_points
+
+
+@pytest.mark.parametrize("kind", ["plain json", "tether json", "plain sse", "tether sse"])
+def test_only_runs_one_kind_and_exits_cleanly(kind: str) -> None:
+    # What benchmarks/instructions.py runs under valgrind: each kind answers "5" (the
+    # script asserts it) and the process ends with its server.
+    done = subprocess.run([sys.executable, str(BENCH), "--only", kind, "3"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,61 @@
+"""How many instructions does tether execute per agent run, next to a plain httpx loop?
+
+The CPU-time figures of ``overhead.py`` move by 0.2x from one run to the next on a shared
+virtual machine; an instruction count does not. This runs each kind of ``overhead.py``
+(tether and the plain loop, streamed and not) under valgrind's callgrind twice, with
+``LOW`` and ``HIGH`` runs after the same start-up and warm-up, and prints the difference
+per run: the instructions of one run, start-up excluded. The loopback server is a child
+process, which callgrind does not follow, so only the client's instructions are counted.
+
+What it leaves out is what an instruction count cannot see: the kernel's share (a sync
+tool's hand-off to its thread: futex and self-pipe calls, a context switch each way) and
+how fast each instruction runs (caches). CPU time is still the target's measure; this is
+the stable figure to compare changes by.
+
+usage: .venv/bin/python benchmarks/instructions.py [HIGH]   (valgrind on PATH; HIGH=130)
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+OVERHEAD = Path(__file__).with_name("overhead.py")
+KINDS = ("plain json", "tether json", "plain sse", "tether sse")
+LOW = 30
+
+
+def instructions(kind: str, n: int) -> int:
+    """What callgrind counted for ``overhead.py --only KIND n``."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+         sys.executable, str(OVERHEAD), "--only", kind, str(n)],
+        capture_output=True, text=True, check=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"callgrind printed no count:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not on PATH (Debian: apt install valgrind)")
+    high = int(sys.argv[1]) if len(sys.argv) > 1 else 130
+    jobs = [(kind, n) for kind in KINDS for n in (LOW, high)]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # one valgrind per core
+        counts = dict(zip(jobs, pool.map(lambda job: instructions(*job), jobs), strict=True))
+    per_run = {k: (counts[(k, high)] - counts[(k, LOW)]) / (high - LOW) for k in KINDS}
+    print(f"instructions per agent run (prompt -> add(2, 3) -> answer), callgrind, "
+          f"runs {LOW} and {high} subtracted")
+    for mode, label in (("json", "not streamed"), ("sse", "streamed")):
+        ours, plain = per_run[f"tether {mode}"], per_run[f"plain {mode}"]
+        print(f"  {label:<13} tether {ours / 1e6:6.3f} M   plain httpx loop {plain / 1e6:6.3f} M"
+              f"   ratio {ours / plain:.3f}x   tether's own {(ours - plain) / 1e6:.3f} M")
+
+
+if __name__ == "__main__":
+    main()
