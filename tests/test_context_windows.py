@@ -207,3 +207,48 @@ def test_a_configured_window_is_used_without_asking() -> None:
     agent = Agent(OpenAIChat("http://127.0.0.1:9/v1", "qwen", profile="llama-server"),
                   context=ContextConfig(window=4096))
     assert agent._context_fitter().window == 4096
+
+
+def _gemini_answer() -> Canned:
+    return Canned.json({"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]},
+                                        "finishReason": "STOP"}],
+                        "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 1},
+                        "modelVersion": "gemini-x"})
+
+
+async def _gemini_run(server: LoopbackServer, model_info: Canned
+                      ) -> tuple[list[ev.Event], list[Recorded]]:
+    from tether.providers.gemini import Gemini
+
+    def respond(request: Recorded) -> Canned:
+        if request.method == "GET" and request.path == "/v1beta/models/gemini-x":
+            return model_info
+        return _gemini_answer()
+
+    server.queue(*[respond] * 20)
+    agent = Agent(Gemini(f"{server.url}/v1beta", "models/gemini-x", api_key="sekrit"))
+    async with agent:
+        events = [e async for e in agent.stream("How many?", conversation=_long_history())]
+    return events, list(server.requests)
+
+
+async def test_gemini_says_the_models_input_token_limit(server: LoopbackServer) -> None:
+    events, requests = await _gemini_run(server, Canned.json(
+        {"name": "models/gemini-x", "inputTokenLimit": 2304, "outputTokenLimit": 8192}))
+    assert _fitted(events).window == 2304
+    asked = requests[0]
+    assert (asked.method, asked.path) == ("GET", "/v1beta/models/gemini-x")
+    assert asked.headers.get("x-goog-api-key") == "sekrit"  # the API's own auth, as a request
+
+
+@pytest.mark.parametrize("info", [
+    Canned.json({"name": "models/gemini-x", "inputTokenLimit": "a million"}),
+    Canned.json({"error": {"code": 404, "message": "no such model"}}, 404),
+    Canned(200, b"<html>not json</html>", {"content-type": "text/html"}),
+], ids=["wrong_type", "an_error", "html"])
+async def test_a_gemini_model_that_says_no_usable_limit_is_run_unfitted(
+        server: LoopbackServer, info: Canned) -> None:
+    events, requests = await _gemini_run(server, info)
+    assert not any(isinstance(e, ev.ContextFitted) for e in events)
+    assert [r.method for r in requests].count("GET") == 1  # asked once, not again
+    assert isinstance(events[-1], ev.RunFinished) and events[-1].result.text == "ok"
