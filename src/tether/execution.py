@@ -152,13 +152,14 @@ def _start(
                       sources=conversation.sources(settings.system_prompt)
                       if tool.delegates else ())
     within = None if context is None else context(call)
+    started = time.perf_counter()
     handler = start_handler(call.name, tool, item.arguments, ctx, within)
     ended = _Ended(item.position)
     handler.add_done_callback(lambda _: notes.put_nowait(ended))
     timeout = settings.tool_timeout_secs
     timer = None if timeout is None or handler.done() else loop.call_later(
         timeout, notes.put_nowait, _Ended(item.position, timed_out=True))
-    return _Running(item, scope, handler, time.perf_counter(), timer)
+    return _Running(item, scope, handler, started, timer)
 
 
 def _finished(entry: _Running, output: ToolOutput, conversation: Conversation,
