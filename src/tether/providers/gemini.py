@@ -178,13 +178,6 @@ class Gemini(HTTPModel[_GeminiCodec]):
         super().__init__(_GeminiCodec(), base_url, model, api_key, api_key_env, retry=retry,
                          timeouts=timeouts, headers=headers, sleep=sleep)
 
-    async def context_window(self) -> int | None:
-        """The model's input token limit, as the API's ``models.get`` reports it
-        (``inputTokenLimit``); None when it does not say (providers/window.py)."""
-        from tether.providers.window import gemini_window
-
-        return await gemini_window(self._transport.client, self.base_url, self.model)
-
 
 # --- errors ---------------------------------------------------------------------------------
 

@@ -16,9 +16,6 @@ learns the window from the server's overflow error, if one comes):
 - LM Studio: ``GET /api/v0/models/{model}`` -> ``loaded_context_length``, else
   ``max_context_length``.
 
-The Gemini API (not OpenAI-compatible) says it too: ``GET models/{model}`` ->
-``inputTokenLimit`` (``gemini_window``).
-
 Discovery is best effort: a server that does not answer, or answers something else,
 yields None, never an error.
 """
@@ -72,12 +69,6 @@ async def discover_window(client: httpx.AsyncClient, base_url: str, model: str,
         window = _positive(_get(info, "loaded_context_length")) \
             or _positive(_get(info, "max_context_length"))
     return window or DEFAULT_WINDOWS.get(profile)
-
-
-async def gemini_window(client: httpx.AsyncClient, base_url: str, model: str) -> int | None:
-    """The input token limit the Gemini API reports for ``model`` (``models.get``)."""
-    info = await _json(client, "GET", f"{base_url.rstrip('/')}/models/{model}")
-    return _positive(_get(info, "inputTokenLimit"))
 
 
 async def _ollama_window(client: httpx.AsyncClient, root: str, model: str) -> int | None:
