@@ -141,3 +141,14 @@ async def test_cr_and_crlf_line_endings_are_read_even_split_across_reads(
     raw.queue(chunked([p for p in pieces if p]))
     chunks = await run(WIRES[wire].provider(raw.url), streamed=True)
     assert final(chunks).response.message.text == TEXT
+
+
+async def test_an_endless_stream_line_is_refused_at_the_real_limit(raw: RawServer) -> None:
+    # The real limit's worth of one line, in 64 KiB reads: its pieces are kept and joined
+    # once (adding each read to the line read so far would copy it 1,000 times over).
+    piece = b"a" * 65536
+    raw.queue(chunked([b"data: {\"x\": \""] + [piece] * (http.MAX_RESPONSE_BYTES // 65536 + 1),
+                      end=False))
+    error, _ = await fails(WIRES["openai-chat"].provider(raw.url), streamed=True)
+    assert isinstance(error, MalformedResponseError), error
+    assert f"stream is larger than {http.MAX_RESPONSE_BYTES} bytes" in str(error)

@@ -561,8 +561,10 @@ async def sse_lines(response: httpx.Response, limit: int | None = None) -> Async
     ``limit`` bytes in all (None: ``MAX_RESPONSE_BYTES``), ``ResponseTooLarge``."""
     limit = MAX_RESPONSE_BYTES if limit is None else limit
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    pending = ""  # the start of a line not yet ended
-    after_cr = False  # the last chunk ended with CR: an LF first in the next one is its pair
+    # The start of a line not yet ended, in pieces: joined once it ends (adding each read to
+    # it would copy a long line once per read, quadratic in its length).
+    parts: list[str] = []
+    after_cr = False  # the last read ended with CR: an LF first in the next one is its pair
     size = 0
     async for chunk in response.aiter_bytes():
         size += len(chunk)
@@ -574,13 +576,19 @@ async def sse_lines(response: httpx.Response, limit: int | None = None) -> Async
         if after_cr and text[0] == "\n":
             text = text[1:]
         after_cr = text.endswith("\r")
-        lines = _SSE_LINE_END.split(pending + text)
-        pending = lines.pop()
-        for line in lines:
-            yield line
-    pending += decoder.decode(b"", final=True)
-    if pending:
-        yield pending
+        lines = _SSE_LINE_END.split(text)
+        rest = lines.pop()  # after the last line end: the start of the next line
+        if lines:
+            if parts:
+                lines[0] = "".join(parts) + lines[0]
+                parts = []
+            for line in lines:
+                yield line
+        if rest:
+            parts.append(rest)
+    parts.append(decoder.decode(b"", final=True))
+    if last := "".join(parts):
+        yield last
 
 
 async def iter_sse(response: httpx.Response,
