@@ -181,6 +181,8 @@ class ToolContext:
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+Validator = Callable[[Any], dict[str, Any]]
+Correction = Callable[[str], str]
 
 
 class ThreadedHandler:
@@ -204,8 +206,7 @@ class ThreadedHandler:
 
     def __repr__(self) -> str:
         return f"ThreadedHandler({getattr(self.fn, '__qualname__', self.fn)!r})"
-Validator = Callable[[Any], dict[str, Any]]
-Correction = Callable[[str], str]
+
 
 # Where a tool comes from: "python", "builtin", "mcp", "subagent", "output" (the answering
 # tool of structured output), or a host's own word.

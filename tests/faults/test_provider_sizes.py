@@ -19,6 +19,7 @@ from tests.providers.helpers import final
 from tests.providers.wires import WIRES
 from tether.errors import MalformedResponseError
 from tether.providers import http
+from tether.providers.base import Provider
 
 LIMIT = 64 * 1024
 
@@ -27,6 +28,14 @@ LIMIT = 64 * 1024
 def small_limit(monkeypatch: pytest.MonkeyPatch) -> int:
     monkeypatch.setattr(http, "MAX_RESPONSE_BYTES", LIMIT)
     return LIMIT
+
+
+async def refused(provider: Provider, streamed: bool, words: str) -> MalformedResponseError:
+    """The malformed-answer error ``provider``'s attempt ends in, which says ``words``."""
+    error, _ = await fails(provider, streamed)
+    assert isinstance(error, MalformedResponseError), error
+    assert words in str(error), error
+    return error
 
 
 # --- too large ----------------------------------------------------------------------------
@@ -38,9 +47,9 @@ async def test_a_whole_answer_that_declares_a_length_past_the_limit_is_refused_u
     # The headers promise more than the limit; the body never comes (nothing waits for it).
     raw.queue(Script([head(200, {"content-type": "application/json",
                                  "content-length": str(small_limit + 1)})]))
-    error, _ = await fails(WIRES[wire].provider(raw.url), streamed=False)
-    assert isinstance(error, MalformedResponseError), error
-    assert error.provider == wire and f"larger than {small_limit} bytes" in str(error)
+    error = await refused(WIRES[wire].provider(raw.url), False,
+                          f"larger than {small_limit} bytes")
+    assert error.provider == wire
 
 
 @pytest.mark.parametrize("wire", ALL)
@@ -49,9 +58,7 @@ async def test_a_whole_answer_past_the_limit_without_a_length_is_refused(
     piece = b" " * 8192  # JSON whitespace: every byte could belong to a real answer
     raw.queue(chunked([piece] * (small_limit // len(piece) + 2) + [body(WIRES[wire])],
                       content_type="application/json"))
-    error, _ = await fails(WIRES[wire].provider(raw.url), streamed=False)
-    assert isinstance(error, MalformedResponseError), error
-    assert f"larger than {small_limit} bytes" in str(error)
+    await refused(WIRES[wire].provider(raw.url), False, f"larger than {small_limit} bytes")
 
 
 @pytest.mark.parametrize("wire", ALL)
@@ -60,9 +67,7 @@ async def test_an_endless_stream_line_is_refused_at_the_limit(
     # One line that never ends: the reader must not hold it all, waiting for its end.
     raw.queue(chunked([b"data: {\"x\": \""] + [b"a" * 8192] * (small_limit // 8192 + 2),
                       end=False))
-    error, _ = await fails(WIRES[wire].provider(raw.url), streamed=True)
-    assert isinstance(error, MalformedResponseError), error
-    assert f"larger than {small_limit} bytes" in str(error)
+    await refused(WIRES[wire].provider(raw.url), True, f"larger than {small_limit} bytes")
 
 
 @pytest.mark.parametrize("wire", ALL)
@@ -71,9 +76,7 @@ async def test_a_stream_of_small_events_past_the_limit_in_all_is_refused(
     comments = b": keep-alive, and more of it\n" * 64  # each line well under the limit
     raw.queue(chunked([comments] * (small_limit // len(comments) + 2)
                       + [stream_bytes(WIRES[wire])]))
-    error, _ = await fails(WIRES[wire].provider(raw.url), streamed=True)
-    assert isinstance(error, MalformedResponseError), error
-    assert f"stream is larger than {small_limit} bytes" in str(error)
+    await refused(WIRES[wire].provider(raw.url), True, f"stream is larger than {small_limit} bytes")
 
 
 @pytest.mark.parametrize("wire", ALL)
@@ -97,9 +100,8 @@ async def test_a_gzip_that_inflates_past_the_real_limit_is_refused(
         raw.queue(chunked([bomb], **{"content-encoding": "gzip"}))
     else:
         raw.queue(whole(bomb, **{"content-encoding": "gzip"}))
-    error, _ = await fails(WIRES[wire].provider(raw.url), streamed)
-    assert isinstance(error, MalformedResponseError), error
-    assert f"larger than {http.MAX_RESPONSE_BYTES} bytes" in str(error)
+    await refused(WIRES[wire].provider(raw.url), streamed,
+                  f"larger than {http.MAX_RESPONSE_BYTES} bytes")
 
 
 @pytest.mark.parametrize("wire", ALL)
@@ -149,6 +151,5 @@ async def test_an_endless_stream_line_is_refused_at_the_real_limit(raw: RawServe
     piece = b"a" * 65536
     raw.queue(chunked([b"data: {\"x\": \""] + [piece] * (http.MAX_RESPONSE_BYTES // 65536 + 1),
                       end=False))
-    error, _ = await fails(WIRES["openai-chat"].provider(raw.url), streamed=True)
-    assert isinstance(error, MalformedResponseError), error
-    assert f"stream is larger than {http.MAX_RESPONSE_BYTES} bytes" in str(error)
+    await refused(WIRES["openai-chat"].provider(raw.url), True,
+                  f"stream is larger than {http.MAX_RESPONSE_BYTES} bytes")
