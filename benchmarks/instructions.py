@@ -2,8 +2,9 @@
 
 The CPU-time figures of ``overhead.py`` move by 0.2x from one run to the next on a shared
 virtual machine; an instruction count does not. This runs each kind of ``overhead.py``
-(tether and the plain loop, streamed and not) under valgrind's callgrind twice, with
-``LOW`` and ``HIGH`` runs after the same start-up and warm-up, and prints the difference
+(tether and the plain loop, streamed and not, telemetry off and on) under valgrind's
+callgrind twice, with ``LOW`` and ``HIGH`` runs after the same start-up and warm-up, and
+prints the difference
 per run: the instructions of one run, start-up excluded. The loopback server is a child
 process, which callgrind does not follow, so only the client's instructions are counted.
 
@@ -12,7 +13,8 @@ tool's hand-off to its thread: futex and self-pipe calls, a context switch each 
 how fast each instruction runs (caches). CPU time is still the target's measure; this is
 the stable figure to compare changes by.
 
-usage: .venv/bin/python benchmarks/instructions.py [HIGH]   (valgrind on PATH; HIGH=130)
+usage: .venv/bin/python benchmarks/instructions.py [HIGH] [MODE...]
+       (valgrind on PATH; HIGH=130; modes: json, sse, 'otel json', 'otel sse'; default all)
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 OVERHEAD = Path(__file__).with_name("overhead.py")
-KINDS = ("plain json", "tether json", "plain sse", "tether sse")
+# Each mode: its label, tether's kind, the plain loop's kind (as overhead.py names them).
+MODES = {"json": ("not streamed", "tether json", "plain json"),
+         "sse": ("streamed", "tether sse", "plain sse"),
+         "otel json": ("not streamed, telemetry on", "otel json", "plain+otel json"),
+         "otel sse": ("streamed, telemetry on", "otel sse", "plain+otel sse")}
 LOW = 30
 
 
@@ -44,16 +50,22 @@ def instructions(kind: str, n: int) -> int:
 def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not on PATH (Debian: apt install valgrind)")
-    high = int(sys.argv[1]) if len(sys.argv) > 1 else 130
-    jobs = [(kind, n) for kind in KINDS for n in (LOW, high)]
+    args = sys.argv[1:]
+    high = int(args.pop(0)) if args and args[0].isdigit() else 130
+    modes = args or list(MODES)
+    if unknown := set(modes) - set(MODES):
+        raise SystemExit(f"unknown mode {sorted(unknown)}; the modes: {list(MODES)}")
+    kinds = [kind for mode in modes for kind in MODES[mode][1:]]
+    jobs = [(kind, n) for kind in kinds for n in (LOW, high)]
     with ThreadPoolExecutor(max_workers=2) as pool:  # one valgrind per core
         counts = dict(zip(jobs, pool.map(lambda job: instructions(*job), jobs), strict=True))
-    per_run = {k: (counts[(k, high)] - counts[(k, LOW)]) / (high - LOW) for k in KINDS}
+    per_run = {k: (counts[(k, high)] - counts[(k, LOW)]) / (high - LOW) for k in kinds}
     print(f"instructions per agent run (prompt -> add(2, 3) -> answer), callgrind, "
           f"runs {LOW} and {high} subtracted")
-    for mode, label in (("json", "not streamed"), ("sse", "streamed")):
-        ours, plain = per_run[f"tether {mode}"], per_run[f"plain {mode}"]
-        print(f"  {label:<13} tether {ours / 1e6:6.3f} M   plain httpx loop {plain / 1e6:6.3f} M"
+    for mode in modes:
+        label, ours_kind, plain_kind = MODES[mode]
+        ours, plain = per_run[ours_kind], per_run[plain_kind]
+        print(f"  {label:<27} tether {ours / 1e6:6.3f} M   plain loop {plain / 1e6:6.3f} M"
               f"   ratio {ours / plain:.3f}x   tether's own {(ours - plain) / 1e6:.3f} M")
 
 

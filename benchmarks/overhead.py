@@ -13,13 +13,18 @@ spans with the same attributes, the same six histogram points), both to the SDK'
 exporter and reader. The SDK's own bookkeeping is then on both sides, as the requests are:
 what is left is the runtime's cost. The ratio to the bare plain loop is printed too.
 
-The N runs of each kind are made in rounds of ``ROUND_RUNS``, the kinds alternating, so
-drift (other processes, CPU frequency) hits all kinds alike. Each kind's figure is its
-cheapest round: as ``timeit`` argues, a slower round is another process's interference, not
-the code's variability (on the 2-core virtual development machine the median round costs up
-to half as much again as the cheapest, for all kinds alike). The median of the rounds is
-printed beside it. Also prints ``import tether`` time, measured in fresh interpreters.
-Targets: tether <= 1.5x the plain loop, with telemetry on or off (the cheapest rounds);
+The kinds take turns run by run: each of the N cycles runs every kind once, in one order and
+the next cycle in the reverse order, so that no kind always follows the same one. Each run's
+CPU time (``time.process_time``: every thread of this process, user and system) is added to
+its kind's total. A kind's figure is its mean, total / N, and a ratio is of two totals.
+Interleaving single runs is what keeps the ratio steady on a shared machine: a slow spell
+(another virtual machine on the host, the CPU's clock) lasts longer than the few
+milliseconds a cycle takes, so it slows tether and the plain loop alike and the ratio
+holds. The cheapest of N/20 rounds of 20 runs, the figure this benchmark used before, moved
+by 0.2x to 0.5x from one invocation to the next on the 2-core virtual development machine;
+the ratio of interleaved totals moved by under 0.1x. The median run is printed beside each
+mean. Also prints ``import tether`` time, measured in fresh interpreters.
+Targets: tether <= 1.5x the plain loop, with telemetry on or off (the ratios of the means);
 import <= 200 ms.
 
 Then the per-run cost of a stored session: the same run (not streamed), each on a new
@@ -48,7 +53,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 ROUNDS = 3  # of the stored-session figures
-ROUND_RUNS = 20  # runs per round of the CPU figures
+WARM_RUNS = 20  # runs of each kind before any is measured
 TARGET_RATIO = 1.5
 TARGET_IMPORT_MS = 200
 
@@ -328,13 +333,6 @@ def tether_runs(base_url: str, instrument: Any = False
     return run_json, run_sse, agent.aclose
 
 
-async def cpu_ms_per_run(run: Run, n: int) -> float:
-    start = time.process_time()
-    for _ in range(n):
-        assert "5" in await run()
-    return 1000 * (time.process_time() - start) / n
-
-
 def in_memory_telemetry() -> Any:
     """An ``Instrumentation`` recording every span and metric in memory, its span exporter
     (each run's spans are checked and cleared, so memory stays flat) and its metric reader;
@@ -371,8 +369,9 @@ def recorded(run: Run, spans: Any) -> Run:
     return once
 
 
-async def measure(base_url: str, n: int) -> dict[str, tuple[float, float]]:
-    """Per kind: CPU ms per run, (cheapest round, median round)."""
+def all_kinds(base_url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitable[None]]]]:
+    """Every kind of run measured, by name, and what closes their clients. The telemetry
+    kinds are there only with opentelemetry-sdk installed."""
     plain_json, plain_sse, close_plain = plain_runs(base_url)
     tether_json, tether_sse, close_tether = tether_runs(base_url)
     kinds = {"plain json": plain_json, "tether json": tether_json,
@@ -388,17 +387,30 @@ async def measure(base_url: str, n: int) -> dict[str, tuple[float, float]]:
                   "otel json": recorded(otel_json, ours[1]),
                   "plain+otel sse": recorded(hand_sse, theirs[1]),
                   "otel sse": recorded(otel_sse, ours[1])}
+    return kinds, closers
+
+
+async def measure(base_url: str, n: int) -> dict[str, tuple[float, float]]:
+    """Per kind: CPU ms per run, (the mean, the median run), the kinds taking turns."""
+    kinds, closers = all_kinds(base_url)
+    order = list(kinds.items())
     samples: dict[str, list[float]] = {k: [] for k in kinds}
+    clock = time.process_time
     try:
-        for run in kinds.values():
-            assert "5" in await run()  # warm: connection open, code paths loaded
-        for _ in range(max(1, round(n / ROUND_RUNS))):
-            for kind, run in kinds.items():
-                samples[kind].append(await cpu_ms_per_run(run, ROUND_RUNS))
+        for _ in range(WARM_RUNS):  # connections open, code paths loaded, caches filled
+            for _, run in order:
+                assert "5" in await run()
+        for cycle in range(n):
+            for kind, run in order if cycle % 2 == 0 else reversed(order):
+                started = clock()
+                text = await run()
+                samples[kind].append(clock() - started)
+                assert "5" in text
     finally:
         for close in closers:
             await close()
-    return {k: (min(v), statistics.median(v)) for k, v in samples.items()}
+    return {k: (1000 * statistics.fmean(v), 1000 * statistics.median(v))
+            for k, v in samples.items()}
 
 
 # --- stored sessions --------------------------------------------------------------------------
@@ -525,9 +537,8 @@ def main() -> None:
         server.kill()
         server.wait()
     imported = import_ms()
-    rounds = max(1, round(n / ROUND_RUNS))
-    print(f"CPU ms per agent run (prompt -> add(2, 3) -> answer), N={n} in {rounds} rounds of "
-          f"{ROUND_RUNS}: the cheapest round (the median round)")
+    print(f"CPU ms per agent run (prompt -> add(2, 3) -> answer), N={n} runs of each kind, "
+          f"the kinds taking turns: the mean (the median run)")
     ok = True
     rows = [("tether", "plain", "json", "not streamed (Agent.run)"),
             ("tether", "plain", "sse", "streamed (Agent.stream)")]
@@ -556,18 +567,16 @@ def main() -> None:
 
 
 async def _only(base_url: str, kind: str, n: int) -> None:
-    plain_json, plain_sse, close_plain = plain_runs(base_url)
-    tether_json, tether_sse, close_tether = tether_runs(base_url)
-    run = {"plain json": plain_json, "tether json": tether_json, "plain sse": plain_sse,
-           "tether sse": tether_sse}[kind]
+    kinds, closers = all_kinds(base_url)
+    run = kinds[kind]
     try:
-        for _ in range(ROUND_RUNS):
+        for _ in range(WARM_RUNS):
             assert "5" in await run()  # warm
         for _ in range(n):
             assert "5" in await run()
     finally:
-        await close_plain()
-        await close_tether()
+        for close in closers:
+            await close()
 
 
 def only(kind: str, n: int) -> None:
