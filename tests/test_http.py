@@ -17,6 +17,7 @@ from tests.servers.http import Canned, LoopbackServer
 from tether.errors import (
     AuthError,
     BadRequestError,
+    ConfigError,
     ContextOverflowError,
     ModelOutputParseError,
     OverloadedError,
@@ -295,4 +296,20 @@ async def test_without_a_budget_the_transport_retries_on_its_own(server: Loopbac
     assert [i.attempt for i in items if isinstance(i, Retrying)] == [1, 2]
     assert isinstance(items[-1], httpx.Response) and items[-1].json() == {"ok": True}
     assert len(sleep.waits) == 2
+    await http.aclose()
+
+
+async def test_a_base_url_httpx_cannot_parse_is_a_config_error_naming_it():
+    http = HTTPTransport(base_url="http://[::1/v1", headers={}, provider="p",
+                         classify=_classify, sleep=FakeSleep())
+    with pytest.raises(ConfigError, match=r"http://\[::1/v1/x is not a usable URL"):
+        [item async for item in http.send("/x", {}, stream=False)]
+
+
+async def test_each_path_is_sent_to_its_own_url(server: LoopbackServer):
+    server.queue(Canned.json({"n": 1}), Canned.json({"n": 2}), Canned.json({"n": 3}))
+    http = transport(server, FakeSleep())
+    for path in ("/a", "/b", "/a"):
+        [item async for item in http.send(path, {}, stream=False)]
+    assert [r.path for r in server.requests] == ["/a", "/b", "/a"]
     await http.aclose()

@@ -12,7 +12,7 @@ _Chunk = TypeVar("_Chunk")
 _T = TypeVar("_T")
 
 
-async def until_interrupted(
+def until_interrupted(
     interrupt: asyncio.Event | None, chunks: AsyncIterator[_Chunk],
     context: contextvars.Context | None = None,
 ) -> AsyncIterator[_Chunk]:
@@ -24,13 +24,20 @@ async def until_interrupted(
     response is abandoned. Without one it is read in the caller's task. Either way it runs
     in ``context`` when one is given (a traced run's: its model call's span is current
     there, so the provider's HTTP request is traced under it, tether.telemetry), and the
-    caller's own context is left as it is.
+    caller's own context is left as it is. With neither, ``chunks`` is read as it is (a
+    layer that only passes chunks on costs each of them a step).
     """
+    if interrupt is None and context is None:
+        return chunks
+    return _until_interrupted(interrupt, chunks, context)
+
+
+async def _until_interrupted(
+    interrupt: asyncio.Event | None, chunks: AsyncIterator[_Chunk],
+    context: contextvars.Context | None,
+) -> AsyncIterator[_Chunk]:
     if interrupt is None:
-        if context is None:
-            async for chunk in chunks:
-                yield chunk
-            return
+        assert context is not None
         # Nothing to watch: read in this task, each step of the stream in ``context`` (a
         # task of its own and its queue would cost a loop iteration per chunk).
         iterator = aiter(chunks)

@@ -228,8 +228,10 @@ class HTTPModel(Generic[Codec]):
                 response = item
         assert response is not None, "the transport yields a response or raises"
         if not request.stream:
-            yield Completed(codec.completion(load_json(response.text, codec.name), request,
-                                             self.model))
+            # The body as text: UTF-8, invalid bytes replaced, as httpx's ``text`` would
+            # give (``_post`` sets that encoding) without its decoder's set-up.
+            text = response.content.decode("utf-8", "replace")
+            yield Completed(codec.completion(load_json(text, codec.name), request, self.model))
             return
         try:
             if "text/event-stream" not in response.headers.get("content-type", ""):
