@@ -306,6 +306,19 @@ def test_doctor_checks_the_provider_in_use_and_exits_0_when_all_is_well(
     assert [r.path for r in server.requests] == ["/v1/models"]
 
 
+@pytest.mark.parametrize("body", [
+    b"[" * 100_000,  # nested past what json.loads can parse: no RecursionError
+    b"x" * (16 * 1024 * 1024 + 1),  # past the most of a model list that is read
+])
+def test_doctor_reads_a_model_list_it_cannot_use_as_no_list(
+        tmp_path: Path, server: LoopbackServer, body: bytes) -> None:
+    server.queue(Canned(200, body, {"content-type": "application/json"}))
+    out = tether(workspace(tmp_path, server.url + "/v1"), "doctor")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "✓ provider test (openai-chat)" in out.stdout
+    assert "Traceback" not in out.stderr
+
+
 def test_doctor_reports_a_missing_key_as_a_missing_key(tmp_path: Path) -> None:
     (tmp_path / "tether.toml").write_text(
         'default_provider = "claude"\n[providers.claude]\nkind = "anthropic"\n'

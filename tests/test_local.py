@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers.http import Canned, LoopbackServer
 from tether.cli import build_parser
 from tether.errors import LocalSetupError
 from tether.local import SYSTEM_PROMPT, LocalServer, ServerCommand, bundled_chat_template, health
@@ -450,3 +451,16 @@ def test_progress_in_a_log_is_a_line_per_tenth_not_a_redrawn_bar() -> None:
     assert [line.split(": ")[2].split(" ")[0] for line in lines[1:-1]] == [
         f"{n}%" for n in range(10, 100, 10)]
     assert lines[-1].startswith("tether local: building llama-server: done in ")
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    (b"[" * 100_000, "ok"),  # nested past what json.loads can parse: no RecursionError
+    (b" " * (64 * 1024 + 1), "ok"),  # more than a health answer: not read
+    (b'"ok"', "ok"),  # JSON, but not an object
+    (b'{"status": "loading"}', "loading"),
+])
+async def test_a_health_answer_that_is_not_llama_servers_is_read_safely(
+        server: LoopbackServer, body: bytes, expected: str) -> None:
+    server.queue(Canned(200, body, {"content-type": "application/json"}))
+    port = int(server.url.rsplit(":", 1)[1])
+    assert await health(port) == expected

@@ -86,6 +86,11 @@ def providers_in_use(config: Config, chosen: str | None = None) -> list[str]:
     return [name, *sorted(used - {name})]
 
 
+# The most of a server's model list that is read. OpenRouter's, the longest known, is a few
+# megabytes; a server that sends more is not listing models.
+MAX_LISTING_BYTES = 16 * 1024 * 1024
+
+
 def _models_request(cfg: ProviderConfig) -> tuple[str, dict[str, str]]:
     from tether.config.build import base_url, key_variable
 
@@ -119,6 +124,7 @@ async def check_providers(config: Config, names: list[str] | None = None
     import httpx
 
     from tether.config.build import key_variable, missing_key_message
+    from tether.providers.http import ResponseTooLarge, decode_json, read_body
 
     out: list[tuple[bool, str, str]] = []
     async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
@@ -131,7 +137,10 @@ async def check_providers(config: Config, names: list[str] | None = None
                 continue
             url, headers = _models_request(cfg)
             try:
-                response = await client.get(url, headers=headers)
+                async with client.stream("GET", url, headers=headers) as response:
+                    body = await read_body(response, MAX_LISTING_BYTES)
+            except ResponseTooLarge:
+                body = b""  # answered, but not a list to read: the model is not checked
             except httpx.HTTPError as e:
                 out.append((False, label, f"cannot reach {url}: {e or type(e).__name__}"))
                 continue
@@ -145,7 +154,7 @@ async def check_providers(config: Config, names: list[str] | None = None
                 out.append((False, label, f"{url} answered HTTP {response.status_code}"))
                 continue
             try:
-                listing = response.json()
+                listing = decode_json(body)
             except ValueError:
                 listing = None
             models = _listed_models(listing)

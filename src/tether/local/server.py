@@ -73,17 +73,26 @@ def _port_is_open(port: int) -> bool:
         return s.connect_ex((HOST, port)) == 0
 
 
+# llama-server's health answer is a few bytes of JSON; more is not read.
+HEALTH_MAX_BYTES = 64 * 1024
+
+
 async def health(port: int, *, timeout: float = 2.0) -> str | None:
     """``ok``, ``loading``, another status word, or None when nothing answers on ``port``."""
     import httpx
 
+    from tether.providers.http import ResponseTooLarge, decode_json, read_body
+
     try:
-        async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
-            response = await client.get(f"http://{HOST}:{port}/health")
+        async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client, \
+                client.stream("GET", f"http://{HOST}:{port}/health") as response:
+            body = await read_body(response, HEALTH_MAX_BYTES)
     except httpx.HTTPError:
         return None
+    except ResponseTooLarge:
+        body = b""  # something answers, but not llama-server's health check
     try:
-        status = response.json().get("status")
+        status = decode_json(body).get("status")
     except (ValueError, AttributeError):
         status = None
     if response.status_code == 200:
