@@ -239,7 +239,7 @@ class HTTPTransport:
         self._owned = client is None
         # The loop self._client was made on (None: not made yet, or passed in).
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Each path's URL, parsed once: httpx parsing a URL string took half the time of
+        # Each URL requested, parsed: httpx parsing a URL string took half the time of
         # building the rest of a request.
         self._urls: dict[str, httpx.URL] = {}
 
@@ -349,8 +349,8 @@ class HTTPTransport:
             raise self.classify(response.status_code, response.headers, response.text)
         return response
 
-
     def _url(self, url: str) -> httpx.URL:
+        """``url`` parsed, once per transport."""
         parsed = self._urls.get(url)
         if parsed is None:
             if len(self._urls) >= _MAX_URLS:  # a model name per request (Gemini's paths)
