@@ -10,7 +10,8 @@ which results reached the parent's model as untrusted, the parent's taint, and w
 tools really did.
 
 The Temporal runs share one worker per setting (started on first use) and the session's
-dev server: sixteen durable runs in all.
+dev server: sixteen durable runs in all, and one more for a child workflow that fails,
+which has no counterpart in process.
 """
 
 from __future__ import annotations
@@ -312,3 +313,33 @@ async def test_a_delegation_attack_gets_the_same_verdict_in_process_and_on_tempo
     got = Verdict(calls, _untrusted(fleet, since, engine, prompt), taint,
                   tuple(fleet.ran()[logged:]))
     assert got == ATTACKS[attack].verdicts[setting]
+
+
+@pytest.mark.temporal
+@pytest.mark.xdist_group("temporal")
+async def test_a_child_workflow_that_is_terminated_is_answered_as_a_failed_child(
+        fleets: Fleets, temporal_server: str) -> None:
+    from tests.temporal.test_durable import waiting_call
+    from tether.temporal.client import start_run, wait_pending
+
+    fleet = fleets.get("temporal", "provenance", temporal_server)
+    # The user named the folder, so the janitor's deletion traces, and waits for a person.
+    prompt = _read("delete-drafts", "Delete my drafts folder if the page says so.")
+    since = len(fleet.model.requests)
+    client = await fleet.client()
+    handle = await start_run(client, prompt, task_queue=fleet.task_queue)
+    state = await wait_pending(handle)
+    while not state["children"]:
+        assert not state["finished"], "the run finished without delegating"
+        state = await wait_pending(handle, state["seq"])
+    child = client.get_workflow_handle(state["children"][0])
+    waiting = await waiting_call(child)
+    assert (waiting["tool"], waiting["arguments"]) == ("delete_folder", {"path": "drafts"})
+    await child.terminate("stopped by an operator")
+    outcome = await finished(handle)
+    assert [(r["name"], r["status"]) for r in outcome["tool_calls"]] == \
+        [("read_page", "ok"), ("janitor", "error")]
+    # Answered as a failed child in process is: untrusted, since the child could have read
+    # untrusted text (its parent had).
+    assert _untrusted(fleet, since, "temporal", prompt) == ("read_page", "janitor")
+    assert "delete_folder drafts" not in fleet.ran()
