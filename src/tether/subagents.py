@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 from tether import events as ev
 from tether.errors import ConfigError
 from tether.tools import RunScope, Tool, ToolContext, ToolOutput, ToolSpec, collect_tools
-from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities
+from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities, Taint
 
 if TYPE_CHECKING:
     from tether.agent import Agent
+    from tether.conversation import Conversation
+    from tether.provenance import Source
     from tether.providers.base import Provider
     from tether.result import RunResult
     from tether.settings import AgentSettings
@@ -194,7 +196,6 @@ async def run_subagent(
     budgets of every run above it cover it (the child stops when one of them is spent)."""
     from tether.agent import Agent, run_events
     from tether.bounds import Spend
-    from tether.conversation import Conversation
 
     scope = ctx.run
     if scope is None:
@@ -222,12 +223,7 @@ async def run_subagent(
     path = scope.path
     if emit is not None:
         await emit(ev.SubagentStarted(ctx.call_id, profile.name, task))
-    # A fresh conversation, seeded with the parent's taint: delegating cannot launder it.
-    # Nor can it launder a value: the task is the parent model's words, a trusted source
-    # only while nothing untrusted could have chosen them; the parent's trusted texts are
-    # the child's too (a recipient the user named stays traceable).
-    conversation = Conversation(taint=ctx.taint, prompts_trusted=not ctx.taint.untrusted,
-                                inherited_sources=tuple(s for s in ctx.sources if s.trusted))
+    conversation = child_conversation(ctx.taint, ctx.sources)
     result = None
     # Within the parent's run: its path, its interrupt (which stops the child too), its
     # spend (whose budgets the child's usage counts against as it happens).
@@ -243,6 +239,22 @@ async def run_subagent(
         await emit(ev.SubagentFinished(ctx.call_id, profile.name, result.stop_cause,
                                        trusted, why, result.usage))
     return output
+
+
+def child_conversation(taint: Taint, sources: Iterable[Source]) -> Conversation:
+    """The conversation a child starts in, given the delegating conversation's ``taint``
+    and the texts its model had seen (``ToolContext.sources``). One rule wherever the
+    child runs (in this process, or as a durable child workflow: ``tether.temporal``).
+
+    A fresh conversation, seeded with the parent's taint: delegating cannot launder it.
+    Nor can it launder a value: the task is the parent model's words, a trusted source
+    only while nothing untrusted could have chosen them; the parent's trusted texts are
+    the child's too (a recipient the user named stays traceable), its untrusted ones are
+    not."""
+    from tether.conversation import Conversation
+
+    return Conversation(taint=taint, prompts_trusted=not taint.untrusted,
+                        inherited_sources=tuple(s for s in sources if s.trusted))
 
 
 def missing_tools_output(profile: SubagentProfile, missing: Sequence[str],

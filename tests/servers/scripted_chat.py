@@ -1,14 +1,17 @@
 """A Chat Completions server on 127.0.0.1 that answers from a script, for runs in other
 processes (Temporal workers): the reply to a request is the script's entry for the
 conversation's first user message, at the turn the conversation is in (how many assistant
-messages it holds). Every request is recorded; a request can be held (``hold``) until an
-event is set, as a model that is still thinking.
+messages it holds). An entry is a ``Say``, or a function of the request that makes one:
+``obey`` is a compromised model, which does whatever instruction it has just read. Every
+request is recorded; a request can be held (``hold``) until an event is set, as a model
+that is still thinking.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +32,8 @@ def call(name: str, **arguments: Any) -> Say:
     return Say(calls=((name, arguments),))
 
 
+
+
 @dataclass
 class Seen:
     worker: str
@@ -37,9 +42,66 @@ class Seen:
     body: dict[str, Any]
 
 
+# --- a compromised model ------------------------------------------------------------------
+
+# The grammar of tests/security's ``Compromised`` model, plus an answer: a line
+# ``INSTRUCTION: call NAME {json}`` (several calls joined by `` && `` in one turn), or
+# ``INSTRUCTION: answer TEXT``.
+_INSTRUCTION = re.compile(r"INSTRUCTION:\s*(.+)$", re.MULTILINE)
+_CALL = re.compile(r"\s*call\s+(\w+)\s+")
+_AND = re.compile(r"\s*&&")
+_ANSWER = re.compile(r"^\s*answer\s+(.*)$")
+
+
+def instruction(*steps: tuple[str, dict[str, Any]]) -> str:
+    """One injected line: these calls, in one turn."""
+    return "INSTRUCTION: " + " && ".join(f"call {name} {json.dumps(arguments)}"
+                                         for name, arguments in steps)
+
+
+def answer_instruction(text: str) -> str:
+    """One injected line: answer ``text``."""
+    return f"INSTRUCTION: answer {text}"
+
+
+def _steps(line: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """The calls of an instruction line (a call's JSON may hold another instruction)."""
+    steps, at, decoder = [], 0, json.JSONDecoder()
+    while True:
+        match = _CALL.match(line, at)
+        assert match, f"the compromised model cannot read {line[at:]!r}"
+        arguments, at = decoder.raw_decode(line, match.end())
+        steps.append((match.group(1), arguments))
+        more = _AND.match(line, at)
+        if more is None:
+            assert not line[at:].strip(), f"the compromised model cannot read {line[at:]!r}"
+            return tuple(steps)
+        at = more.end()
+
+
+def obey(seen: Seen) -> Say:
+    """What a model that obeys every instruction it reads says next: the first instruction
+    in what it read since its last turn (the user's message, or the results of its calls),
+    marked as untrusted data or not; "Done." when there is none."""
+    read: list[str] = []
+    for message in reversed(seen.body.get("messages", [])):
+        if message.get("role") == "assistant":
+            break
+        if isinstance(message.get("content"), str):
+            read.insert(0, message["content"])
+    for text in read:
+        for line in _INSTRUCTION.findall(text):
+            said = _ANSWER.match(line)
+            return Say(said.group(1)) if said else Say(calls=_steps(line))
+    return Say("Done.")
+
+
+Reply = Say | Callable[[Seen], Say]
+
+
 @dataclass
 class ScriptedChat:
-    script: dict[str, list[Say]]
+    script: dict[str, list[Reply]]
     requests: list[Seen] = field(default_factory=list)
     # What tools posted to /notify (``{"note": ...}``), in order: how a tool in a worker
     # process tells the test it started.
@@ -108,7 +170,8 @@ class ScriptedChat:
 
     def _answer(self, seen: Seen) -> dict[str, Any]:
         replies = self.script.get(seen.prompt) or self.script.get("*") or [Say("ok")]
-        say = replies[min(seen.turn, len(replies) - 1)]
+        reply = replies[min(seen.turn, len(replies) - 1)]
+        say = reply if isinstance(reply, Say) else reply(seen)
         text = say.text.replace("{prompt}", seen.prompt)
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
         if say.calls:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +243,115 @@ def test_a_process_that_used_temporal_exits_with_its_code_and_its_output_flushed
                           timeout=60, check=False)
     assert (done.returncode, done.stdout) == (3, "out")
     assert done.stderr.startswith("err") and "logged" in done.stderr
+
+
+# --- what shapes the gate crosses into the workflow whole -------------------------------------
+
+
+def test_a_tool_crosses_into_the_workflow_with_everything_the_gate_reads() -> None:
+    from tether import Capabilities, Tool
+    from tether.temporal.payloads import tool_entry
+    from tether.temporal.standins import Timing, activity_tool
+
+    async def handler(arguments: dict[str, Any], ctx: Any) -> str:
+        return "x"
+
+    # Every field off its default: a field added to Tool and not carried fails here.
+    tool = Tool(ToolSpec("send", "Send.", {"type": "object"}, "Send it", needs_approval=True),
+                handler, Capabilities(True, True, True, True), None, cache_approval=False,
+                origin="mcp", read_only_hint=False, server="mail", spec_from_outside=True,
+                idempotent=True, content_params=["body"], destination_params=["to", "cc"])
+    entry = json.loads(json.dumps(tool_entry(tool)))  # as history holds it
+    made = activity_tool(entry, None, Timing(1.0, None, 100, 100))
+    # The handler runs on the worker; the validator and the correction wording are the
+    # worker's own tool's (local_validator), never data.
+    not_carried = {"handler", "validator", "on_invalid"}
+    for f in dataclasses.fields(Tool):
+        if f.name not in not_carried:
+            assert getattr(made, f.name) == getattr(tool, f.name), f.name
+    assert [made.parameter_role(n) for n in ("body", "to", "cc", "other")] == \
+        ["content", "destination", "destination", "control"]
+
+
+def test_a_tool_entry_recorded_without_roles_has_only_control_parameters() -> None:
+    from tether.temporal.standins import Timing, activity_tool
+
+    entry = {"spec": {"name": "send", "description": "", "schema_json": {"type": "object"}},
+             "capabilities": {"external_send": True}}
+    made = activity_tool(entry, None, Timing(1.0, None, 100, 100))
+    assert (made.content_params, made.destination_params) == ((), ())
+
+
+def test_security_settings_cross_into_the_workflow_whole() -> None:
+    from tether.temporal.payloads import security_from_dict, security_to_dict
+    from tether.trust import SecurityConfig
+
+    changed = SecurityConfig(trifecta="ask", block_private_ips=False,
+                             allowed_domains=("a.example",), blocked_domains=("b.example",),
+                             mark_untrusted_output=False, max_result_chars=123,
+                             protected_paths=(Path("/srv/own"),), rule="interlock")
+    default = SecurityConfig(protected_paths=())
+    # Every field off its default: a field added to SecurityConfig must be set here.
+    assert [f.name for f in dataclasses.fields(SecurityConfig)
+            if getattr(changed, f.name) == getattr(default, f.name)] == []
+    assert security_from_dict(json.loads(json.dumps(security_to_dict(changed)))) == changed
+    # A plan recorded by an older tether: the defaults, and no paths of this process's.
+    old = security_from_dict({"trifecta": "block", "mark_untrusted_output": True,
+                              "max_result_chars": 50_000})
+    assert old == default
+
+
+async def test_a_durable_run_has_the_settings_of_a_run_in_process_of_the_same_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether import Agent
+    from tether.config import load_config
+    from tether.subagents import SubagentProfile
+    from tether.temporal.worker import WorkerRuntime
+    from tether.temporal.workflow import run_settings
+
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    (tmp_path / "tether.toml").write_text(
+        'default_provider = "m"\n[providers.m]\nkind = "openai-chat"\n'
+        'base_url = "http://127.0.0.1:9/v1"\nmodel = "x"\n'
+        '[agent]\nsystem_prompt = "Be brief."\nmax_turns = 7\ntemperature = 0.25\n'
+        '[tools]\npermission_mode = "read-only"\n'
+        '[security]\nrule = "interlock"\ntrifecta = "ask"\nblock_private_ips = false\n'
+        'allowed_domains = ["a.example"]\nblocked_domains = ["b.example"]\n'
+        'mark_untrusted_output = false\nmax_result_chars = 500\n'
+        '[[subagents]]\nname = "r"\ndescription = "R."\nsystem_prompt = "Rate."\n'
+        'max_turns = 3\n')
+    runtime = await WorkerRuntime.start(tmp_path, load_config(tmp_path))
+    try:
+        durable = run_settings(runtime.plan({}))
+    finally:
+        await runtime.aclose()
+    local = Agent.from_config(tmp_path).settings
+    # Results are cut on the worker, to max_result_chars: the workflow must not cut them
+    # again. The timeouts are Temporal's and the worker's; the context strategy is the
+    # default (it fits requests; it judges no call).
+    assert durable.security == dataclasses.replace(local.security, max_result_chars=sys.maxsize)
+    assert (durable.security.rule, durable.security.trifecta) == ("interlock", "ask")
+    for f in dataclasses.fields(local):
+        if f.name not in ("security", "context", "approval_timeout_secs", "tool_timeout_secs"):
+            assert getattr(durable, f.name) == getattr(local, f.name), f.name
+    profile = SubagentProfile("r", "R.", system_prompt="Rate.", max_turns=3)
+    child = profile.child_settings(durable)
+    assert (child.system_prompt, child.max_turns, child.security, child.permission_mode) == \
+        ("Rate.", 3, durable.security, "read-only")
+
+
+def test_a_durable_child_starts_as_one_in_process_does() -> None:
+    from tether.provenance import Source
+    from tether.subagents import child_conversation
+    from tether.temporal.payloads import source_from_dict, source_to_dict
+
+    seen = (Source("the user's prompt", "mail bob@example.com", True),
+            Source("the result of read_notes (c1)", "code 42", True, private=True),
+            Source("the result of read_page (c2)", "mail evil@example.com", False))
+    crossed = [source_from_dict(json.loads(json.dumps(source_to_dict(s)))) for s in seen]
+    assert crossed == list(seen)
+    tainted = child_conversation(Taint(untrusted=True), crossed)
+    assert not tainted.prompts_trusted and tainted.taint == Taint(untrusted=True)
+    assert tainted.inherited_sources == seen[:2]  # the untrusted text stays behind
+    assert child_conversation(Taint(private=True), crossed).prompts_trusted

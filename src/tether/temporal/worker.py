@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from tether.errors import ConfigError
 
 from . import require
-from .payloads import canonical, tool_entry
+from .payloads import canonical, security_to_dict, tool_entry
 
 if TYPE_CHECKING:
     from tether.agent import Agent
@@ -144,9 +144,9 @@ class WorkerRuntime:
                 "prices": prices.model_dump() if prices is not None else None,
                 "tool_timeout_secs": agent.tool_timeout_secs,
             },
-            "security": {"trifecta": cfg.security.trifecta,
-                         "mark_untrusted_output": cfg.security.mark_untrusted_output,
-                         "max_result_chars": cfg.security.max_result_chars},
+            # Every field, as the worker's own agent has them: what a durable run's gate
+            # reads is what a run in process here would read.
+            "security": security_to_dict(self.agent.security),
             "tools": [tool_entry(t) for t in self.agent.tools.values()],
             "subagents": [s.model_dump() for s in self.config.subagents],
             "temporal": {"heartbeat_timeout_secs": temporal.heartbeat_timeout_secs,

@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sys
+from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio import workflow
@@ -37,13 +39,21 @@ with workflow.unsafe.imports_passed_through():
     from tether.conversation import Conversation
     from tether.errors import TetherError
     from tether.messages import Usage, usage_to_dict
+    from tether.provenance import Source
     from tether.result import Prices, RunResult, StopCause
-    from tether.subagents import SubagentProfile, delegation_answer, missing_tools_output
+    from tether.settings import AgentSettings
+    from tether.subagents import (
+        SubagentProfile,
+        child_conversation,
+        delegation_answer,
+        missing_tools_output,
+    )
     from tether.tools import Tool, ToolContext, ToolOutput
-    from tether.trust import CLEAN, SecurityConfig, Taint, truncate
+    from tether.trust import CLEAN, Taint, truncate
 
     from . import DESCRIBE, WORKFLOW
     from .approvals import SignalApprover, shown
+    from .payloads import security_from_dict, source_from_dict, source_to_dict
     from .standins import ActivityModel, Timing, activity_tool, local_validator
 
 
@@ -83,9 +93,12 @@ class TetherRun:
         else:
             plan = request["plan"]
             turns = [str(child["task"])]
-            # A fresh conversation, seeded with the parent's taint: delegating cannot
-            # launder it (as in process: tether.subagents.run_subagent).
-            conversation = Conversation(taint=Taint.from_dict(child["taint"]))
+            # Seeded as in process (tether.subagents.run_subagent): the parent's taint, the
+            # task trusted only while nothing untrusted could have chosen it, the parent's
+            # trusted texts inherited.
+            conversation = child_conversation(
+                Taint.from_dict(child["taint"]),
+                [source_from_dict(s) for s in child.get("sources") or ()])
         ask = (child or request).get("approvals", "signal") != "refuse"
         try:
             agent = self._agent(plan, conversation, child, ask)
@@ -161,37 +174,20 @@ class TetherRun:
                                   self._interrupt.is_set)
         self._approver = approver
         self._ask = ask
-        security = SecurityConfig(
-            trifecta=plan["security"]["trifecta"],
-            mark_untrusted_output=bool(plan["security"]["mark_untrusted_output"]),
-            # The activities cut results to the run's max_result_chars; cutting again here
-            # would cut the cut.
-            max_result_chars=sys.maxsize,
-            protected_paths=())  # the worker's file tools have the worker's own
-        common: dict[str, Any] = {
-            "approver": approver if ask else None, "security": security,
-            "permission_mode": settings["permission_mode"], "workspace": plan["workspace"],
-            "approval_timeout_secs": temporal["approval_timeout_secs"],
-            "tool_timeout_secs": None,  # the worker enforces it, inside the activity
-            "temperature": settings["temperature"],
-        }
-        prices = settings["prices"]
-        common.update(max_output_tokens=settings["max_output_tokens"],
-                      output_retries=settings["output_retries"],
-                      max_cost_usd=settings["max_cost_usd"],
-                      prices=Prices(**prices) if prices else None)
+        run = run_settings(plan)
         if child is None:
             model = _model(plan, plan["model"]["provider"], plan["model"]["model"], timing)
-            return Agent(model, [tool(n) for n in entries], settings["system_prompt"],
-                         settings["max_turns"], **common)
+            return Agent.from_settings(model, run, [tool(n) for n in entries],
+                                       approver=approver if ask else None)
         # What a child gets, as tether.subagents.run_subagent builds it in process: the
-        # parent's settings with the profile's prompt and bound (SubagentProfile.child_settings).
+        # parent's settings with the profile's changes (SubagentProfile.child_settings).
         profile = profiles[child["profile"]]
         provider = profile.provider or plan["model"]["provider"]
         base = plan["providers"].get(provider, {}).get("model", "")
         model = _model(plan, provider, profile.model or base, timing)
-        return Agent(model, [tool(n) for n in profile.tools], profile.system_prompt,
-                     profile.max_turns, **common)
+        return Agent.from_settings(model, profile.child_settings(run),
+                                   [tool(n) for n in profile.tools],
+                                   approver=approver if ask else None)
 
     def _delegation(self, made: Tool, profile: SubagentProfile, plan: dict[str, Any],
                     timing: Timing) -> Tool:
@@ -205,9 +201,7 @@ class TetherRun:
             task = arguments["task"]
             if ctx.emit is not None:
                 await ctx.emit(ev.SubagentStarted(ctx.call_id, profile.name, task))
-            result = await self._child(profile, task, ctx.taint, plan, self._ask)
-            if isinstance(result, ToolOutput):
-                return result
+            result = await self._child(profile, task, ctx.taint, ctx.sources, plan, self._ask)
             output, trusted, why = delegation_answer(profile, caps, result)
             if ctx.emit is not None:
                 await ctx.emit(ev.SubagentFinished(ctx.call_id, profile.name,
@@ -222,26 +216,29 @@ class TetherRun:
         return dataclasses.replace(made, handler=delegate)
 
     async def _child(self, profile: SubagentProfile, task: str, taint: Taint,
-                     plan: dict[str, Any], ask: bool) -> RunResult | ToolOutput:
+                     sources: Sequence[Source], plan: dict[str, Any],
+                     ask: bool) -> RunResult:
         self._started_children += 1
         info = workflow.info()
         child_id = f"{info.workflow_id}/{self._started_children}-{profile.name}"
+        # Only the trusted texts cross: they are all the child inherits (child_conversation).
+        inherited = [source_to_dict(s) for s in sources if s.trusted]
         try:
             handle = await workflow.start_child_workflow(
                 WORKFLOW, {"child": {"profile": profile.name, "task": task,
-                                     "taint": taint.to_dict(),
+                                     "taint": taint.to_dict(), "sources": inherited,
                                      "approvals": "signal" if ask else "refuse"},
                            "plan": plan},
                 id=child_id, task_queue=info.task_queue)
         except ChildWorkflowError as e:
-            return ToolOutput(f"Error: {profile.name} failed: {e.cause or e}", is_error=True)
+            return _failed(e, taint)
         # Shown only once it has started: a watcher that sees the id can query it at once.
         self._children.add(child_id)
         self._changed()
         try:
             outcome = await handle
         except ChildWorkflowError as e:
-            return ToolOutput(f"Error: {profile.name} failed: {e.cause or e}", is_error=True)
+            return _failed(e, taint)
         finally:
             self._children.discard(child_id)
             self._changed()
@@ -314,6 +311,27 @@ async def _describe(overrides: dict[str, Any]) -> dict[str, Any]:
     return plan
 
 
+def run_settings(plan: dict[str, Any]) -> AgentSettings:
+    """The settings of a run the plan describes: the worker's configuration with the run's
+    flag values, its security settings whole (``payloads.security_to_dict``). A
+    sub-agent's are these changed by its profile, as in process."""
+    settings, temporal = plan["agent"], plan["temporal"]
+    prices = settings["prices"]
+    # The activities cut results to the run's max_result_chars; cutting again here would
+    # cut the cut.
+    security = dataclasses.replace(security_from_dict(plan["security"]),
+                                   max_result_chars=sys.maxsize)
+    return AgentSettings(
+        system_prompt=settings["system_prompt"], max_turns=settings["max_turns"],
+        max_output_tokens=settings["max_output_tokens"], max_cost_usd=settings["max_cost_usd"],
+        prices=Prices(**prices) if prices else None,
+        permission_mode=settings["permission_mode"], security=security,
+        workspace=Path(plan["workspace"]),
+        approval_timeout_secs=temporal["approval_timeout_secs"],
+        tool_timeout_secs=None,  # the worker enforces it, inside the activity
+        temperature=settings["temperature"], output_retries=settings["output_retries"])
+
+
 def _model(plan: dict[str, Any], provider: str, model: str, timing: Timing) -> ActivityModel:
     entry = plan["providers"].get(provider)
     if entry is None:  # a sub-agent's profile names a provider the workers do not have
@@ -322,6 +340,17 @@ def _model(plan: dict[str, Any], provider: str, model: str, timing: Timing) -> A
         raise ConfigError(f"provider {provider!r} is not configured; configured: "
                           f"{', '.join(sorted(plan['providers'])) or 'none'}")
     return ActivityModel(provider, entry["wire"], model, float(entry["timeout_secs"]), timing)
+
+
+def _failed(error: ChildWorkflowError, taint: Taint) -> RunResult:
+    """A child workflow that failed (its settings refused, or terminated), as a failed run
+    that saw what it started with: ``delegation_answer`` words and labels it as it does a
+    failed child in process (what the child may have read beyond that, its declared
+    capabilities add)."""
+    return RunResult(
+        text="", stop_cause=StopCause.ERROR, usage=Usage(), turns=0, tool_calls=[],
+        blocked_sends=0, taint=taint, malformed_tool_args=0, conversation=Conversation(),
+        new_messages=[], error=TetherError(str(error.cause or error)))
 
 
 def _as_result(outcome: dict[str, Any]) -> RunResult:
