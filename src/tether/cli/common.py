@@ -166,12 +166,13 @@ def assumed_profile_notice(agent: Any, cfg: Any) -> str | None:
             f"(set providers.{name}.profile; `tether doctor` probes the server)")
 
 
-def no_provider_help(cfg: Any, error: Exception) -> str:
-    """The advice after "no model server answered", fitting the provider: a local server
-    to start, or a hosted one to check (network, base_url, key). Names the URL tried."""
+def no_provider_help(cfg: Any, error: Exception | str, provider: str | None = None) -> str:
+    """The advice after "no model server answered", fitting the provider (``provider``,
+    else the default one): a local server to start, or a hosted one to check (network,
+    base_url, key). Names the URL tried. ``run``, ``chat`` and ``doctor`` all give it."""
     from tether.config.build import base_url, key_variable
 
-    name, pcfg = cfg.provider_config()
+    name, pcfg = cfg.provider_config(provider)
     url = base_url(pcfg)
     if not _is_local(url):
         key = key_variable(pcfg)
