@@ -19,6 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from tether.config.mcp_json import import_servers, resolve_files
+from tether.config.mcp_json import named_files as named_mcp_files
 from tether.config.schema import DEFAULTS, Config
 from tether.errors import ConfigError
 from tether.paths import user_config_dir
@@ -59,6 +61,8 @@ def load_config(
     for source, named in layers:
         if source != "environment":
             own.extend(_named_files(named, workspace))
+    # [[mcp]] file = "...": the servers of that JSON file, as entries of their own.
+    merged["mcp"] = import_servers(merged.get("mcp", []))
     config = _validate(merged, sources)
     return config.model_copy(update={"own_files": [str(p) for p in own]})
 
@@ -86,6 +90,8 @@ def config_layers(
     for path in (user, project):
         if _is_file(path):
             layer = _read_toml(path)
+            # [[mcp]] file = "...": relative to the folder of the file that names it.
+            resolve_files(layer, path.parent)
             layers.append((str(path), layer))
             _merge(merged, layer)
     env_layer = _env_layer(env, merged)
@@ -142,6 +148,7 @@ def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
     store, local, tools = (layer.get(k) for k in ("store", "local", "tools"))
     if isinstance(store, Mapping) and isinstance(store.get("path"), str):
         out.extend(store_files(store["path"]))
+    out.extend(named_mcp_files(layer))
     temporal = layer.get("temporal")
     if isinstance(temporal, Mapping) and isinstance(temporal.get("blob_dir"), str):
         out.append(Path(temporal["blob_dir"]).expanduser())
