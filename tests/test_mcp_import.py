@@ -198,7 +198,7 @@ def test_a_server_tether_cannot_run_as_written_is_an_error_naming_the_file_and_k
         tmp_path: Path, servers: dict[str, Any], expected: str) -> None:
     path = claude_file(tmp_path / "claude.json", servers)
     ws = project(tmp_path, '[[mcp]]\nfile = "claude.json"\n')
-    with pytest.raises(ConfigError, match=f"^{str(path)}: {expected}"):
+    with pytest.raises(ConfigError, match=f"^{path!s}: {expected}"):
         load_config(ws, env=NO_USER)
 
 
@@ -225,8 +225,8 @@ def test_a_missing_file_or_a_bad_importing_entry_is_an_error(tmp_path: Path) -> 
         load_config(ws, env=NO_USER)
     claude_file(tmp_path / "claude.json", {"k": KITCHEN_SERVER})
     project(tmp_path, f'[[mcp]]\nfile = "claude.json"\ncommand = {json.dumps(PY)}\n')
-    with pytest.raises(ConfigError, match="mcp.0: command: an entry with file imports its "
-                                          "servers from that file"):
+    with pytest.raises(ConfigError, match=r"mcp\.0: command: an entry with file imports "
+                                          r"its servers from that file"):
         load_config(ws, env=NO_USER)
     project(tmp_path, '[[mcp]]\nfile = "claude.json"\nserver = ["k"]\n')
     with pytest.raises(ConfigError, match="did you mean servers\\?"):

@@ -52,10 +52,12 @@ def test_a_version_1_store_is_migrated_and_its_sessions_continue(db: Path) -> No
     conn.close()
 
     store = SQLiteStore(db)
-    assert store.schema_version == SCHEMA_VERSION == 2
+    assert store.schema_version == SCHEMA_VERSION == 3
     session = Session.load("old", store)
     assert [m.text for m in session.messages] == ["hi"]
     assert session.taint == Taint(private=False, untrusted=True)
+    # The messages stored before v3 are searched like new ones.
+    assert [i.id for i in store.list(text="HI")] == ["old"] and store.list(text="ho") == []
     # What v2 added works on the migrated file: a paused run keeps its pending calls.
     Agent(Scripted([call("delete_note", name="x", id="d1")]), tools=[delete_note],
           approver=_Deferring()).run_sync("delete x", session=session)
@@ -73,7 +75,7 @@ def test_a_store_written_by_a_newer_tether_is_refused_naming_the_versions(db: Pa
     conn.execute("PRAGMA user_version = 99")
     conn.close()
     with pytest.raises(StoreError, match=r"newer tether \(schema version 99; this one knows "
-                                         r"up to 2\)"):
+                                         r"up to 3\)"):
         SQLiteStore(db)
 
 

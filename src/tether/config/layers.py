@@ -25,7 +25,6 @@ from tether.config.schema import DEFAULTS, Config
 from tether.errors import ConfigError
 from tether.paths import user_config_dir
 
-
 # Every TETHER_* variable tether itself reads. One that is not here but is spelled like one
 # of them is a typo that would silently do nothing: a ConfigError (other TETHER_* names are
 # left alone: they may be another program's).
