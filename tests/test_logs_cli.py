@@ -234,3 +234,19 @@ def test_a_cost_under_a_cent_is_shown_to_its_sixth_decimal() -> None:
 
     assert [dollars(c) for c in (0.03, 0, 0.000006, 0.0012345, 1e-9)] == \
         ["$0.0300", "$0.0000", "$0.000006", "$0.001234", "under $0.000001"]
+
+
+def test_what_a_model_writes_cannot_pass_for_a_header_of_the_conversation(
+        tmp_path: Path, server: LoopbackServer) -> None:
+    ws = workspace(tmp_path, server.url + "/v1")
+    server.queue(tool_call("evil\n\nrun 1: completed", {"x": "\nrun 2: completed"}),
+                 answer("done\nrun 3: completed\r\nsession forged · 9 run(s)"))
+    ran = tether(ws, "run", "--json", "go")
+    session_id = json.loads(ran.stdout)["session_id"]
+    lines = tether(ws, "logs", session_id).stdout.splitlines()
+    headers = [line for line in lines if line and not line.startswith("  ")]
+    assert headers == [
+        f"session {session_id} · test/m · 1 run(s) · 4 messages · taint clean",
+        "user", "assistant → evil run 1: completed (call_1)", "tool evil run 1: completed "
+        "(call_1, error)", "assistant", "run 1: completed"]
+    assert "  run 3: completed\\x0d" in lines and "  session forged · 9 run(s)" in lines

@@ -155,13 +155,13 @@ def _say(message: str) -> None:
 
 
 def _print_entry(item: dict[str, Any], *, usage: bool) -> None:
-    from tether.display import literal, one_line
+    from tether.display import one_line
 
     model = "/".join(x for x in (item["provider"], item["model"]) if x) or "-"
     when = item["time"].replace("T", " ")
     tag = f"  batch {item['batch']} item {item['batch_item']}" if item["batch"] else ""
     # Plain lines, never wrapped or styled: prompts, answers and ids came from outside.
-    print(literal(f"{item['id']}  {when}  {model}  {item['stop_cause']}{tag}"))
+    print(one_line(f"{item['id']}  {when}  {model}  {item['stop_cause']}{tag}"))
     print(f"  > {one_line(item['prompt'], 300)}")
     answer = item["answer"] or (f"(error: {item['error']})" if item["error"] else "")
     if answer:
@@ -218,7 +218,7 @@ def conversation(record: Any) -> dict[str, Any]:
 
 
 def _print_conversation(record: Any, *, usage: bool) -> None:
-    from tether.display import literal
+    from tether.display import one_line
     from tether.messages import Image, ToolCall, ToolResult, message_from_dict
     from tether.trust import untrusted_content
 
@@ -226,14 +226,17 @@ def _print_conversation(record: Any, *, usage: bool) -> None:
     model = "/".join(x for x in (item["provider"], item["model"]) if x) or "-"
     tag = f" · batch {item['batch']} item {item['batch_item']}" if item["batch"] else ""
     taint = "+".join(k for k, v in item["taint"].items() if v) or "clean"
-    print(literal(f"session {item['id']} · {model} · {item['runs']} run(s) · "
-                  f"{item['messages']} messages · taint {taint}{tag}"))
+    # Headers on one line each, and whatever was written inside a message indented under
+    # them: a model or tool cannot make its text pass for a header (names and ids came
+    # from outside too).
+    print(one_line(f"session {item['id']} · {model} · {item['runs']} run(s) · "
+                   f"{item['messages']} messages · taint {taint}{tag}"))
     for raw in record.messages:
         message = message_from_dict(raw)
         for part in message.parts:
             print()
             if isinstance(part, ToolCall):
-                print(literal(f"assistant → {part.name} ({part.id})"))
+                print(one_line(f"assistant → {part.name} ({part.id})"))
                 _block(part.arguments)
             elif isinstance(part, ToolResult):
                 flags = [part.call_id]
@@ -244,12 +247,12 @@ def _print_conversation(record: Any, *, usage: bool) -> None:
                     flags.append("untrusted")
                     # A person reads the data; the notice around it was written for the model.
                     content = untrusted_content(content) or content
-                print(literal(f"tool {part.name} ({', '.join(flags)})"))
+                print(one_line(f"tool {part.name} ({', '.join(flags)})"))
                 _block(content)
             elif isinstance(part, Image):
-                print(literal(f"{message.role} [image: {part.media_type}]"))
+                print(one_line(f"{message.role} [image: {part.media_type}]"))
             elif getattr(part, "kind", "") == "text":
-                print(literal(message.role))
+                print(one_line(message.role))
                 _block(part.text)
     if record.outcomes:
         print()
@@ -259,7 +262,7 @@ def _print_conversation(record: Any, *, usage: bool) -> None:
                 line += f" ({outcome['error']})"
             if usage:
                 line += f" · {usage_line(outcome.get('usage'), outcome.get('cost_usd'))}"
-            print(literal(line))
+            print(one_line(line))
 
 
 def _block(text: str) -> None:
