@@ -64,6 +64,25 @@ def test_a_version_1_store_is_migrated_and_its_sessions_continue(db: Path) -> No
     assert [c.call_id for c in Session.load("old", store).pending.calls] == ["d1"]  # type: ignore[union-attr]
 
 
+def test_a_version_2_store_gets_the_search_text_of_every_message_a_chunk_at_a_time(
+        db: Path) -> None:
+    conn = sqlite3.connect(db, isolation_level=None)
+    migrate(conn, target=2)
+    for n in range(3):
+        conn.execute("INSERT INTO sessions (id, created, updated) VALUES (?, 1.0, 1.0)",
+                     (f"s{n}",))
+        conn.executemany("INSERT INTO messages VALUES (?, ?, 'user', ?, 0, 0, 1.0)", [
+            (f"s{n}", seq, json.dumps({"role": "user", "parts": [
+                {"kind": "text", "text": f"Note {n}-{seq}"}]})) for seq in range(400)])
+    conn.close()
+    store = SQLiteStore(db)  # 1,200 messages: more than one chunk of the migration
+    assert [i.id for i in store.list(text="NOTE 2-399")] == ["s2"]
+    assert [i.id for i in store.list(text="note 0-0")] == ["s0"]
+    with sqlite3.connect(db) as check:
+        assert check.execute("SELECT COUNT(*) FROM messages WHERE search = ''").fetchone() == \
+            (0,)
+
+
 class _Deferring:
     async def approve(self, request: ApprovalRequest) -> Decision:
         return Decision.defer()

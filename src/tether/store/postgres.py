@@ -66,12 +66,18 @@ SCHEMES = ("postgresql://", "postgres://")
 
 
 
-def _fill_search(conn: psycopg.Connection[Any]) -> None:
-    """v3: the search text of every message stored before there was one."""
-    rows = conn.execute("SELECT session_id, seq, message FROM tether.messages").fetchall()
-    with conn.cursor() as cur:
-        cur.executemany("UPDATE tether.messages SET search = %s WHERE session_id = %s AND "
-                        "seq = %s", [(_text(_search(raw)), sid, seq) for sid, seq, raw in rows])
+def _fill_search(conn: psycopg.Connection[Any], chunk: int = 500) -> None:
+    """v3: the search text of every message stored before there was one, a chunk of
+    messages at a time (a large database is never read whole into memory)."""
+    after: tuple[str, int] = ("", -1)
+    while rows := conn.execute(
+            "SELECT session_id, seq, message FROM tether.messages WHERE (session_id, seq) > "
+            "(%s, %s) ORDER BY session_id, seq LIMIT %s", (*after, chunk)).fetchall():
+        with conn.cursor() as cur:
+            cur.executemany("UPDATE tether.messages SET search = %s WHERE session_id = %s AND "
+                            "seq = %s",
+                            [(_text(_search(raw)), sid, seq) for sid, seq, raw in rows])
+        after = (rows[-1][0], rows[-1][1])
 
 
 def _search(raw: str) -> str:

@@ -34,11 +34,16 @@ T = TypeVar("T")
 
 
 
-def _fill_search(conn: sqlite3.Connection) -> None:
-    """v3: the search text of every message stored before there was one."""
-    rows = conn.execute("SELECT session_id, seq, message FROM messages").fetchall()
-    conn.executemany("UPDATE messages SET search = ? WHERE session_id = ? AND seq = ?",
-                     [(_text(_search(raw)), sid, seq) for sid, seq, raw in rows])
+def _fill_search(conn: sqlite3.Connection, chunk: int = 500) -> None:
+    """v3: the search text of every message stored before there was one, a chunk of
+    messages at a time (a large store is never read whole into memory)."""
+    after: tuple[str, int] = ("", -1)
+    while rows := conn.execute(
+            "SELECT session_id, seq, message FROM messages WHERE (session_id, seq) > (?, ?) "
+            "ORDER BY session_id, seq LIMIT ?", (*after, chunk)).fetchall():
+        conn.executemany("UPDATE messages SET search = ? WHERE session_id = ? AND seq = ?",
+                         [(_text(_search(raw)), sid, seq) for sid, seq, raw in rows])
+        after = (rows[-1][0], rows[-1][1])
 
 
 def _search(raw: str) -> str:
