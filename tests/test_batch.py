@@ -301,7 +301,8 @@ def test_the_command_prints_plain_progress_lines_and_a_summary_without_a_tty(
         proc = tether(tmp_path, env, "batch", "in.jsonl", "-o", "out.jsonl", "-c", "1")
         stdout, stderr = proc.communicate(timeout=WAIT)
     assert proc.returncode == 1, stderr
-    err = stderr.splitlines()
+    logged, *err = stderr.splitlines()  # the batch's id in the session store, then progress
+    assert logged.startswith("batch ") and "each item is logged" in logged
     assert err[0] == "batch: 3 item(s) to run"
     assert err[1].startswith("[1/3] ok     1  ") and err[1].endswith("tokens in 11 · out 3")
     assert err[2].startswith("[2/3] FAILED bad  ") and "BadRequestError" in err[2]
@@ -337,7 +338,7 @@ def test_ctrl_c_keeps_the_results_written_and_resume_runs_the_rest(tmp_path: Pat
                       "-c", "1")
         stdout, stderr = proc.communicate(timeout=WAIT)
     assert proc.returncode == 0, stderr
-    assert stderr.splitlines()[0] == "batch: 2 item(s) to run, 1 already done (skipped)"
+    assert stderr.splitlines()[1] == "batch: 2 item(s) to run, 1 already done (skipped)"
     assert stdout.startswith("batch finished: 2 ok, 0 failed, 1 skipped (already in out.jsonl)")
     assert sorted((r["id"], r["text"]) for r in lines(tmp_path / "out.jsonl")) == \
         [("1", "first answer"), ("2", "second answer"), ("3", "third answer")]

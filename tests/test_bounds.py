@@ -82,7 +82,7 @@ def test_a_childs_spend_counts_in_every_run_above_it() -> None:
     assert middle.tokens_spent() is None
     top.add(Usage(0, 5))
     assert bottom.tokens_spent() == ("the delegating run's output token budget "
-                                     "(max_output_tokens=100) is spent")
+                                     "(100 tokens) is spent")
 
 
 def test_a_cost_budget_is_checked_at_each_runs_own_prices() -> None:
@@ -91,7 +91,7 @@ def test_a_cost_budget_is_checked_at_each_runs_own_prices() -> None:
     child = Spend(AgentSettings(), above=top)
     child.add(Usage(0, 1))
     assert child.cost() is None and top.cost() == 1.0
-    assert child.cost_spent() == "the delegating run's cost budget (max_cost_usd=1) is spent"
+    assert child.cost_spent() == "the delegating run's cost budget ($1) is spent"
 
 
 # --- checked before every model request --------------------------------------------------
@@ -153,7 +153,7 @@ async def test_a_response_that_spends_the_cost_budget_has_its_calls_answered_not
     result = await agent.run("go")
     assert result.stop_cause == "cost_budget" and ran == []
     assert unrun_results(result) == [
-        "Not run: the run's cost budget (max_cost_usd=3) is spent."]
+        "Not run: the run's cost budget ($3) is spent."]
 
 
 async def test_calls_of_the_last_turn_are_answered_not_run() -> None:

@@ -219,7 +219,7 @@ def test_doctor_checks_that_the_store_is_writable(tmp_path: Path) -> None:
     env = workspace(tmp_path, "http://127.0.0.1:9")
     done = tether(tmp_path, env, "doctor")
     line = next(x for x in done.stdout.splitlines() if "session store" in x)
-    assert line.startswith("✓ session store") and "writable (schema v2, 0 session(s))" in line
+    assert line.startswith("✓ session store") and "writable (schema v3, 0 session(s))" in line
     blocker = tmp_path / "file"
     blocker.write_text("")
     env["TETHER_STORE"] = str(blocker / "sessions.db")  # a folder that cannot exist

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,51 @@ def test_unknown_keys_are_rejected_naming_their_path(tmp_path: Path, toml: str,
     write(tmp_path / "tether.toml", toml)
     with pytest.raises(ConfigError, match=rf"unknown key {path}\b"):
         load_config(tmp_path, env=NO_USER)
+
+
+@pytest.mark.parametrize(("toml", "suggested"), [
+    ("[agent]\nmax_turn = 3", "agent.max_turns"),
+    ("[agnet]\nmax_turns = 3", "agent"),
+    ("[providers.x]\nmodel = 'm'\nbase_uri = 'u'", "providers.x.base_url"),
+    ("[providers.x]\nmodel = 'm'\n[providers.x.prices]\ninput_per_tok = 1",
+     "providers.x.prices.input_per_mtok"),
+    ("[security]\ntrifceta = 'block'", "security.trifecta"),
+    ("[tools]\npermision_mode = 'ask'", "tools.permission_mode"),
+    ("[[subagents]]\nname = 'a'\ndescription = 'd'\ntool = []", "subagents.0.tools"),
+    ("[[mcp]]\nname = 'a'\ncommand = 'c'\narg = []", "mcp.0.args"),
+])
+def test_an_unknown_key_spelled_like_a_valid_one_says_which(tmp_path: Path, toml: str,
+                                                           suggested: str) -> None:
+    write(tmp_path / "tether.toml", toml)
+    with pytest.raises(ConfigError, match=rf": did you mean {re.escape(suggested)}\?"):
+        load_config(tmp_path, env=NO_USER)
+
+
+def test_an_unknown_key_like_no_valid_one_suggests_nothing(tmp_path: Path) -> None:
+    write(tmp_path / "tether.toml", "[agent]\nzebra = 1\n[providers.p]\nmodel = 'm'\nq = 2\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(tmp_path, env=NO_USER)
+    assert "unknown key agent.zebra" in str(raised.value)
+    assert "unknown key providers.p.q" in str(raised.value)
+    assert "did you mean" not in str(raised.value)
+
+
+@pytest.mark.parametrize(("variable", "meant"), [
+    ("TETHER_MODLE", "TETHER_MODEL"), ("TETHER_MAXTURNS", "TETHER_MAX_TURNS"),
+    ("TETHER_BASEURL", "TETHER_BASE_URL"), ("TETHER_PROVIDERS", "TETHER_PROVIDER"),
+    ("TETHER_PERMISSIONS", "TETHER_PERMISSION_MODE"), ("TETHER_CACHE", "TETHER_CACHE_DIR"),
+])
+def test_a_tether_variable_spelled_like_one_tether_reads_is_an_error_naming_it(
+        tmp_path: Path, variable: str, meant: str) -> None:
+    with pytest.raises(ConfigError, match=rf"{variable} is not one tether reads: did you "
+                                          rf"mean {meant}\?"):
+        load_config(tmp_path, env={**NO_USER, variable: "x"})
+
+
+def test_other_tether_variables_are_left_alone(tmp_path: Path) -> None:
+    env = {**NO_USER, "TETHER_FUZZ_EXAMPLES": "5", "TETHER_TEST_WORKER": "1",
+           "TETHER_E2E_CONTEXT_TURNS": "8", "TETHER_TEST_KEY": "k", "TETHER_STORE": "x.db"}
+    assert load_config(tmp_path, env=env).default_provider == "local"
 
 
 def test_bad_values_say_where(tmp_path: Path) -> None:

@@ -113,7 +113,7 @@ async def test_max_turns_during_a_working_turn_is_a_bound_naming_max_turns() -> 
             "Weather?", output=SPEC.with_tools()).output()
     assert info.value.reason == "bound"
     assert info.value.bound == "max_turns"
-    assert "max_turns=3" in info.value.message
+    assert "(max_turns, 3 turns)" in info.value.message
 
 
 async def test_a_provider_error_is_reason_provider_with_the_error() -> None:

@@ -144,7 +144,7 @@ def test_doctor_names_the_store_it_is_configured_with_and_its_schema(
     line = next(x for x in done.stdout.splitlines() if "session store" in x)
     kind = "PostgreSQL 1" if cli_store.kind == "postgres" else "SQLite"
     assert line.startswith(f"✓ session store {cli_store.shown} ({kind}")
-    assert line.endswith("writable (schema v2, 1 session(s))")
+    assert line.endswith("writable (schema v3, 1 session(s))")
     assert PASSWORD not in done.stdout + done.stderr
 
 

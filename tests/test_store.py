@@ -52,14 +52,35 @@ def test_a_version_1_store_is_migrated_and_its_sessions_continue(db: Path) -> No
     conn.close()
 
     store = SQLiteStore(db)
-    assert store.schema_version == SCHEMA_VERSION == 2
+    assert store.schema_version == SCHEMA_VERSION == 3
     session = Session.load("old", store)
     assert [m.text for m in session.messages] == ["hi"]
     assert session.taint == Taint(private=False, untrusted=True)
+    # The messages stored before v3 are searched like new ones.
+    assert [i.id for i in store.list(text="HI")] == ["old"] and store.list(text="ho") == []
     # What v2 added works on the migrated file: a paused run keeps its pending calls.
     Agent(Scripted([call("delete_note", name="x", id="d1")]), tools=[delete_note],
           approver=_Deferring()).run_sync("delete x", session=session)
     assert [c.call_id for c in Session.load("old", store).pending.calls] == ["d1"]  # type: ignore[union-attr]
+
+
+def test_a_version_2_store_gets_the_search_text_of_every_message_a_chunk_at_a_time(
+        db: Path) -> None:
+    conn = sqlite3.connect(db, isolation_level=None)
+    migrate(conn, target=2)
+    for n in range(3):
+        conn.execute("INSERT INTO sessions (id, created, updated) VALUES (?, 1.0, 1.0)",
+                     (f"s{n}",))
+        conn.executemany("INSERT INTO messages VALUES (?, ?, 'user', ?, 0, 0, 1.0)", [
+            (f"s{n}", seq, json.dumps({"role": "user", "parts": [
+                {"kind": "text", "text": f"Note {n}-{seq}"}]})) for seq in range(400)])
+    conn.close()
+    store = SQLiteStore(db)  # 1,200 messages: more than one chunk of the migration
+    assert [i.id for i in store.list(text="NOTE 2-399")] == ["s2"]
+    assert [i.id for i in store.list(text="note 0-0")] == ["s0"]
+    with sqlite3.connect(db) as check:
+        assert check.execute("SELECT COUNT(*) FROM messages WHERE search = ''").fetchone() == \
+            (0,)
 
 
 class _Deferring:
@@ -73,7 +94,7 @@ def test_a_store_written_by_a_newer_tether_is_refused_naming_the_versions(db: Pa
     conn.execute("PRAGMA user_version = 99")
     conn.close()
     with pytest.raises(StoreError, match=r"newer tether \(schema version 99; this one knows "
-                                         r"up to 2\)"):
+                                         r"up to 3\)"):
         SQLiteStore(db)
 
 

@@ -567,3 +567,56 @@ def test_a_new_session_keeps_what_it_was_created_with(store: SessionStore) -> No
     assert (loaded.messages, loaded.approvals, loaded.pending, loaded.outcomes) == \
         ([], [], None, [])
     assert loaded.taint == Taint(untrusted=True)
+
+
+# --- finding sessions: text, model, batch -------------------------------------------------------
+
+
+def _said(store: SessionStore, *messages: Message, **meta: Any) -> str:
+    session = Session.create(store, **meta)
+    conv = session.conversation()
+    for message in messages:
+        conv.append(message)
+    return session.id
+
+
+def test_sessions_are_found_by_text_in_any_message_case_insensitively(
+        store: SessionStore) -> None:
+    from tether.trust import untrusted_block
+
+    prompt = _said(store, _user("Where is the Straße of Gibraltar?"))
+    answer = _said(store, _user("hi"), Message("assistant", (Text("It is 100% \"sure\"_"),)))
+    called = _said(store, _user("go"), Message("assistant", (
+        ToolCall("c1", "read_file", '{"path": "Notes.TXT"}'),)))
+    fetched = _said(store, _user("go"), Message("tool", (
+        ToolResult("c1", "fetch_url", untrusted_block("fetch_url", "the door code is 0417"),
+                   False, "untrusted"),)))
+    _said(store, _user("nothing to see"))
+
+    def found(text: str) -> set[str]:
+        return {i.id for i in store.list(limit=100, text=text)}
+
+    assert found("STRASSE OF") == found("straße") == {prompt}  # Unicode case folding
+    assert found('100% "SURE"_') == {answer}  # % _ and quotes are plain characters
+    assert found("%") == {answer} and found("_") == {answer, called, fetched}
+    assert found("notes.txt") == found("read_file") == {called}
+    assert found("door code") == {fetched}
+    # The notice tether wraps an untrusted result in is not what was said.
+    assert found("The following is data returned by") == set()
+    assert found("no such words") == set()
+
+
+def test_sessions_are_found_by_model_and_by_batch(store: SessionStore) -> None:
+    qwen = _said(store, _user("a"), provider="local", model="qwen")
+    claude = _said(store, _user("b"), provider="anthropic", model="claude")
+    items = [_said(store, _user(f"item {n}"), provider="local", model="qwen", batch="b1",
+                   batch_item=str(n)) for n in range(3)]
+    assert {i.id for i in store.list(model="qwen")} == {qwen, *items}
+    assert {i.id for i in store.list(model="anthropic:claude")} == {claude}
+    assert store.list(model="local:claude") == []
+    listed = store.list(batch="b1")
+    assert [i.id for i in listed] == items[::-1]  # most recent first
+    assert [(i.batch, i.batch_item) for i in listed] == [("b1", "2"), ("b1", "1"), ("b1", "0")]
+    assert [i.id for i in store.list(batch="b1", text="ITEM 1", model="qwen")] == [items[1]]
+    assert store.load(items[0]).info.batch_item == "0"
+    assert [i.id for i in store.list(limit=1, model="qwen")] == [items[2]]

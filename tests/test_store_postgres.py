@@ -69,10 +69,12 @@ def test_a_version_1_database_is_migrated_and_its_sessions_continue(
                      "VALUES ('old', false, true, 'fetch', 1.0)")
 
     store = _open(opened, postgres_url)
-    assert store.schema_version == SCHEMA_VERSION == 2
+    assert store.schema_version == SCHEMA_VERSION == 3
     session = Session.load("old", store)
     assert [m.text for m in session.messages] == ["hi"]
     assert session.taint == Taint(private=False, untrusted=True)
+    # The messages stored before v3 are searched like new ones.
+    assert [i.id for i in store.list(text="HI")] == ["old"] and store.list(text="ho") == []
     # What v2 added works on the migrated database: a paused run keeps its pending calls.
     Agent(Scripted([call("delete_note", name="x", id="d1")]), tools=[delete_note],
           approver=_Deferring()).run_sync("delete x", session=session)
@@ -86,7 +88,7 @@ def test_a_database_written_by_a_newer_tether_is_refused_naming_the_versions(
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("UPDATE tether.schema_version SET version = 99")
     with pytest.raises(StoreError, match=r"newer tether \(schema version 99; this one knows "
-                                         r"up to 2\)"):
+                                         r"up to 3\)"):
         PostgresStore(postgres_url)
 
 
@@ -113,9 +115,9 @@ def test_processes_opening_an_empty_database_at_once_create_the_schema_once(
     for t in threads:
         t.join(timeout=60)
     assert not errors, errors
-    assert len(opened) == count and {s.schema_version for s in opened} == {2}
+    assert len(opened) == count and {s.schema_version for s in opened} == {3}
     with psycopg.connect(postgres_url) as conn:
-        assert conn.execute("SELECT version FROM tether.schema_version").fetchall() == [(2,)]
+        assert conn.execute("SELECT version FROM tether.schema_version").fetchall() == [(3,)]
 
 
 def test_the_tables_live_in_their_own_schema_beside_the_databases_own(
@@ -145,7 +147,7 @@ def test_a_role_that_may_not_create_the_schema_is_told_so_and_one_made_for_it_wo
         postgres_server.sql(f"CREATE SCHEMA tether AUTHORIZATION {role}", postgres_url)
         store = _open(opened, limited)
         Session.create(store, id="x")
-        assert store.schema_version == 2 and [i.id for i in store.list()] == ["x"]
+        assert store.schema_version == 3 and [i.id for i in store.list()] == ["x"]
     finally:
         for store in opened:
             store.close()

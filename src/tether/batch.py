@@ -8,7 +8,10 @@ appended as JSONL as each item finishes.
 
 Each input is a bare string, or ``{"id", "prompt", "meta"}`` where ``prompt`` may be a list
 of turns run one after another on one conversation. A result line holds ``id, ok, text,
-error, stop_cause, usage, taint, blocked_sends, refused, tool_calls, turns, elapsed, meta``.
+error, stop_cause, usage, taint, blocked_sends, refused, tool_calls, turns, elapsed, meta``,
+and ``session_id`` when the item was logged: ``session_for`` gives each item a stored
+session (``tether batch`` makes one per item, tagged with the batch, so ``tether logs``
+shows them).
 An interrupted batch keeps every line written; ``resume=True`` skips the ids already in
 ``out``. Batches are unattended: under ``permission_mode = "ask"`` with no approver, calls
 that need approval are refused (``tether batch --yes`` allows them).
@@ -33,6 +36,7 @@ from tether.trust import CLEAN, Taint
 if TYPE_CHECKING:
 
     from tether.agent import Agent
+    from tether.conversation import SessionLike
 
 
 class BatchError(TetherError):
@@ -65,6 +69,7 @@ class ItemResult:
     turns: int
     elapsed: float
     meta: Any = None
+    session_id: str | None = None  # the session it was logged to (``session_for``)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +78,7 @@ class ItemResult:
             "taint": self.taint.to_dict(), "blocked_sends": self.blocked_sends,
             "refused": self.refused, "tool_calls": self.tool_calls, "turns": self.turns,
             "elapsed": round(self.elapsed, 3), "meta": self.meta,
+            **({"session_id": self.session_id} if self.session_id is not None else {}),
         }
 
 
@@ -223,9 +229,13 @@ async def run_batch(
     out: str | Path | None = None,
     resume: bool = False,
     on_progress: Callable[[BatchProgress], None] | None = None,
+    session_for: Callable[[BatchItem], SessionLike] | None = None,
 ) -> list[ItemResult]:
     """Run every item on a fresh conversation, at most ``concurrency`` at once; returns the
     results in the order they finished.
+
+    ``session_for`` gives an item the stored session its turns are logged to (a new
+    ``Session``), called as the item starts; its id joins the item's result.
 
     ``agent`` is shared by all items, or a factory called once per item (each agent it makes
     is closed after its item). ``limit`` takes the first N items of the input; with
@@ -236,7 +246,8 @@ async def run_batch(
     """
     todo, skipped = plan_batch(items, concurrency=concurrency, limit=limit, out=out,
                                resume=resume)
-    return await drive_batch(todo, lambda item: _run_item(agent, item), skipped=skipped,
+    return await drive_batch(todo, lambda item: _run_item(agent, item, session_for),
+                             skipped=skipped,
                              concurrency=concurrency, out=out, on_progress=on_progress)
 
 
@@ -354,7 +365,8 @@ def _open_sink(out: Path) -> TextIO:
     return sink
 
 
-async def _run_item(source: Any, item: BatchItem) -> ItemResult:
+async def _run_item(source: Any, item: BatchItem,
+                    session_for: Callable[[BatchItem], SessionLike] | None = None) -> ItemResult:
     from tether.agent import Agent, Conversation, run_events
     from tether.events import RunFinished
 
@@ -363,6 +375,7 @@ async def _run_item(source: Any, item: BatchItem) -> ItemResult:
     blocked = refused = calls = model_turns = 0
     text, error, stop = "", None, None
     agent: Agent | None = None
+    session: SessionLike | None = None
     own = not isinstance(source, Agent)
     try:
         if own:
@@ -371,12 +384,14 @@ async def _run_item(source: Any, item: BatchItem) -> ItemResult:
         else:
             agent = source
         assert agent is not None
-        conversation = Conversation()
+        if session_for is not None:
+            session = session_for(item)
+        conversation = Conversation() if session is None else None
         for turn in item.turns:
             result = None
             # Run's requests (not streamed), and its result even when the provider fails.
             async for event in run_events(agent, turn, conversation=conversation,
-                                          stream_requests=False):
+                                          session=session, stream_requests=False):
                 if isinstance(event, RunFinished) and not event.path:
                     result = event.result
             assert result is not None
@@ -399,7 +414,8 @@ async def _run_item(source: Any, item: BatchItem) -> ItemResult:
             await agent.aclose()
     ok = error is None and stop == "completed"
     return ItemResult(item.id, ok, text, error, stop, usage, taint, blocked, refused, calls,
-                      model_turns, time.perf_counter() - started, item.meta)
+                      model_turns, time.perf_counter() - started, item.meta,
+                      getattr(session, "id", None))
 
 
 def summarize(results: Sequence[ItemResult]) -> dict[str, Any]:

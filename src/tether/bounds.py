@@ -66,8 +66,8 @@ class Spend:
             if budget is not None and spend.usage.output_tokens >= budget:
                 if spend is self:
                     return "the run's output token budget is spent"
-                return (f"the delegating run's output token budget "
-                        f"(max_output_tokens={budget}) is spent")
+                return (f"the delegating run's output token budget ({budget} tokens) is "
+                        f"spent")
         return None
 
     def cost_spent(self) -> str | None:
@@ -76,7 +76,7 @@ class Spend:
             budget, cost = spend.settings.max_cost_usd, spend.cost()
             if budget is not None and cost is not None and cost >= budget:
                 whose = "the run's" if spend is self else "the delegating run's"
-                return f"{whose} cost budget (max_cost_usd={budget:g}) is spent"
+                return f"{whose} cost budget (${budget:g}) is spent"
         return None
 
 

@@ -163,7 +163,7 @@ def interlock(call: ToolCall, position: int, tool: Tool, arguments: dict[str, An
     if policy == "block":
         return Checked(
             Refuse("blocked", f"Blocked by policy: {_LEAK}. It was not run. To allow such "
-                              f"calls, set security.trifecta = \"ask\" (a person decides) or "
+                              f"calls, set [security] trifecta = \"ask\" (a person decides) or "
                               f"\"allow\"; or do this step in a fresh conversation without "
                               f"the untrusted text."),
             (ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy, _LEAK),))
@@ -268,7 +268,7 @@ def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[
         return Checked(
             Refuse("blocked", f"Blocked by policy: {why}. {said} It was not run. Use only "
                               f"values the user gave or a trusted tool returned; to let a "
-                              f"person decide, set security.trifecta = \"ask\"; or do this "
+                              f"person decide, set [security] trifecta = \"ask\"; or do this "
                               f"step in a fresh conversation without the untrusted text."
                    .replace(".  ", ". ")),
             (checked, ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy,
@@ -347,9 +347,10 @@ async def decide(
     elif reason == "needs_approval" and asking.permission_mode == "allow":
         decision, by = Decision.allow(), "permission_mode"
     elif asking.approver is None:
-        how = ("set security.trifecta = \"allow\" to waive the check, or run with an "
+        how = ("set [security] trifecta = \"allow\" to waive the check, or run with an "
                "approver" if reason == "trifecta" else
-               "run with an approver, or use permission_mode=\"allow\" (tether run --yes)")
+               "run with an approver, or set [tools] permission_mode = \"allow\" (tether "
+               "run --yes)")
         why = f" ({asked.told})" if asked.told else ""
         decision, by = Decision.deny(
             f"Blocked by policy: {tool.spec.display_name} needs approval{why} and there is "

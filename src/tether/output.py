@@ -288,6 +288,6 @@ def _failure(plan: OutputPlan, result: RunResult, max_turns: int) -> OutputFailu
                              f"{plan.tool_name}, even after a reminder", result=result,
                              validation_error=plan.last_error)
     bound = str(result.stop_cause)
-    detail = f"max_turns={max_turns}" if bound == "max_turns" else bound
+    detail = f"max_turns, {max_turns} turns" if bound == "max_turns" else bound
     return OutputFailure("bound", f"the run stopped at a bound ({detail}) before answering",
                          result=result, bound=bound, validation_error=plan.last_error)

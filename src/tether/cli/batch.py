@@ -1,4 +1,9 @@
-"""`tether batch IN.jsonl -o OUT.jsonl`: the library's ``run_batch`` with a progress view."""
+"""`tether batch IN.jsonl -o OUT.jsonl`: the library's ``run_batch`` with a progress view.
+
+Each item is logged to the session store, a session of its own tagged with the batch (an
+id printed as the batch starts: ``tether logs --batch ID`` lists its items), as
+``tether run`` logs a run; ``--no-log`` keeps nothing.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ def add_cli(sub: Any) -> None:
     p.add_argument("--limit", type=int, metavar="N", help="only the first N items")
     p.add_argument("--resume", action="store_true",
                    help="skip the ids already in OUT (after an interrupted batch)")
+    p.add_argument("--no-log", action="store_true",
+                   help="do not log the items to the session store")
     add_run_flags(p)
     add_batch_flags(p)  # --engine temporal: the items as durable runs
     p.set_defaults(handler=cmd_batch)
@@ -54,11 +61,39 @@ async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) ->
 
     # Unattended: nobody to ask, so `ask` refuses gated calls (unless --yes).
     agent, cfg = make_agent(args, approver=None)
+    session_for = None if args.no_log else _logged(args, cfg)
     with telemetry_export(cfg):
         async with agent:
             return await run_batch(agent, items, concurrency=args.concurrency,
                                    limit=args.limit, out=args.out, resume=args.resume,
-                                   on_progress=view)
+                                   on_progress=view, session_for=session_for)
+
+
+def _logged(args: argparse.Namespace, cfg: Any) -> Any:
+    """A function giving each item a new session tagged with this batch (its id printed
+    now), or None when the store cannot be opened: then only the log is lost."""
+    from pathlib import Path
+
+    from tether.cli.common import error, workspace_of
+    from tether.cli.sessions import store_for
+    from tether.store import Session, StoreError, new_session_id
+
+    try:
+        store = store_for(args.workspace)
+    except StoreError as e:
+        error(f"the items are not logged: {e} (--no-log skips logging)")
+        return None
+    batch = new_session_id()
+    name, pcfg = cfg.provider_config()
+    workspace = str(Path(workspace_of(args, cfg)).resolve())
+    print(f"batch {batch}: each item is logged (tether logs --batch {batch})",
+          file=sys.stderr, flush=True)
+
+    def session_for(item: BatchItem) -> Session:
+        return Session.create(store, provider=name, model=pcfg.model, workspace=workspace,
+                              title=item.turns[0], batch=batch, batch_item=item.id)
+
+    return session_for
 
 
 def _tokens(usage: Usage) -> str:

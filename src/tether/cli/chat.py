@@ -143,7 +143,7 @@ async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
                                                     title=_title(message))
                         talk.conversation = talk.session.conversation()
                         state["session"] = talk.session
-                    await _turn(agent, message, talk.conversation, talk.session, err)
+                    await _turn(agent, message, talk.conversation, talk.session, err, talk)
     finally:
         reader.close()
     if talk.session is not None:
@@ -391,16 +391,28 @@ def _system(talk: _Chat, text: str, err: Console) -> None:
 
 
 async def _turn(agent: Agent, prompt: str, conversation: Conversation, session: Session | None,
-                err: Console) -> None:
-    from tether.cli.common import graceful_interrupt
+                err: Console, talk: _Chat) -> None:
+    from tether.cli.common import graceful_interrupt, no_provider_help
     from tether.cli.render import EventRenderer
+    from tether.display import shown
+    from tether.errors import ProviderConnectionError
+    from tether.events import RunFinished
 
-    renderer = EventRenderer(err=err)
+    renderer = EventRenderer(err=err, show_error=False)
+    failed: Exception | None = None
     # Ctrl-C during a turn stops that turn; at the prompt, it leaves.
     with graceful_interrupt() as interrupt:
         async for event in agent.stream(prompt, conversation=conversation, session=session,
                                         interrupt=interrupt):
             renderer(event)
+            if isinstance(event, RunFinished) and not event.path:
+                failed = event.result.error
+    if isinstance(failed, ProviderConnectionError):
+        # What `tether run` advises, for the provider this chat talks to now (/model).
+        failed_text = no_provider_help(talk.cfg, failed, getattr(talk.args, "provider", None))
+        err.print(shown(("error:", "red"), f" {failed_text}"))
+    elif failed is not None:
+        err.print(shown(("error:", "red"), f" {failed}"))
 
 
 async def _resume_paused(agent: Agent, session: Session, err: Console) -> None:

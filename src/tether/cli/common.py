@@ -39,9 +39,11 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=_at_least_one, metavar="N",
                    help="the run's output token budget (max_output_tokens)")
     p.add_argument("--yes", "-y", action="store_true",
-                   help="allow tools that need approval without asking (permission_mode=allow)")
+                   help="allow tools that need approval without asking ([tools] "
+                        "permission_mode = \"allow\")")
     p.add_argument("--read-only", action="store_true",
-                   help="only tools that change nothing may run (permission_mode=read-only)")
+                   help="only tools that change nothing may run ([tools] permission_mode = "
+                        "\"read-only\")")
     p.add_argument("--otel", action="store_true",
                    help="trace the runs with OpenTelemetry, exported over OTLP as the "
                         "OTEL_EXPORTER_OTLP_* variables say (needs opentelemetry-sdk and an "
@@ -164,12 +166,13 @@ def assumed_profile_notice(agent: Any, cfg: Any) -> str | None:
             f"(set providers.{name}.profile; `tether doctor` probes the server)")
 
 
-def no_provider_help(cfg: Any, error: Exception) -> str:
-    """The advice after "no model server answered", fitting the provider: a local server
-    to start, or a hosted one to check (network, base_url, key). Names the URL tried."""
+def no_provider_help(cfg: Any, error: Exception | str, provider: str | None = None) -> str:
+    """The advice after "no model server answered", fitting the provider (``provider``,
+    else the default one): a local server to start, or a hosted one to check (network,
+    base_url, key). Names the URL tried. ``run``, ``chat`` and ``doctor`` all give it."""
     from tether.config.build import base_url, key_variable
 
-    name, pcfg = cfg.provider_config()
+    name, pcfg = cfg.provider_config(provider)
     url = base_url(pcfg)
     if not _is_local(url):
         key = key_variable(pcfg)

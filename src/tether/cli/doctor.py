@@ -1,6 +1,8 @@
 """`tether doctor`: can the providers the configuration uses be reached (its
 ``default_provider`` and the sub-agents' ones, or ``--provider NAME``), each MCP server
-started, the session store opened? Exits 0 when every check passed, 1 otherwise."""
+started, the session store opened? Is the local model cache (``tether local setup``) in
+order? Exits 0 when every check passed, 1 otherwise; a line marked ``-`` is information
+(a local model not set up yet), not a failure."""
 
 from __future__ import annotations
 
@@ -34,12 +36,12 @@ async def _doctor(args: argparse.Namespace) -> int:
     console = stdout_console()
     failures = 0
 
-    def report(ok: bool, label: str, detail: str) -> None:
+    def report(ok: bool | None, label: str, detail: str) -> None:
         from tether.display import shown
 
         nonlocal failures
-        failures += not ok
-        mark = ("✓", "green") if ok else ("✗", "red")
+        failures += ok is False
+        mark = ("✓", "green") if ok else ("-", "dim") if ok is None else ("✗", "red")
         # Details quote servers (an MCP server's stderr, an HTTP error): shown literally.
         console.print(shown(mark, f" {label}", *((" ", (detail, "dim")) if detail else ())))
 
@@ -58,7 +60,7 @@ async def _doctor(args: argparse.Namespace) -> int:
         report(ok, label, detail)
     from tether.cli.sessions import check_store
 
-    checks: list[Any] = [check_store]
+    checks: list[Any] = [check_store, check_local_cache]
     if cfg.mcp:
         checks.append(check_mcp_servers)
     for check in checks:
@@ -142,7 +144,13 @@ async def check_providers(config: Config, names: list[str] | None = None
             except ResponseTooLarge:
                 body = b""  # answered, but not a list to read: the model is not checked
             except httpx.HTTPError as e:
-                out.append((False, label, f"cannot reach {url}: {e or type(e).__name__}"))
+                failure = f"cannot reach {url}: {e or type(e).__name__}"
+                if isinstance(e, httpx.ConnectError | httpx.ConnectTimeout):
+                    from tether.cli.common import no_provider_help
+
+                    # Nothing answered there: what `tether run` advises.
+                    failure = no_provider_help(config, failure, name)
+                out.append((False, label, failure))
                 continue
             if response.status_code in (401, 403):
                 out.append((False, label, f"{url} refused the key in {variable} (HTTP "
@@ -183,6 +191,69 @@ def _profile_note(name: str, cfg: ProviderConfig, listing: Any) -> str:
                 f"providers.{name}.profile if you know)")
     return (f"; the server looks like {found}: set providers.{name}.profile = \"{found}\" "
             f"(\"generic\" is assumed until then)")
+
+
+async def check_local_cache(config: Config) -> list[tuple[bool | None, str, str]]:
+    """The local model cache (``tether run --local``, ``tether local serve``): is
+    llama-server built, is the model there and the published one (its size and sha256; a
+    model of your own, ``[local] model_path``: a GGUF file)? When something is missing, what
+    ``tether local setup`` would do (and whether it can: cmake and a compiler). Missing is
+    information (``None``), not a failure: a hosted provider needs no local model. A
+    changed or unreadable file is a failure."""
+    from pathlib import Path
+
+    from tether.errors import LocalSetupError
+    from tether.local.setup import (
+        DEFAULT_MODEL,
+        LLAMA_CPP_PYTHON_VERSION,
+        check_gguf,
+        default_cache_dir,
+        default_model_path,
+        find_toolchain,
+        model_problem,
+        server_binary_path,
+    )
+
+    cache = default_cache_dir(config.local.cache_dir)
+    label = f"local model cache {cache}"
+    have: list[str] = []
+    todo: list[str] = []
+    binary = server_binary_path(cache)
+    if binary.is_file() and os.access(binary, os.X_OK):
+        have.append(f"llama-server built (llama-cpp-python {LLAMA_CPP_PYTHON_VERSION})")
+    else:
+        todo.append(f"build llama-server from the llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} "
+                    f"sdist (sha256-checked, from PyPI; about 5 minutes on 2 cores)")
+    if config.local.model_path:
+        own = Path(config.local.model_path).expanduser()
+        try:
+            check_gguf(own)
+        except LocalSetupError as e:
+            return [(False, label, f"[local] model_path: {e}")]
+        have.append(f"your model {own}")
+    else:
+        model = default_model_path(cache)
+        if not model.exists():
+            todo.append(f"fetch {DEFAULT_MODEL.filename} ({DEFAULT_MODEL.size / 1e6:.0f} MB "
+                        f"from PyPI) and check its sha256")
+        else:
+            # Reads the whole file (under a second for the default model).
+            problem = await asyncio.to_thread(model_problem, model)
+            if problem is not None:
+                return [(False, label, problem)]
+            have.append(f"model {DEFAULT_MODEL.filename} (sha256 checked)")
+    if not todo:
+        return [(True, label, ", ".join(have))]
+    detail = "`tether local setup` would " + " and ".join(todo)
+    if any(step.startswith("build") for step in todo):
+        try:
+            find_toolchain()
+        except LocalSetupError as e:
+            detail += f"; it cannot yet: {e}"
+    if have:
+        detail += f" (there: {', '.join(have)})"
+    return [(None, label, detail + "; needed only for a local model (tether run --local, "
+                                   "tether local serve)")]
 
 
 async def check_mcp_servers(config: Config) -> list[tuple[bool, str, str]]:

@@ -234,7 +234,7 @@ class EventRenderer:
             self._tool_finished(event, pad)
         elif isinstance(event, ev.TrifectaWaived):
             err.print(shown(pad, ("trifecta waived", "yellow"), f" {event.tool} ",
-                            ("(security.trifecta = allow)", "dim")))
+                            ("([security] trifecta = \"allow\")", "dim")))
         elif isinstance(event, ev.TrifectaBlocked):
             err.print(shown(pad, ("⛔ trifecta", "bold red"), f" {event.tool}: {event.reason}"))
         elif isinstance(event, ev.ApprovalDecided):

@@ -245,16 +245,37 @@ def servers_from_config(sections: Sequence[McpSection]) -> list[McpServer]:
                                   "capabilities": widen}
         if s.trusted is not None:
             common["trusted"] = s.trusted
+        s = _expanded(s) if s.expand_env else s
         if s.command is not None:
             servers.append(McpServer.stdio(s.name, s.command, s.args, s.env,
                                            env_passthrough=s.env_passthrough, **common))
         else:
             assert s.url is not None  # McpSection allows exactly one transport
-            servers.append(McpServer.http(s.name, s.url, headers_env=s.headers_env, **common))
+            servers.append(McpServer.http(s.name, s.url, s.headers, headers_env=s.headers_env,
+                                          **common))
     names = [server.name for server in servers]
     if len(set(names)) != len(names):
         raise ConfigError(f"two [[mcp]] servers share a name: {', '.join(names)}")
     return servers
+
+
+def _expanded(s: McpSection) -> McpSection:
+    """``s`` with ``${VAR}`` and ``${VAR:-default}`` read from the environment in its
+    command, args, env, url and headers; an unset variable is a ConfigError naming where."""
+    from tether.config.mcp_json import expand
+
+    whose = f"mcp server {s.name}" + (f" (from {s.source_file})" if s.source_file else "")
+
+    def text(value: str, field: str) -> str:
+        return expand(value, f"{whose}: {field}")
+
+    return s.model_copy(update={
+        "command": text(s.command, "command") if s.command is not None else None,
+        "args": [text(a, f"args[{i}]") for i, a in enumerate(s.args)],
+        "env": {k: text(v, f"env.{k}") for k, v in s.env.items()},
+        "url": text(s.url, "url") if s.url is not None else None,
+        "headers": {k: text(v, f"headers.{k}") for k, v in s.headers.items()},
+    })
 
 
 def _require_sdk() -> None:

@@ -8,17 +8,29 @@ read strictly (UTF-8 TOML, no NUL); the merged result is validated by ``schema.C
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 import tomllib
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from tether.config.mcp_json import import_servers, resolve_files
+from tether.config.mcp_json import named_files as named_mcp_files
 from tether.config.schema import DEFAULTS, Config
 from tether.errors import ConfigError
 from tether.paths import user_config_dir
+
+# Every TETHER_* variable tether itself reads. One that is not here but is spelled like one
+# of them is a typo that would silently do nothing: a ConfigError (other TETHER_* names are
+# left alone: they may be another program's).
+ENV_VARIABLES = ("TETHER_CONFIG", "TETHER_PROVIDER", "TETHER_MODEL", "TETHER_BASE_URL",
+                 "TETHER_MAX_TURNS", "TETHER_PERMISSION_MODE", "TETHER_STORE",
+                 "TETHER_STORE_URL", "TETHER_CACHE_DIR")
 
 
 def user_config_path() -> Path:
@@ -48,6 +60,8 @@ def load_config(
     for source, named in layers:
         if source != "environment":
             own.extend(_named_files(named, workspace))
+    # [[mcp]] file = "...": the servers of that JSON file, as entries of their own.
+    merged["mcp"] = import_servers(merged.get("mcp", []))
     config = _validate(merged, sources)
     return config.model_copy(update={"own_files": [str(p) for p in own]})
 
@@ -64,6 +78,7 @@ def config_layers(
     env = os.environ if env is None else env
     if not _is_dir(Path(workspace)):
         raise ConfigError(f"the workspace {str(workspace)!r} is not a folder (-w / --workspace)")
+    _refuse_misspelt_variables(env)
     user, project = _files(workspace, user_file, env)
     if env.get("TETHER_CONFIG") and not _is_file(user) and str(user) != os.devnull:
         raise ConfigError(f"TETHER_CONFIG names {str(user)!r}, which is not a file; point it "
@@ -74,6 +89,8 @@ def config_layers(
     for path in (user, project):
         if _is_file(path):
             layer = _read_toml(path)
+            # [[mcp]] file = "...": relative to the folder of the file that names it.
+            resolve_files(layer, path.parent)
             layers.append((str(path), layer))
             _merge(merged, layer)
     env_layer = _env_layer(env, merged)
@@ -130,6 +147,7 @@ def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
     store, local, tools = (layer.get(k) for k in ("store", "local", "tools"))
     if isinstance(store, Mapping) and isinstance(store.get("path"), str):
         out.extend(store_files(store["path"]))
+    out.extend(named_mcp_files(layer))
     temporal = layer.get("temporal")
     if isinstance(temporal, Mapping) and isinstance(temporal.get("blob_dir"), str):
         out.append(Path(temporal["blob_dir"]).expanduser())
@@ -242,6 +260,22 @@ def _env_layer(env: Mapping[str, str], merged: dict[str, Any]) -> dict[str, Any]
     return layer
 
 
+def _refuse_misspelt_variables(env: Mapping[str, str]) -> None:
+    """A TETHER_* variable tether does not read, spelled like one it does (TETHER_MODLE),
+    is a ConfigError naming the one it resembles."""
+    names = [v.removeprefix("TETHER_") for v in ENV_VARIABLES]
+    for variable in sorted(env):
+        if not variable.startswith("TETHER_") or variable in ENV_VARIABLES:
+            continue
+        # The part after TETHER_ decides: the shared prefix would make every name look close.
+        close = difflib.get_close_matches(variable.removeprefix("TETHER_"), names, n=1,
+                                          cutoff=0.7)
+        if close:
+            raise ConfigError(f"the environment variable {variable} is not one tether reads: "
+                              f"did you mean TETHER_{close[0]}? (unset {variable}, or set "
+                              f"TETHER_{close[0]} instead)")
+
+
 def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> None:
     """Deep-merge tables; anything else (lists, arrays of tables, scalars) is replaced."""
     for key, value in layer.items():
@@ -259,12 +293,52 @@ def _validate(data: dict[str, Any], sources: list[str]) -> Config:
         for err in e.errors():
             where = ".".join(str(p) for p in err["loc"]) or "(top level)"
             if err["type"] == "extra_forbidden":
-                problems.append(f"unknown key {where}")
+                problems.append(f"unknown key {where}" + _did_you_mean(err["loc"]))
             else:
                 problems.append(f"{where}: {err['msg']}")
         raise ConfigError("invalid configuration (" + ", ".join(sources[1:] or ["defaults"])
                           + "): " + "; ".join(problems)) from None
 
+
+
+def _did_you_mean(loc: tuple[int | str, ...]) -> str:
+    """``: did you mean agent.max_turns?`` for an unknown key whose spelling is close to a
+    valid key at its level (``agent.max_turn``), else nothing."""
+    level = _keys_at(loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), level, n=1, cutoff=0.6) if level else []
+    if not close:
+        return ""
+    return f": did you mean {'.'.join([*map(str, loc[:-1]), close[0]])}?"
+
+
+def _keys_at(path: tuple[int | str, ...]) -> list[str]:
+    """The valid keys of the table at ``path`` in tether.toml (``("agent",)``,
+    ``("providers", "x")``, ``("subagents", 0)``), or [] when it is not a table of
+    known keys."""
+    model: Any = Config
+    steps = list(path)
+    while steps:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return []
+        field = model.model_fields.get(str(steps.pop(0)))
+        if field is None:
+            return []
+        model = field.annotation
+        # Through optional values, and into the values of dicts and the items of lists: a
+        # provider's name or a sub-agent's index is the next step of the path.
+        while True:
+            origin = typing.get_origin(model)
+            args = [a for a in typing.get_args(model) if a is not type(None)]
+            if origin in (typing.Union, types.UnionType) and len(args) == 1:
+                model = args[0]
+            elif origin in (dict, list) and args and steps:
+                model = args[-1]
+                steps.pop(0)
+            else:
+                break
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return [name for name, f in model.model_fields.items() if not f.exclude]
+    return []
 
 
 def _workspace_path(workspace: Path, reference: str) -> str:

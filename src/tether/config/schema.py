@@ -102,6 +102,14 @@ class McpSection(_Strict):
     env_passthrough: list[str] = Field(default_factory=list)
     url: str | None = None
     headers_env: dict[str, str] = Field(default_factory=dict)
+    # Literal header values (a secret is better in headers_env, or as ${VAR} with
+    # expand_env); `tether config show` prints them as ***.
+    headers: dict[str, str] = Field(default_factory=dict)
+    # ${VAR} and ${VAR:-default} in command, args, env, url and headers are read from the
+    # environment when the server is built (servers imported from a JSON file).
+    expand_env: bool = False
+    # The JSON file the server was imported from ([[mcp]] file = ...), for messages.
+    source_file: str | None = None
     prefix_tools: bool = True
     disabled: bool = False
     timeout_secs: float = Field(default=60.0, gt=0)
@@ -115,7 +123,16 @@ class McpSection(_Strict):
         if (self.command is None) == (self.url is None):
             raise ValueError(f"mcp server {self.name!r} needs either command (stdio) or url "
                              f"(streamable HTTP), not both or neither")
+        if self.headers and self.url is None:
+            raise ValueError(f"mcp server {self.name!r}: headers are for a url server")
         return self
+
+    @field_serializer("headers", when_used="json")
+    def _masked_headers(self, headers: dict[str, str]) -> dict[str, str]:
+        # `tether config show` prints the JSON form: a header is often a key. A ${VAR}
+        # reference is shown, it holds no secret.
+        return {k: v if v.startswith("${") and v.endswith("}") else "***"
+                for k, v in headers.items()}
 
 
 class StoreSection(_Strict):

@@ -55,6 +55,10 @@ mark_untrusted_output = true
 # name = "files"
 # command = "python"
 # args = ["-m", "my_mcp_server"]
+# Or every server of a Claude Desktop style file ({"mcpServers": {...}}), untrusted unless
+# trusted = true (docs/mcp.md):
+# [[mcp]]
+# file = "~/.config/Claude/claude_desktop_config.json"
 
 # OpenTelemetry spans and metrics of every run (pip install 'tether[otel]'); `tether run`,
 # `chat` and `batch` export them over OTLP as OTEL_EXPORTER_OTLP_* say (docs/telemetry.md).

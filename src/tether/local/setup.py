@@ -116,6 +116,25 @@ def is_set_up(cache_dir: Path, model: str | Path | None = None) -> bool:
     return server_binary_path(cache_dir).is_file() and model_path.is_file()
 
 
+def model_problem(path: Path, source: ModelSource | None = None) -> str | None:
+    """Why the cached file at ``path`` is not the published model (its size, then its
+    sha256: the whole file is read), or None when it is. ``setup`` fetches a file of the
+    wrong size again, but keeps one of the right size, so a changed file must be deleted."""
+    source = source or DEFAULT_MODEL
+    try:
+        size = path.stat().st_size
+        if size != source.size:
+            return (f"{path} has {size:,} bytes, not {source.size:,}: an unfinished or changed "
+                    f"copy (`tether local setup` fetches it again)")
+        got = _sha256(path)
+    except OSError as e:
+        return f"cannot read {path}: {e}"
+    if got != source.sha256:
+        return (f"{path} is not the published model (sha256 {got}, expected {source.sha256}): "
+                f"delete it and run `tether local setup` to fetch it again")
+    return None
+
+
 # --- progress --------------------------------------------------------------------------------
 
 

@@ -26,6 +26,7 @@ from tether.store.base import (
     SessionStore,
     StoreError,
     new_session_id,
+    search_text,
 )
 from tether.store.default import default_store_url, open_store
 from tether.store.session import Session
@@ -53,4 +54,5 @@ __all__ = [
     "migrate",
     "new_session_id",
     "open_store",
+    "search_text",
 ]

@@ -47,6 +47,9 @@ class SessionInfo:
     taint: Taint = CLEAN
     last_stop: str | None = None
     paused: bool = False
+    # A `tether batch` item's session: the batch's id and the item's (else empty).
+    batch: str = ""
+    batch_item: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +100,12 @@ class SessionStore(Protocol):
 
     def events(self, session_id: str, run_id: str | None = None) -> list[dict[str, Any]]: ...
 
-    def list(self, limit: int = 50) -> list[SessionInfo]:
-        """Sessions, most recently updated first."""
+    def list(self, limit: int = 50, *, text: str | None = None, model: str | None = None,
+             batch: str | None = None) -> list[SessionInfo]:
+        """Sessions, most recently updated first. ``text``: only those with a message that
+        holds it, case-insensitively (a prompt, an answer, a tool call's name or
+        arguments, a tool's result: ``search_text``); ``model``: only those of this model
+        (``MODEL`` or ``PROVIDER:MODEL``); ``batch``: only the items of this batch."""
 
     def delete(self, session_id: str) -> bool: ...
 
@@ -108,3 +115,34 @@ class SessionStore(Protocol):
 
 def new_session_id() -> str:
     return uuid.uuid4().hex[:12]
+
+
+def search_text(message: dict[str, Any]) -> str:
+    """What ``list(text=...)`` searches in a stored message: its text, its tool calls' names
+    and arguments, its tool results' names and content (the data an untrusted result
+    wraps, not the notice written for the model), one part a line, case-folded. Kept beside
+    the message, so a store finds it with a plain substring match (``instr``, ``strpos``),
+    the same in every database."""
+    from tether.trust import untrusted_content
+
+    lines: list[str] = []
+    parts = message.get("parts")
+    for part in parts if isinstance(parts, list) else ():
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("kind")
+        if kind == "text":
+            lines.append(str(part.get("text", "")))
+        elif kind == "tool_call":
+            lines.append(f"{part.get('name', '')} {part.get('arguments', '')}")
+        elif kind == "tool_result":
+            content = str(part.get("content", ""))
+            if part.get("trust") == "untrusted":
+                content = untrusted_content(content) or content
+            lines.append(f"{part.get('name', '')} {content}")
+    return fold("\n".join(lines))
+
+
+def fold(text: str) -> str:
+    """Text as searched: case-folded (``"Straße"`` finds ``"STRASSE"``)."""
+    return text.casefold()

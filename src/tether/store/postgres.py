@@ -50,6 +50,8 @@ from tether.store.base import (
     SessionNotFound,
     SessionRecord,
     StoreError,
+    fold,
+    search_text,
 )
 from tether.textrepair import repair
 from tether.trust import Taint
@@ -62,9 +64,34 @@ T = TypeVar("T")
 
 SCHEMES = ("postgresql://", "postgres://")
 
-# Each entry upgrades the schema by one version (tether.schema_version counts them). The
+
+
+def _fill_search(conn: psycopg.Connection[Any], chunk: int = 500) -> None:
+    """v3: the search text of every message stored before there was one, a chunk of
+    messages at a time (a large database is never read whole into memory)."""
+    after: tuple[str, int] = ("", -1)
+    while rows := conn.execute(
+            "SELECT session_id, seq, message FROM tether.messages WHERE (session_id, seq) > "
+            "(%s, %s) ORDER BY session_id, seq LIMIT %s", (*after, chunk)).fetchall():
+        with conn.cursor() as cur:
+            cur.executemany("UPDATE tether.messages SET search = %s WHERE session_id = %s AND "
+                            "seq = %s",
+                            [(_text(_search(raw)), sid, seq) for sid, seq, raw in rows])
+        after = (rows[-1][0], rows[-1][1])
+
+
+def _search(raw: str) -> str:
+    try:
+        message = json.loads(raw)
+    except ValueError:
+        return ""
+    return search_text(message) if isinstance(message, dict) else ""
+
+
+# Each entry upgrades the schema by one version (tether.schema_version counts them): SQL
+# statements, or a function of the connection where Python computes what is written. The
 # versions mean what the SQLite store's do. Never edit a released entry: add one.
-MIGRATIONS: list[tuple[str, ...]] = [
+MIGRATIONS: list[tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = [
     # v1: sessions, their messages, events, taint timeline and run outcomes.
     (
         # Only when missing: CREATE SCHEMA needs the CREATE privilege on the database even
@@ -131,6 +158,15 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "CREATE INDEX taint_by_session ON tether.taint (session_id)",
         "CREATE INDEX outcomes_by_session ON tether.outcomes (session_id, id)",
         "CREATE INDEX sessions_by_updated ON tether.sessions (updated DESC, id)",
+    ),
+    # v3: `tether logs -q TEXT` searches each message's search text (base.search_text);
+    # a `tether batch` item's session names its batch and item.
+    (
+        "ALTER TABLE tether.messages ADD COLUMN search TEXT NOT NULL DEFAULT ''",
+        _fill_search,
+        "ALTER TABLE tether.sessions ADD COLUMN batch TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE tether.sessions ADD COLUMN batch_item TEXT NOT NULL DEFAULT ''",
+        "CREATE INDEX sessions_by_batch ON tether.sessions (batch) WHERE batch <> ''",
     ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -280,11 +316,12 @@ class PostgresStore:
             try:
                 conn.execute(
                     "INSERT INTO tether.sessions (id, created, updated, provider, model, "
-                    "workspace, title, private, untrusted) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    "workspace, title, private, untrusted, batch, batch_item) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     (_key(info.id), info.created, info.updated, _text(info.provider),
                      _text(info.model), _text(info.workspace), _text(info.title),
-                     info.taint.private, info.taint.untrusted))
+                     info.taint.private, info.taint.untrusted, _text(info.batch),
+                     _text(info.batch_item)))
             except errors.UniqueViolation:
                 raise SessionConflict(f"a session with id {info.id!r} already exists") from None
 
@@ -295,6 +332,7 @@ class PostgresStore:
         from psycopg import errors
 
         now = time.time()
+        searched = _text(search_text(message))
 
         def write(conn: psycopg.Connection[Any]) -> None:
             # One statement: the session row is locked and touched, then the position
@@ -303,10 +341,12 @@ class PostgresStore:
             try:
                 cur = conn.execute(
                     f"WITH s AS ({_TOUCH}) INSERT INTO tether.messages (session_id, seq, role, "
-                    f"message, private, untrusted, created) SELECT s.id, %(seq)s, %(role)s, "
-                    f"%(message)s, %(private)s, %(untrusted)s, %(now)s FROM s",
+                    f"message, private, untrusted, created, search) SELECT s.id, %(seq)s, "
+                    f"%(role)s, %(message)s, %(private)s, %(untrusted)s, %(now)s, %(search)s "
+                    f"FROM s",
                     {**_touch_params(session_id, now, taint), "seq": seq,
-                     "role": _text(str(message.get("role", ""))), "message": _dumps(message)})
+                     "role": _text(str(message.get("role", ""))), "message": _dumps(message),
+                     "search": searched})
             except errors.UniqueViolation:
                 raise SessionConflict(
                     f"session {session_id}: message {seq} was already written by another "
@@ -437,11 +477,25 @@ class PostgresStore:
             raise self._missing(session_id)
         return [{"run_id": r, **json.loads(e)} for r, e in rows if e is not None]
 
-    def list(self, limit: int = 50) -> list[SessionInfo]:
+    def list(self, limit: int = 50, *, text: str | None = None, model: str | None = None,
+             batch: str | None = None) -> list[SessionInfo]:
+        where, params = ["TRUE"], []
+        if model is not None:
+            where.append("(s.model = %s OR s.provider || ':' || s.model = %s)")
+            params += [_text(model), _text(model)]
+        if batch is not None:
+            where.append("s.batch = %s")
+            params.append(_text(batch))
+        if text is not None:
+            # strpos: a plain substring (LIKE would read % and _ as patterns).
+            where.append("EXISTS (SELECT 1 FROM tether.messages m WHERE m.session_id = s.id "
+                         "AND strpos(m.search, %s) > 0)")
+            params.append(_text(fold(text)))
         with self._connection() as conn:
             rows = conn.execute(f"SELECT {_INFO} FROM tether.sessions s "
+                                f"WHERE {' AND '.join(where)} "
                                 f"ORDER BY s.updated DESC, s.id LIMIT %s",
-                                (limit if limit >= 0 else None,)).fetchall()
+                                (*params, limit if limit >= 0 else None)).fetchall()
         return [_info(r) for r in rows]
 
     def _missing(self, session_id: str) -> SessionNotFound:
@@ -497,13 +551,15 @@ _INFO = ("s.id, s.created, s.updated, s.provider, s.model, s.workspace, s.title,
          "(SELECT COUNT(*) FROM tether.messages m WHERE m.session_id = s.id), "
          "(SELECT o.stop_cause FROM tether.outcomes o WHERE o.session_id = s.id "
          " ORDER BY o.id DESC LIMIT 1), "
-         "EXISTS (SELECT 1 FROM tether.pending p WHERE p.session_id = s.id)")
-_INFO_COLUMNS = 12
+         "EXISTS (SELECT 1 FROM tether.pending p WHERE p.session_id = s.id), "
+         "s.batch, s.batch_item")
+_INFO_COLUMNS = 14
 
 
 def _info(row: Sequence[Any]) -> SessionInfo:
     return SessionInfo(row[0], row[1], row[2], row[3], row[4], row[5], row[6], int(row[9]),
-                       Taint(bool(row[7]), bool(row[8])), row[10], bool(row[11]))
+                       Taint(bool(row[7]), bool(row[8])), row[10], bool(row[11]), row[12],
+                       row[13])
 
 
 # --- schema -----------------------------------------------------------------------------------
@@ -527,8 +583,11 @@ def migrate(conn: psycopg.Connection[Any], target: int = SCHEMA_VERSION) -> int:
             found = _schema_version(conn)  # another process may have got there first
             _refuse_newer(found)
             for version in range(found, target):
-                for statement in MIGRATIONS[version]:
-                    conn.execute(statement)
+                for step in MIGRATIONS[version]:
+                    if isinstance(step, str):
+                        conn.execute(step)
+                    else:
+                        step(conn)
                 conn.execute("UPDATE tether.schema_version SET version = %s", (version + 1,))
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))

@@ -48,13 +48,15 @@ class Session:
 
     @classmethod
     def create(cls, store: SessionStore | None = None, *, provider: str = "", model: str = "",
-               workspace: str | Path = "", title: str = "", id: str | None = None) -> Session:
-        """A new, empty session (``id`` defaults to 12 random hex digits)."""
+               workspace: str | Path = "", title: str = "", id: str | None = None,
+               batch: str = "", batch_item: str = "") -> Session:
+        """A new, empty session (``id`` defaults to 12 random hex digits). ``batch`` and
+        ``batch_item`` tag a batch item's session (``tether logs --batch ID``)."""
         store = store if store is not None else open_store()
         now = time.time()
         where = str(Path(workspace).resolve()) if str(workspace) else ""
         info = SessionInfo(id or new_session_id(), now, now, provider, model, where,
-                           " ".join(title.split())[:200])
+                           " ".join(title.split())[:200], batch=batch, batch_item=batch_item)
         store.create_session(info)
         return cls(store, SessionRecord(info, [], CLEAN))
 

@@ -24,15 +24,40 @@ from tether.store.base import (
     SessionNotFound,
     SessionRecord,
     StoreError,
+    fold,
+    search_text,
 )
 from tether.textrepair import repair
 from tether.trust import Taint
 
 T = TypeVar("T")
 
-# Each entry upgrades the schema by one version (PRAGMA user_version counts them). Never
+
+
+def _fill_search(conn: sqlite3.Connection, chunk: int = 500) -> None:
+    """v3: the search text of every message stored before there was one, a chunk of
+    messages at a time (a large store is never read whole into memory)."""
+    after: tuple[str, int] = ("", -1)
+    while rows := conn.execute(
+            "SELECT session_id, seq, message FROM messages WHERE (session_id, seq) > (?, ?) "
+            "ORDER BY session_id, seq LIMIT ?", (*after, chunk)).fetchall():
+        conn.executemany("UPDATE messages SET search = ? WHERE session_id = ? AND seq = ?",
+                         [(_text(_search(raw)), sid, seq) for sid, seq, raw in rows])
+        after = (rows[-1][0], rows[-1][1])
+
+
+def _search(raw: str) -> str:
+    try:
+        message = json.loads(raw)
+    except ValueError:
+        return ""
+    return search_text(message) if isinstance(message, dict) else ""
+
+
+# Each entry upgrades the schema by one version (PRAGMA user_version counts them): SQL
+# statements, or a function of the connection where Python computes what is written. Never
 # edit a released entry: add one.
-MIGRATIONS: list[tuple[str, ...]] = [
+MIGRATIONS: list[tuple[str | Callable[[sqlite3.Connection], None], ...]] = [
     # v1: sessions, their messages, events, taint timeline and run outcomes.
     (
         """CREATE TABLE sessions (
@@ -91,6 +116,15 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "CREATE INDEX taint_by_session ON taint (session_id)",
         "CREATE INDEX outcomes_by_session ON outcomes (session_id, id)",
     ),
+    # v3: `tether logs -q TEXT` searches each message's search text (base.search_text);
+    # a `tether batch` item's session names its batch and item.
+    (
+        "ALTER TABLE messages ADD COLUMN search TEXT NOT NULL DEFAULT ''",
+        _fill_search,
+        "ALTER TABLE sessions ADD COLUMN batch TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN batch_item TEXT NOT NULL DEFAULT ''",
+        "CREATE INDEX sessions_by_batch ON sessions (batch) WHERE batch != ''",
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -120,8 +154,11 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
             if _user_version(conn) != version:  # another process got there first
                 conn.execute("ROLLBACK")
                 continue
-            for statement in MIGRATIONS[version]:
-                conn.execute(statement)
+            for step in MIGRATIONS[version]:
+                if isinstance(step, str):
+                    conn.execute(step)
+                else:
+                    step(conn)
             conn.execute(f"PRAGMA user_version = {version + 1}")
             conn.execute("COMMIT")
         except BaseException:
@@ -257,10 +294,12 @@ class SQLiteStore:
             try:
                 conn.execute(
                     "INSERT INTO sessions (id, created, updated, provider, model, workspace, "
-                    "title, private, untrusted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "title, private, untrusted, batch, batch_item) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (_text(info.id), info.created, info.updated, _text(info.provider),
                      _text(info.model), _text(info.workspace), _text(info.title),
-                     info.taint.private, info.taint.untrusted))
+                     info.taint.private, info.taint.untrusted, _text(info.batch),
+                     _text(info.batch_item)))
             except sqlite3.IntegrityError:
                 raise SessionConflict(f"a session with id {info.id!r} already exists") from None
 
@@ -269,15 +308,16 @@ class SQLiteStore:
     def append_message(self, session_id: str, seq: int, message: dict[str, Any],
                        taint: Taint) -> None:
         now = time.time()
+        searched = _text(search_text(message))
 
         def write(conn: sqlite3.Connection) -> None:
             self._touch(conn, session_id, now, taint)
             try:
                 conn.execute(
                     "INSERT INTO messages (session_id, seq, role, message, private, untrusted, "
-                    "created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "created, search) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (session_id, seq, str(message.get("role", "")), _dumps(message),
-                     taint.private, taint.untrusted, now))
+                     taint.private, taint.untrusted, now, searched))
             except sqlite3.IntegrityError:
                 raise SessionConflict(
                     f"session {session_id}: message {seq} was already written by another "
@@ -392,10 +432,25 @@ class SQLiteStore:
 
         return self._read(read)
 
-    def list(self, limit: int = 50) -> list[SessionInfo]:
+    def list(self, limit: int = 50, *, text: str | None = None, model: str | None = None,
+             batch: str | None = None) -> list[SessionInfo]:
+        where, params = ["1"], []
+        if model is not None:
+            where.append("(s.model = ? OR s.provider || ':' || s.model = ?)")
+            params += [_text(model), _text(model)]
+        if batch is not None:
+            where.append("s.batch = ?")
+            params.append(_text(batch))
+        if text is not None:
+            # instr: a plain substring (LIKE would read % and _ as patterns).
+            where.append("EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id AND "
+                         "instr(m.search, ?) > 0)")
+            params.append(_text(fold(text)))
+
         def read(conn: sqlite3.Connection) -> list[SessionInfo]:
             ids = [r[0] for r in conn.execute(
-                "SELECT id FROM sessions ORDER BY updated DESC, id LIMIT ?", (limit,))]
+                f"SELECT s.id FROM sessions s WHERE {' AND '.join(where)} "
+                f"ORDER BY s.updated DESC, s.id LIMIT ?", (*params, limit))]
             return [self._info(conn, i) for i in ids]
 
         return self._read(read)
@@ -406,13 +461,14 @@ class SQLiteStore:
             "(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), "
             "(SELECT stop_cause FROM outcomes o WHERE o.session_id = s.id "
             " ORDER BY o.id DESC LIMIT 1), "
-            "EXISTS (SELECT 1 FROM pending p WHERE p.session_id = s.id) "
+            "EXISTS (SELECT 1 FROM pending p WHERE p.session_id = s.id), batch, batch_item "
             "FROM sessions s WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(f"no session {session_id!r} in {self.path} "
                                   f"(`tether sessions list` shows them)")
         return SessionInfo(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[9],
-                           Taint(bool(row[7]), bool(row[8])), row[10], bool(row[11]))
+                           Taint(bool(row[7]), bool(row[8])), row[10], bool(row[11]), row[12],
+                           row[13])
 
     def close(self) -> None:
         with self._lock:

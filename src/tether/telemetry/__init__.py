@@ -50,8 +50,8 @@ def instrumentation(value: bool | Instrumentation) -> Instrumentation:
         raise ConfigError(f"instrument must be True, False or an Instrumentation, not "
                           f"{type(value).__name__}")
     if importlib.util.find_spec("opentelemetry.trace") is None:
-        raise ConfigError("instrument=True needs the OpenTelemetry API: "
-                          "pip install 'tether[otel]'")
+        raise ConfigError("tracing (--otel, [telemetry] enabled, or instrument=True) needs "
+                          "the OpenTelemetry API: pip install 'tether[otel]'")
     return settings
 
 
