@@ -39,9 +39,11 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=_at_least_one, metavar="N",
                    help="the run's output token budget (max_output_tokens)")
     p.add_argument("--yes", "-y", action="store_true",
-                   help="allow tools that need approval without asking (permission_mode=allow)")
+                   help="allow tools that need approval without asking ([tools] "
+                        "permission_mode = \"allow\")")
     p.add_argument("--read-only", action="store_true",
-                   help="only tools that change nothing may run (permission_mode=read-only)")
+                   help="only tools that change nothing may run ([tools] permission_mode = "
+                        "\"read-only\")")
     p.add_argument("--otel", action="store_true",
                    help="trace the runs with OpenTelemetry, exported over OTLP as the "
                         "OTEL_EXPORTER_OTLP_* variables say (needs opentelemetry-sdk and an "
@@ -216,6 +218,11 @@ def graceful_interrupt() -> Iterator[asyncio.Event]:
 
     def first_press() -> None:
         interrupt.set()
+        from tether.cli.render import stderr_console
+
+        console = stderr_console()
+        if console.is_terminal:
+            console.print()  # off the line the terminal echoed ^C on (a prompt, an answer)
         error("interrupting (Ctrl-C again to abort now)")
         loop.remove_signal_handler(signal.SIGINT)  # the next press raises KeyboardInterrupt
 
