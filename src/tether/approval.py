@@ -198,8 +198,12 @@ class ConsoleApprover:
 
         console: Console = self._console or Console(stderr=True)
         current = _current_text(self.workspace, request)
-        console.print(Panel(approval_text(request, current=current), title="Approval needed",
-                            border_style="yellow"))
+        text = approval_text(request, current=current)
+        if console.is_terminal:
+            console.print(Panel(text, title="Approval needed", border_style="yellow"))
+        else:  # a log or a pipe: the same lines, none wrapped at a made-up width
+            console.print(Text("Approval needed:", style="yellow"), soft_wrap=True)
+            console.print(text, soft_wrap=True)
         choices = ["y", "a", "n"] if request.can_cache else ["y", "n"]
         question = ("Allow? y=once" + (", a=always this session" if request.can_cache else "")
                     + ", n=deny (n REASON tells the model why)")

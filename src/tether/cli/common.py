@@ -50,6 +50,48 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                         "OTLP exporter)")
 
 
+# --- lists: one rule for every command that lists (sessions list, logs) --------------------
+
+ALL = 1_000_000_000  # "no limit", as a number a store's LIMIT takes
+
+
+def add_limit_flag(p: argparse.ArgumentParser, default: int, what: str) -> None:
+    """``-n N`` / ``--limit N``: how many ``what`` to list, 0 for all."""
+    p.add_argument("-n", "--limit", dest="limit", type=list_limit, default=default,
+                   metavar="N", help=f"how many {what} ({default}; 0 for all)")
+
+
+def list_limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number is needed, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (all) or more, not {value}")
+    return value
+
+
+def fetch_count(limit: int) -> int:
+    """How many to read for ``limit``: one more than shown, to know whether more exist."""
+    return limit + 1 if limit else ALL
+
+
+def shown_of(items: list[Any], limit: int) -> tuple[list[Any], bool]:
+    """The first ``limit`` of ``items`` (read with ``fetch_count``), and whether there were
+    more; printing the list, say so with ``say_more``."""
+    if limit and len(items) > limit:
+        return items[:limit], True
+    return items, False
+
+
+def say_more(shown: int) -> None:
+    """The line (on stderr: the list on stdout stays data) saying a list was cut."""
+    from tether.cli.render import stderr_console
+    from tether.display import shown as styled
+
+    stderr_console().print(styled((f"{shown} shown; more are stored (-n 0 lists all)", "dim")))
+
+
 def _at_least_one(text: str) -> int:
     try:
         value = int(text)

@@ -16,29 +16,21 @@ from tether.cli.common import EXIT_OK
 
 def add_cli(sub: Any) -> None:
     """Register ``tether logs``."""
+    from tether.cli.common import add_limit_flag
+
     p = sub.add_parser("logs", help="the recent runs: prompt, answer, how each stopped")
-    p.add_argument("-n", "--count", type=_count, default=10, metavar="N",
-                   help="how many (10; 0 for all)")
+    add_limit_flag(p, 10, "runs")
     p.add_argument("--json", action="store_true", help="the entries as JSON")
     p.set_defaults(handler=cmd_logs)
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a whole number is needed, not {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (all) or more, not {value}")
-    return value
-
-
 def entries(store: Any, count: int) -> list[dict[str, Any]]:
-    """The latest ``count`` sessions' latest runs, most recent first."""
+    """The latest ``count`` sessions' latest runs, most recent first (0: all)."""
+    from tether.cli.common import ALL
     from tether.messages import message_from_dict
 
     out = []
-    for info in store.list(limit=count if count > 0 else 1_000_000_000):
+    for info in store.list(limit=count if count > 0 else ALL):
         record = store.load(info.id)
         prompts = [m for m in (message_from_dict(d) for d in record.messages)
                    if m.role == "user" and m.text.strip()]
@@ -57,13 +49,17 @@ def entries(store: Any, count: int) -> list[dict[str, Any]]:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    from tether.cli.common import fetch_count, say_more, shown_of
+    from tether.cli.render import excerpt
     from tether.cli.sessions import store_for, where
-    from tether.display import json_dumps, literal, one_line
+    from tether.display import json_dumps, literal
 
     store = store_for(args.workspace)
-    logged = entries(store, args.count)
+    logged, more = shown_of(entries(store, fetch_count(args.limit)), args.limit)
     if args.json:
         print(json_dumps(logged, indent=2))
+        if more:
+            say_more(len(logged))
         return EXIT_OK
     if not logged:
         print(literal(f"no runs logged in {where(store)}"))
@@ -75,10 +71,12 @@ def cmd_logs(args: argparse.Namespace) -> int:
         when = entry["time"].replace("T", " ")
         # Plain lines, never wrapped or styled: prompts, answers and ids came from outside.
         print(literal(f"{entry['id']}  {when}  {model}  {entry['stop_cause']}"))
-        print(f"  > {one_line(entry['prompt'], 300)}")
+        print(f"  > {excerpt(entry['prompt'], 300)}")
         answer = entry["answer"] or (f"(error: {entry['error']})" if entry["error"] else "")
         if answer:
-            print(f"  {one_line(answer, 300)}")
+            print(f"  {excerpt(answer, 300)}")
+    if more:
+        say_more(len(logged))
     return EXIT_OK
 
 

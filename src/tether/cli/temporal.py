@@ -189,7 +189,7 @@ async def batch_on_temporal(args: argparse.Namespace, items: list[Any],
     client = await connect(cfg.temporal)
     return await run_batch(client, items, task_queue=cfg.temporal.task_queue, out=args.out,
                            resume=args.resume, concurrency=args.concurrency,
-                           limit=args.limit, batch_id=getattr(args, "batch_id", None),
+                           limit=args.limit or None, batch_id=getattr(args, "batch_id", None),
                            overrides=given, ask=bool(getattr(args, "wait_for_approvals", False)),
                            on_progress=view)
 

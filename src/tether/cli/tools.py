@@ -20,7 +20,6 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 async def _tools(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     agent, _ = make_agent(args, approver=None)
@@ -43,6 +42,7 @@ async def _tools(args: argparse.Namespace) -> int:
 
         print(json_dumps(rows, indent=2))
         return EXIT_OK
+    from tether.cli.render import print_table
     from tether.display import plain
 
     table = Table(title="tools")
@@ -55,5 +55,5 @@ async def _tools(args: argparse.Namespace) -> int:
         table.add_row(plain(r["name"]), plain(r["title"]), plain(source),
                       plain(", ".join(r["capabilities"]) or "-"),
                       "yes" if r["needs_approval"] else "no", "yes" if r["read_only"] else "no")
-    Console().print(table)
+    print_table(table)
     return EXIT_OK
