@@ -51,16 +51,16 @@ async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) ->
         from tether.cli.temporal import batch_on_temporal
 
         return await batch_on_temporal(args, items, view)
-    from tether.cli.common import make_agent, telemetry_export
+    from tether.cli.common import local_serving, make_agent, telemetry_export
 
-    # Unattended: nobody to ask, so `ask` refuses gated calls (unless --yes).
-    agent, cfg = make_agent(args, approver=None)
-    with telemetry_export(cfg):
-        async with agent:
-            return await run_batch(agent, items, concurrency=args.concurrency,
-                                   limit=args.limit or None, out=args.out,
-                                   resume=args.resume,
-                                   on_progress=view)
+    async with local_serving(args):
+        # Unattended: nobody to ask, so `ask` refuses gated calls (unless --yes).
+        agent, cfg = make_agent(args, approver=None)
+        with telemetry_export(cfg):
+            async with agent:
+                return await run_batch(agent, items, concurrency=args.concurrency,
+                                       limit=args.limit or None, out=args.out,
+                                       resume=args.resume, on_progress=view)
 
 
 def _tokens(usage: Usage) -> str:

@@ -9,7 +9,7 @@ import contextlib
 import copy
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from tether.errors import ConfigError
@@ -48,6 +48,15 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="trace the runs with OpenTelemetry, exported over OTLP as the "
                         "OTEL_EXPORTER_OTLP_* variables say (needs opentelemetry-sdk and an "
                         "OTLP exporter)")
+    add_local_flag(p)
+    from tether.cli.selection import add_tool_flags
+
+    add_tool_flags(p)
+
+
+def add_local_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--local", action="store_true",
+                   help="use a local llama-server, setting it up and starting it if needed")
 
 
 # --- lists: one rule for every command that lists (sessions list, logs) --------------------
@@ -123,7 +132,7 @@ def error(message: str) -> None:
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
-    # `run --local` (tether.local.serving_for_run) points the local provider at its server.
+    # `--local` (tether.cli.local.serving_for_run) points the local provider at its server.
     out: dict[str, Any] = copy.deepcopy(getattr(args, "local_config", None) or {})
     provider, model = getattr(args, "provider", None), getattr(args, "model", None)
     if provider or model:
@@ -162,6 +171,9 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         out.setdefault("tools", {})["permission_mode"] = "read-only"
     if getattr(args, "otel", False):
         out.setdefault("telemetry", {})["enabled"] = True
+    from tether.cli.selection import tool_overrides
+
+    tool_overrides(args, out)  # last: --no-tools wins over --local's tool list
     return out
 
 
@@ -180,7 +192,25 @@ def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]
 
         agent_kwargs["approver"] = ConsoleApprover(workspace=workspace_of(args, cfg))
     agent = agent_from_config(args.workspace, config=cfg, **agent_kwargs)
+    if getattr(args, "only_tools", None):
+        from tether.cli.selection import offer_only
+
+        agent = offer_only(agent, args.only_tools)
     return agent, cfg
+
+
+@contextlib.asynccontextmanager
+async def local_serving(args: argparse.Namespace) -> AsyncIterator[None]:
+    """While a command runs with ``--local``: a local llama-server (the one answering on
+    the local port, else set up and started, stopped at the end), and the configuration
+    layer pointing the ``local`` provider at it; nothing without ``--local``."""
+    if not getattr(args, "local", False):
+        yield
+        return
+    from tether.cli.local import serving_for_run
+
+    async with serving_for_run(args):
+        yield
 
 
 def telemetry_export(cfg: Any) -> contextlib.AbstractContextManager[None]:

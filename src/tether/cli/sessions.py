@@ -103,7 +103,8 @@ def prefer_session_provider(args: argparse.Namespace, store: SessionStore) -> No
     from tether.config import load_config
     from tether.store import SessionNotFound
 
-    if getattr(args, "provider", None) or not getattr(args, "session_id", None):
+    if getattr(args, "provider", None) or getattr(args, "local", False) \
+            or not getattr(args, "session_id", None):
         return
     try:
         provider = store.load(args.session_id).info.provider
@@ -348,8 +349,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 async def _resume(args: argparse.Namespace) -> int:
     from tether.approval import Decision
-    from tether.cli.common import exit_code, make_agent, telemetry_export
-    from tether.cli.render import EventRenderer
+    from tether.cli.common import local_serving, make_agent
     from tether.display import literal
     from tether.store import Session
 
@@ -378,7 +378,16 @@ async def _resume(args: argparse.Namespace) -> int:
                             f"{', '.join(c.call_id for c in undecided)}: pass --allow CALL_ID "
                             f"or --deny CALL_ID (nobody is at a terminal to ask)")
 
-    agent, cfg = make_agent(args)
+    async with local_serving(args):
+        agent, cfg = make_agent(args)
+        return await _resumed(args, agent, cfg, session, pending, decisions)
+
+
+async def _resumed(args: argparse.Namespace, agent: Agent, cfg: Any, session: Session,
+                   pending: Any, decisions: dict[PendingCall, Decision]) -> int:
+    from tether.cli.common import exit_code, telemetry_export
+    from tether.cli.render import EventRenderer
+
     renderer = EventRenderer(show_text=not args.json)
     session.listeners.append(renderer)
     result: RunResult | None = None
