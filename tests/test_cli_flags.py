@@ -295,3 +295,16 @@ def test_the_short_form_splits_on_newlines_when_there_are_some() -> None:
         "title": {"type": "string", "description": "the title, in full"},
         "year": {"type": "integer", "description": "when, roughly"}}
     assert schema["required"] == ["title", "year"]
+
+
+def test_a_refusal_names_the_flag_not_a_python_keyword(tmp_path: Path,
+                                                      server: LoopbackServer) -> None:
+    server.queue(tool_call("write_file", {"path": "x.txt", "content": "x"}), answer("Ok."))
+    ws = workspace(tmp_path, server.url + "/v1")
+    out = tether(ws, "run", "-T", "write_file", "write x")  # nobody at a terminal to ask
+    assert out.returncode == 2, out.stderr
+    told = server.requests[1].body["messages"][-1]["content"]
+    assert "--yes" in told and 'permission_mode = "allow"' in told
+    assert 'permission_mode="allow"' not in told
+    helped = " ".join(tether(ws, "run", "--help").stdout.split())
+    assert '[tools] permission_mode = "allow"' in helped and "permission_mode=" not in helped

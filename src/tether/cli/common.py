@@ -37,7 +37,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                         "([agent] context)")
     p.add_argument("--temperature", type=_temperature, metavar="T", help="sampling temperature")
     p.add_argument("--max-tokens", type=_at_least_one, metavar="N",
-                   help="the run's output token budget (max_output_tokens)")
+                   help="the run's output token budget ([agent] max_output_tokens)")
     p.add_argument("--yes", "-y", action="store_true",
                    help="allow tools that need approval without asking ([tools] "
                         "permission_mode = \"allow\")")
