@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigError
-from tether.tools import ManagedToolset, Tool, Toolset, collect_tools
+
+if TYPE_CHECKING:  # tether.tools is imported when a selection is made, not to parse flags
+    from tether.tools import ManagedToolset, Tool, Toolset
 
 
 def add_tool_flags(p: argparse.ArgumentParser) -> None:
@@ -95,6 +97,8 @@ class Selected:
         self._started = False
 
     def tools(self) -> list[Tool]:
+        from tether.tools import collect_tools
+
         found, _ = collect_tools(self.sources)
         return [found[n] for n in self.names if n in found]
 
@@ -110,6 +114,8 @@ class Selected:
             await self.aclose()
             raise failed[0]
         notices = [n for o in outcomes if o and not isinstance(o, BaseException) for n in o]
+        from tether.tools import collect_tools
+
         found, _ = collect_tools(self.sources)
         unknown = [n for n in self.names if n not in found]
         if unknown:
@@ -126,6 +132,8 @@ class Selected:
 
 def _servers(sources: Iterable[Tool | Toolset]) -> list[ManagedToolset]:
     """The toolsets among ``sources`` that are started and closed (MCP servers)."""
+    from tether.tools import ManagedToolset, Tool
+
     return [s for s in sources if not isinstance(s, Tool) and isinstance(s, ManagedToolset)]
 
 
