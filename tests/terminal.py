@@ -1,5 +1,9 @@
 """A `tether` child process on a pseudo-terminal, for what only a terminal shows (the
-spinner, Markdown, Ctrl-C at the prompt): what it writes is read until a marker appears."""
+spinner, Markdown, Ctrl-C at the prompt): what it writes is read until a marker appears.
+
+The terminal is the child's controlling terminal, the child a session of its own in the
+terminal's foreground, so keys typed there act as they do for a person: ``press(b"\\x03")``
+is a Ctrl-C (the terminal sends SIGINT, echoes ``^C`` and drops the line being typed)."""
 
 from __future__ import annotations
 
@@ -11,6 +15,13 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+_TAKE_TERMINAL = """
+import fcntl, runpy, sys, termios
+fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+sys.argv[0] = "tether"
+runpy.run_module("tether.cli", run_name="__main__", alter_sys=True)
+"""
+
 
 class Terminal:
     """``python -m tether.cli ARGS`` with its stdin, stdout and stderr on one terminal."""
@@ -19,17 +30,26 @@ class Terminal:
                  wait: float = 60.0) -> None:
         self.wait = wait
         self.screen = b""
+        self._after = 0  # where the next marker is looked for
         self._primary, secondary = pty.openpty()
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "tether.cli", *args],
+            # A new session (setsid, done by subprocess in C) that takes the terminal as its
+            # controlling one before tether starts.
+            self.proc = subprocess.Popen([sys.executable, "-c", _TAKE_TERMINAL, *args],
                                          stdin=secondary, stdout=secondary, stderr=secondary,
-                                         env=dict(env), cwd=cwd, close_fds=True)
+                                         env=dict(env), cwd=cwd, close_fds=True,
+                                         start_new_session=True)
         finally:
             os.close(secondary)
 
+    def press(self, keys: bytes) -> None:
+        """Type ``keys`` at the terminal (``b"y\\r"``, ``b"\\x03"`` for Ctrl-C)."""
+        os.write(self._primary, keys)
+
     def read_until(self, marker: bytes | None) -> None:
-        """Read until ``marker`` is on the screen (None: until the terminal closes)."""
-        while marker is None or marker not in self.screen:
+        """Read until ``marker`` is on the screen after the previous marker found (None:
+        until the terminal closes), so waiting for a prompt twice waits for the second."""
+        while marker is None or marker not in self.screen[self._after:]:
             ready, _, _ = select.select([self._primary], [], [], self.wait)
             assert ready, f"waited for {marker!r}: {self.text}"
             try:
@@ -39,6 +59,8 @@ class Terminal:
             if not data:
                 return
             self.screen += data
+        if marker is not None:
+            self._after = self.screen.index(marker, self._after) + len(marker)
 
     @property
     def text(self) -> str:

@@ -371,6 +371,89 @@ async def test_an_interrupt_abandons_a_model_answer_in_progress() -> None:
     assert [m.role for m in result.conversation.messages] == ["user"]  # partial answer dropped
 
 
+async def test_an_interrupt_while_the_approver_is_asked_denies_the_call_and_stops_the_run(
+) -> None:
+    from tether.approval import ApprovalRequest, Decision
+
+    interrupt, asked, enter = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    ran: list[str] = []
+
+    class AtThePrompt:
+        """A person at the prompt who presses Ctrl-C, then Enter (the default, or "y")."""
+
+        async def approve(self, request: ApprovalRequest) -> Decision:
+            asked.set()
+            await enter.wait()
+            return Decision.allow()
+
+    @tool(needs_approval=True)
+    def deploy() -> str:
+        """Deploy."""
+        ran.append("deploy")
+        return "deployed"
+
+    @tool
+    def note() -> str:
+        """Note something."""
+        ran.append("note")
+        return "noted"
+
+    async def press_ctrl_c() -> None:
+        await asked.wait()
+        interrupt.set()
+        enter.set()  # too late: the interrupt answered first
+
+    model = Scripted([calls(("deploy", {}), ("note", {}), ("deploy", {})), "never"])
+    pressing = asyncio.create_task(press_ctrl_c())
+    result = await Agent(model, tools=[deploy, note], approver=AtThePrompt()).run(
+        "ship", interrupt=interrupt)
+    await pressing
+    assert result.stop_cause == "interrupted" and result.error is None
+    assert ran == []  # nothing of the turn started after the interrupt
+    assert [r.status for r in result.tool_calls] == ["denied", "denied", "denied"]
+    assert "interrupted" in result.tool_calls[0].output
+    decided = [e for e in result.events if isinstance(e, ev.ApprovalDecided)]
+    assert [(e.allowed, e.by) for e in decided] == [(False, "interrupt")] * 2
+    assert len(model.requests) == 1
+    assert result.conversation.messages[-1].role == "tool"  # every call answered: valid
+
+
+@pytest.mark.parametrize("after", ["an error", "a retry"])
+async def test_what_a_broken_stream_says_after_the_interrupt_is_not_the_runs_failure(
+        after: str) -> None:
+    """Ctrl-C reaches a model server in the terminal's process group too: its connection
+    breaks as the run is interrupted. The run was interrupted; it did not fail, and no
+    retry is announced."""
+    from tether.errors import ProviderConnectionError
+    from tether.providers.base import ModelRequest, Retrying, StreamChunk, TextChunk
+
+    interrupt = asyncio.Event()
+
+    class DiesWithTheRun:
+        name, model = "local", "local"
+
+        async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+            yield TextChunk("Once upon")
+            await interrupt.wait()  # woken before the run's own watcher of the interrupt
+            error = ProviderConnectionError("Server disconnected without sending a response.")
+            if after == "an error":
+                raise error
+            yield Retrying(1, 0.5, str(error))
+            await asyncio.Event().wait()
+
+        async def aclose(self) -> None:
+            return None
+
+    events = []
+    async for event in Agent(DiesWithTheRun()).stream("Tell me a story", interrupt=interrupt):
+        events.append(event)
+        if isinstance(event, ev.TextDelta):
+            interrupt.set()
+    result = events[-1].result  # type: ignore[union-attr]
+    assert result.stop_cause == "interrupted" and result.error is None
+    assert not [e for e in events if isinstance(e, ev.ProviderRetry)]
+
+
 async def test_a_provider_error_still_ends_the_run_when_an_interrupt_is_given() -> None:
     result = [e async for e in Agent(Scripted([ProviderError("boom")])).stream(
         "Hi", interrupt=asyncio.Event())][-1]

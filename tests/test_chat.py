@@ -412,3 +412,37 @@ def test_ctrl_c_at_the_prompt_of_a_terminal_leaves(tmp_path: Path) -> None:
     finally:
         terminal.close()
     assert SQLiteStore(tmp_path / "sessions.db").list() == []
+
+
+def test_ctrl_c_at_an_approval_prompt_ends_the_turn_and_the_chat_goes_on(tmp_path: Path) -> None:
+    from tests.terminal import Terminal
+
+    with LoopbackServer() as server:
+        server.queue(tool_call("c1", "write_file", path="notes.txt", content="gone"),
+                     answer("Still here."))
+        env = workspace(tmp_path, server.url)
+        env.update(TERM="dumb", TETHER_CACHE_DIR=str(tmp_path / "cache"))
+        terminal = Terminal(["-w", str(tmp_path), "chat"], env, cwd=tmp_path, wait=WAIT)
+        try:
+            terminal.read_until("you›".encode())
+            terminal.press(b"overwrite my notes\r")
+            terminal.read_until(b"(n): ")
+            terminal.press(b"\x03")  # once: the prompt ends, not after an Enter
+            terminal.read_until(b"stopped: interrupted")
+            terminal.read_until("you›".encode())
+            terminal.press(b"are you there?\r")  # read by the chat, not by the old prompt
+            terminal.read_until(b"Still here.")
+            terminal.read_until("you›".encode())
+            terminal.press(b"/exit\r")
+            terminal.read_until(None)
+            assert terminal.proc.wait(timeout=WAIT) == 0
+        finally:
+            terminal.close()
+        sent = server.requests[1].body["messages"]
+    assert (tmp_path / "notes.txt").read_text() == "door code 0417\n"
+    denied = [m for m in sent if m["role"] == "tool"]
+    assert len(denied) == 1 and "interrupted" in denied[0]["content"]
+    assert sent[-1] == {"role": "user", "content": "are you there?"}
+    assert "retrying" not in terminal.text and "disconnected" not in terminal.text
+    session = only_session(tmp_path)
+    assert session.messages[-1].text == "Still here."

@@ -473,6 +473,32 @@ def test_a_spinner_shows_the_model_is_working_at_a_terminal(tmp_path: Path,
     assert "Done." in text and "**Done.**" not in text  # rendered as Markdown
 
 
+def test_ctrl_c_at_an_approval_prompt_denies_the_call_and_interrupts_the_run(
+        tmp_path: Path, server: LoopbackServer) -> None:
+    from tests.terminal import Terminal
+
+    server.queue(tool_call("write_file", {"path": "notes.txt", "content": "gone"}),
+                 answer("never asked for"))
+    ws = workspace(tmp_path, server.url + "/v1")
+    (ws / "tether.toml").write_text((ws / "tether.toml").read_text().replace(
+        '"calculator"', '"write_file"'))
+    (ws / "notes.txt").write_text("keep me\n")
+    env = {**os.environ, "TETHER_CONFIG": os.devnull, "TETHER_STORE": str(ws / "s.db"),
+           "COLUMNS": "100", "TERM": "dumb"}
+    terminal = Terminal(["-w", str(ws), "run", "overwrite my notes"], env, wait=30)
+    try:
+        terminal.read_until(b"(n): ")
+        terminal.press(b"\x03")  # once, and no Enter
+        terminal.read_until(None)
+        code = terminal.proc.wait(timeout=30)
+    finally:
+        terminal.close()
+    assert code == 130, terminal.text
+    assert (ws / "notes.txt").read_text() == "keep me\n"
+    assert len(server.requests) == 1  # the model is not asked again
+    assert "stopped: interrupted" in terminal.text
+
+
 def test_a_store_that_cannot_log_the_run_does_not_stop_it(tmp_path: Path,
                                                           server: LoopbackServer) -> None:
     server.queue(answer("still answered"))

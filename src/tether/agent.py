@@ -615,15 +615,20 @@ class _Run:
                 elif isinstance(chunk, ReasoningChunk):
                     yield self._event(ev.ReasoningDelta(chunk.text))
                 elif isinstance(chunk, Retrying):
-                    yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
-                                                       chunk.error))
+                    if not self._interrupted():  # see below
+                        yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
+                                                           chunk.error))
                 elif isinstance(chunk, Completed):
                     response = chunk.response
         except TetherError as error:  # ProviderError and a scripted model's exhaustion
-            yield Stopped(StopCause.ERROR, error=error)
+            # Once the run is interrupted, a failure (or a retry) is not the run's: a model
+            # server in the terminal's process group gets the same Ctrl-C, and its broken
+            # connection is a consequence of the interrupt.
+            yield Stopped(StopCause.INTERRUPTED) if self._interrupted() else \
+                Stopped(StopCause.ERROR, error=error)
             return
         if response is None:
-            if self.interrupt is not None and self.interrupt.is_set():
+            if self._interrupted():
                 yield Stopped(StopCause.INTERRUPTED)  # mid-answer: the partial one is dropped
                 return
             name = self.agent.model.name
@@ -692,7 +697,8 @@ class _Run:
                               settings.permission_mode,
                               conv.sources(settings.system_prompt) if traced else ())
         asking = gate.Asking(self.agent.approver, settings.permission_mode,
-                             settings.approval_timeout_secs, conv.session_approvals)
+                             settings.approval_timeout_secs, conv.session_approvals,
+                             self.interrupt)
         decisions = dict(decisions)
         allowed: list[Allowed] = []
         deferred: list[PendingCall] = []
@@ -740,6 +746,15 @@ class _Run:
             yield Paused()
             return
 
+        if allowed and self._interrupted():
+            # Interrupted while the turn was judged (Ctrl-C at an approval prompt): nothing
+            # starts after it. Each call still gets its result: the conversation stays valid.
+            for waiting in allowed:
+                done[waiting.position] = unrun = settled(
+                    waiting.call, "denied", "Not run: the run was interrupted before it started.")
+                yield self._event(ev.ToolFinished(waiting.call.id, waiting.call.name, "denied",
+                                                  unrun.result, 0.0))
+            allowed = []
         # Allowed calls side by side; their events (a sub-agent's) stream through.
         observer = self.observer
         async for event in run_calls(allowed, conv, settings, self._scope, done,
@@ -755,6 +770,9 @@ class _Run:
         """The first bound this run has reached (``tether.bounds.BOUNDS``)."""
         progress = Progress(self.turns, self.settings.max_turns, self.interrupt, self.spend)
         return first_reached(progress, skip=_MAX_TURNS if last_turn_runs else _NOTHING)
+
+    def _interrupted(self) -> bool:
+        return self.interrupt is not None and self.interrupt.is_set()
 
     def _scope(self, call: ToolCall) -> RunScope:
         """The run a call belongs to, as its tool sees it (``ToolContext.run``)."""

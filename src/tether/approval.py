@@ -8,6 +8,7 @@ fails closed.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
@@ -21,10 +22,11 @@ PERMISSION_MODES: tuple[str, ...] = ("ask", "allow", "read-only")
 ApprovalVerdict: TypeAlias = Literal["once", "session", "deny", "defer"]
 VERDICTS: tuple[str, ...] = ("once", "session", "deny", "defer")
 # Who decided a gated call: the approver (or a host's decision on resume), the session's
-# approvals, the policy (nobody to ask), the permission mode, or the gate failing closed
-# because the approver failed or did not answer in time.
+# approvals, the policy (nobody to ask), the permission mode, the gate failing closed
+# because the approver failed or did not answer in time, or the run's interrupt, set while
+# the approver was asked (Ctrl-C at the prompt), which denies the call.
 DecidedBy: TypeAlias = Literal["approver", "session_cache", "policy", "permission_mode",
-                               "error", "timeout"]
+                               "error", "timeout", "interrupt"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,14 +118,28 @@ class DenyAll:
         return Decision.deny(self.reason)
 
 
+INTERRUPTED = "the run was interrupted while waiting for an answer"
+
+
 async def ask(
-    approver: Approver, request: ApprovalRequest, timeout: float | None
+    approver: Approver, request: ApprovalRequest, timeout: float | None,
+    interrupt: asyncio.Event | None = None,
 ) -> tuple[Decision, DecidedBy]:
     """Ask ``approver``; returns the decision and who made it. Never raises: an error, a
-    timeout or an answer that is not a ``Decision`` denies."""
+    timeout or an answer that is not a ``Decision`` denies. The run's ``interrupt``, set
+    before or while the approver is asked, denies too: the approver is cancelled (a person
+    at a prompt is asked no more) and waited for."""
+    if interrupt is not None and interrupt.is_set():
+        return Decision.deny(INTERRUPTED), "interrupt"
     try:
         async with asyncio.timeout(timeout):
-            decision = await approver.approve(request)
+            if interrupt is None:
+                decision = await approver.approve(request)
+            else:
+                answered = await _unless_interrupted(approver.approve(request), interrupt)
+                if answered is None:
+                    return Decision.deny(INTERRUPTED), "interrupt"
+                decision = answered
     except TimeoutError:
         return Decision.deny(f"the approver did not answer within {timeout:g}s"), "timeout"
     except asyncio.CancelledError:
@@ -137,11 +153,34 @@ async def ask(
     return decision, "approver"
 
 
+async def _unless_interrupted(asking: Awaitable[Decision],
+                              interrupt: asyncio.Event) -> Decision | None:
+    """What ``asking`` answers, or None when ``interrupt`` is set first (``asking`` is then
+    cancelled, and waited for, so nothing it started is left reading or running)."""
+    answer = asyncio.ensure_future(asking)
+    interrupted = asyncio.ensure_future(interrupt.wait())
+    try:
+        await asyncio.wait((answer, interrupted), return_when=asyncio.FIRST_COMPLETED)
+    finally:  # our own cancellation too: neither task outlives this call
+        interrupted.cancel()
+        if not answer.done():
+            answer.cancel()
+            await asyncio.wait((answer,))
+    if interrupt.is_set():  # an answer given in the same instant counts for nothing
+        return None
+    return answer.result()
+
+
 class ConsoleApprover:
     """Asks the person at the terminal: y (once), a (always, this session), n (deny). A
     denial may carry the person's reason on the same line (``n not that file``), which the
     model is told. ``workspace`` lets a file write show what it changes: a diff against the
-    file as it is now."""
+    file as it is now.
+
+    At a terminal the answer is read in the event loop, not in a thread blocked on
+    ``input()``, so the run's interrupt (the CLI's Ctrl-C) ends the prompt at once and
+    nothing is left reading the terminal. Off a terminal (``tether chat`` with piped
+    lines) it is the next line of standard input."""
 
     def __init__(self, console: Any = None, *, workspace: str | Path | None = None) -> None:
         self._console = console
@@ -150,22 +189,26 @@ class ConsoleApprover:
 
     async def approve(self, request: ApprovalRequest) -> Decision:
         async with self._lock:
-            return await asyncio.to_thread(self._prompt, request)
+            return await self._prompt(request)
 
-    def _prompt(self, request: ApprovalRequest) -> Decision:
+    async def _prompt(self, request: ApprovalRequest) -> Decision:
         from rich.console import Console
         from rich.panel import Panel
         from rich.text import Text
 
         console: Console = self._console or Console(stderr=True)
         current = _current_text(self.workspace, request)
-        console.print(Panel(approval_text(request, current=current), title="Approval needed",
-                            border_style="yellow"))
+        text = approval_text(request, current=current)
+        if console.is_terminal:
+            console.print(Panel(text, title="Approval needed", border_style="yellow"))
+        else:  # a log or a pipe: the same lines, none wrapped at a made-up width
+            console.print(Text("Approval needed:", style="yellow"), soft_wrap=True)
+            console.print(text, soft_wrap=True)
         choices = ["y", "a", "n"] if request.can_cache else ["y", "n"]
         question = ("Allow? y=once" + (", a=always this session" if request.can_cache else "")
                     + ", n=deny (n REASON tells the model why)")
         while True:
-            line = console.input(Text(f"{question} [{'/'.join(choices)}] (n): "))
+            line = await _answer(console, Text(f"{question} [{'/'.join(choices)}] (n): "))
             word, _, reason = line.strip().partition(" ")
             word = word.lower() or "n"
             if word in choices:
@@ -176,6 +219,57 @@ class ConsoleApprover:
         if word == "a":
             return Decision.allow_for_session()
         return Decision.deny(_reason(reason) or "the user said no")
+
+
+async def _answer(console: Any, prompt: Any) -> str:
+    """The line a person types after ``prompt``. At a terminal it is read when the terminal
+    has a whole line (its own line editing: backspace, Ctrl-U), by a reader on the event
+    loop that a cancellation removes; elsewhere (a pipe, a loop without readers) by
+    ``console.input`` in a thread. The end of input raises ``EOFError``, as ``input()``."""
+    import os
+    import sys
+
+    loop = asyncio.get_running_loop()
+    try:
+        fd = sys.stdin.fileno()
+        terminal = os.isatty(fd)
+    except (AttributeError, OSError, ValueError):  # no standard input, or a stand-in
+        terminal = False
+    got: asyncio.Future[str] = loop.create_future()
+    typed = bytearray()
+
+    def readable() -> None:
+        error: OSError | None = None
+        try:
+            data = os.read(fd, 4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:  # the terminal went away
+            data, error = b"", e
+        if got.done():
+            return
+        if not data:
+            got.set_exception(EOFError(f"end of input{f' ({error})' if error else ''}"))
+            return
+        typed.extend(data)
+        if b"\n" in typed:
+            line = typed.split(b"\n", 1)[0].decode(sys.stdin.encoding or "utf-8", "replace")
+            got.set_result(line)
+
+    if terminal:
+        try:
+            loop.add_reader(fd, readable)
+        except (NotImplementedError, RuntimeError, ValueError, OSError):
+            terminal = False  # a loop without readers (Windows' proactor)
+    if not terminal:
+        line: str = await asyncio.to_thread(console.input, prompt)
+        return line
+    try:
+        console.print(prompt, end="")
+        console.file.flush()
+        return await got
+    finally:
+        loop.remove_reader(fd)
 
 
 def _reason(text: str) -> str:

@@ -18,6 +18,7 @@ call allowed "for this session" joins the session's approvals.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -324,12 +325,14 @@ def check(call: ToolCall, position: int, turn: TurnView) -> Checked:
 class Asking:
     """Who answers an ``Ask``, and how: the approver (None: nobody to ask), the permission
     mode, how long the approver is waited for, and the session's approvals (tools a person
-    allowed for the session; an allow "for this session" adds to them)."""
+    allowed for the session; an allow "for this session" adds to them). The run's
+    ``interrupt``, set before or while the approver is asked, denies the call."""
 
     approver: Approver | None
     permission_mode: PermissionMode
     timeout_secs: float | None
     session_approvals: set[str]
+    interrupt: asyncio.Event | None = None
 
 
 async def decide(
@@ -349,8 +352,8 @@ async def decide(
     elif asking.approver is None:
         how = ("set [security] trifecta = \"allow\" to waive the check, or run with an "
                "approver" if reason == "trifecta" else
-               "run with an approver, or set [tools] permission_mode = \"allow\" (tether "
-               "run --yes)")
+               "run with an approver, or allow it without asking ([tools] permission_mode "
+               "= \"allow\"; on the command line, --yes)")
         why = f" ({asked.told})" if asked.told else ""
         decision, by = Decision.deny(
             f"Blocked by policy: {tool.spec.display_name} needs approval{why} and there is "
@@ -361,11 +364,13 @@ async def decide(
                                   tool.cache_approval)
         yield ev.ApprovalRequested(call.id, call.name, tool.spec.display_name, arguments,
                                    reason, taint)
-        decision, by = await ask(asking.approver, request, asking.timeout_secs)
+        decision, by = await ask(asking.approver, request, asking.timeout_secs,
+                                 asking.interrupt)
         if decision.verdict == "deny":
             said = decision.reason or "no reason given"
             # An approver that failed or timed out did not refuse: the gate failed closed.
-            who = "Denied by the user" if by == "approver" else "Blocked by policy"
+            who = {"approver": "Denied by the user", "interrupt": "Denied"}.get(
+                by, "Blocked by policy")
             decision = Decision.deny(f"{who}: {said}. {tool.spec.display_name} was not run.")
     if decision.verdict == "session" and reason == "needs_approval" and tool.cache_approval:
         asking.session_approvals.add(call.name)

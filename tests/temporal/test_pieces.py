@@ -187,7 +187,8 @@ def test_the_temporal_section_has_defaults_and_refuses_unknown_keys(tmp_path: Pa
 
 
 @pytest.mark.parametrize("flag", [["--session", "s1"], ["--output-schema", "x.json"],
-                                  ["--tools", "t.py"], ["--local"]])
+                                  ["--tools", "t.py"], ["--local"], ["--no-tools"],
+                                  ["-T", "calculator"]])
 def test_flags_a_durable_run_cannot_honour_are_refused_before_anything_runs(
         tmp_path: Path, flag: list[str], capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -195,6 +196,20 @@ def test_flags_a_durable_run_cannot_honour_are_refused_before_anything_runs(
 
     monkeypatch.setenv("TETHER_CONFIG", str(tmp_path / "none.toml"))
     assert main(["-w", str(tmp_path), "run", "--engine", "temporal", *flag, "hi"]) == 1
+    err = capsys.readouterr().err
+    assert f"{flag[0]} is not available with --engine temporal" in err
+
+
+@pytest.mark.parametrize("flag", [["--local"], ["--tools", "t.py"], ["-T", "calculator"]])
+def test_flags_a_durable_batch_cannot_honour_are_refused_before_anything_runs(
+        tmp_path: Path, flag: list[str], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether.cli import main
+
+    monkeypatch.setenv("TETHER_CONFIG", str(tmp_path / "none.toml"))
+    (tmp_path / "in.jsonl").write_text('"hi"\n')
+    assert main(["-w", str(tmp_path), "batch", str(tmp_path / "in.jsonl"), "-o",
+                 str(tmp_path / "out.jsonl"), "--engine", "temporal", *flag]) == 1
     err = capsys.readouterr().err
     assert f"{flag[0]} is not available with --engine temporal" in err
 

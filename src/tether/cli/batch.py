@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from tether.batch import BatchItem, BatchProgress, ItemResult, read_items, run_batch
-from tether.cli.common import add_run_flags
+from tether.cli.common import add_run_flags, list_limit
 from tether.cli.temporal import add_batch_flags
 from tether.messages import Usage
 
@@ -26,7 +26,8 @@ def add_cli(sub: Any) -> None:
     p.add_argument("-o", "--out", required=True, metavar="OUT.jsonl",
                    help="results, one JSON line per item, appended as each finishes")
     p.add_argument("-c", "--concurrency", type=int, default=4, help="items at once (4)")
-    p.add_argument("--limit", type=int, metavar="N", help="only the first N items")
+    p.add_argument("--limit", type=list_limit, default=0, metavar="N",
+                   help="only the first N items (0: all)")
     p.add_argument("--resume", action="store_true",
                    help="skip the ids already in OUT (after an interrupted batch)")
     p.add_argument("--no-log", action="store_true",
@@ -57,16 +58,18 @@ async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) ->
         from tether.cli.temporal import batch_on_temporal
 
         return await batch_on_temporal(args, items, view)
-    from tether.cli.common import make_agent, telemetry_export
+    from tether.cli.common import local_serving, make_agent, telemetry_export
 
-    # Unattended: nobody to ask, so `ask` refuses gated calls (unless --yes).
-    agent, cfg = make_agent(args, approver=None)
-    session_for = None if args.no_log else _logged(args, cfg)
-    with telemetry_export(cfg):
-        async with agent:
-            return await run_batch(agent, items, concurrency=args.concurrency,
-                                   limit=args.limit, out=args.out, resume=args.resume,
-                                   on_progress=view, session_for=session_for)
+    async with local_serving(args):
+        # Unattended: nobody to ask, so `ask` refuses gated calls (unless --yes).
+        agent, cfg = make_agent(args, approver=None)
+        session_for = None if args.no_log else _logged(args, cfg)
+        with telemetry_export(cfg):
+            async with agent:
+                return await run_batch(agent, items, concurrency=args.concurrency,
+                                       limit=args.limit or None, out=args.out,
+                                       resume=args.resume, on_progress=view,
+                                       session_for=session_for)
 
 
 def _logged(args: argparse.Namespace, cfg: Any) -> Any:

@@ -54,6 +54,8 @@ def add_cli(sub: Any) -> None:
     p = sub.add_parser("chat", help="talk with the agent turn by turn (stored as a session)")
     p.add_argument("--session", metavar="ID",
                    help="continue this stored session (created with this id when new)")
+    p.add_argument("-c", "--continue", dest="continue_last", action="store_true",
+                   help="continue the most recent session")
     p.add_argument("--no-store", action="store_true",
                    help="keep the conversation in memory only")
     add_run_flags(p)
@@ -86,15 +88,36 @@ class _Chat:
 async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
                state: dict[str, Any] | None = None) -> int:
     """The chat loop over ``stdin``; ``state["session"]`` is set as soon as it exists."""
+    from tether.cli.common import local_serving
+    from tether.errors import ConfigError
+
+    if args.continue_last and args.no_store:
+        raise ConfigError("--no-store keeps nothing, so there is no session to continue (-c); "
+                          "drop one of them")
+    if args.continue_last and args.session:
+        raise ConfigError("--session ID and -c (the most recent session) both name the "
+                          "session to continue; choose one")
+    async with local_serving(args):
+        return await _chat(args, stdin, err, state if state is not None else {})
+
+
+async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
+                state: dict[str, Any]) -> int:
     from tether.agent import Conversation
     from tether.approval import ConsoleApprover
     from tether.cli.common import make_agent, telemetry_export, workspace_of
-    from tether.cli.sessions import open_session, prefer_session_provider, store_for
+    from tether.cli.sessions import (
+        latest_session,
+        open_session,
+        prefer_session_provider,
+        store_for,
+    )
 
-    state = state if state is not None else {}
     interactive = stdin.isatty()
     store = None if args.no_store else store_for(args.workspace)
     session_id: str | None = args.session
+    if store is not None and args.continue_last:
+        session_id = latest_session(store)
     if store is not None and session_id:
         # The exact id, as `tether run --session`: a new id names the session the first
         # message creates, so it cannot mean a session whose id it happens to begin.

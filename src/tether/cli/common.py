@@ -9,7 +9,7 @@ import contextlib
 import copy
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from tether.errors import ConfigError
@@ -37,7 +37,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                         "([agent] context)")
     p.add_argument("--temperature", type=_temperature, metavar="T", help="sampling temperature")
     p.add_argument("--max-tokens", type=_at_least_one, metavar="N",
-                   help="the run's output token budget (max_output_tokens)")
+                   help="the run's output token budget ([agent] max_output_tokens)")
     p.add_argument("--yes", "-y", action="store_true",
                    help="allow tools that need approval without asking ([tools] "
                         "permission_mode = \"allow\")")
@@ -48,6 +48,57 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="trace the runs with OpenTelemetry, exported over OTLP as the "
                         "OTEL_EXPORTER_OTLP_* variables say (needs opentelemetry-sdk and an "
                         "OTLP exporter)")
+    add_local_flag(p)
+    from tether.cli.selection import add_tool_flags
+
+    add_tool_flags(p)
+
+
+def add_local_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--local", action="store_true",
+                   help="use a local llama-server, setting it up and starting it if needed")
+
+
+# --- lists: one rule for every command that lists (sessions list, logs) --------------------
+
+ALL = 1_000_000_000  # "no limit", as a number a store's LIMIT takes
+
+
+def add_limit_flag(p: argparse.ArgumentParser, default: int, what: str) -> None:
+    """``-n N`` / ``--limit N``: how many ``what`` to list, 0 for all."""
+    p.add_argument("-n", "--limit", dest="limit", type=list_limit, default=default,
+                   metavar="N", help=f"how many {what} ({default}; 0 for all)")
+
+
+def list_limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number is needed, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (all) or more, not {value}")
+    return value
+
+
+def fetch_count(limit: int) -> int:
+    """How many to read for ``limit``: one more than shown, to know whether more exist."""
+    return limit + 1 if limit else ALL
+
+
+def shown_of(items: list[Any], limit: int) -> tuple[list[Any], bool]:
+    """The first ``limit`` of ``items`` (read with ``fetch_count``), and whether there were
+    more; printing the list, say so with ``say_more``."""
+    if limit and len(items) > limit:
+        return items[:limit], True
+    return items, False
+
+
+def say_more(shown: int) -> None:
+    """The line (on stderr: the list on stdout stays data) saying a list was cut."""
+    from tether.cli.render import stderr_console
+    from tether.display import shown as styled
+
+    stderr_console().print(styled((f"{shown} shown; more are stored (-n 0 lists all)", "dim")))
 
 
 def _at_least_one(text: str) -> int:
@@ -81,7 +132,7 @@ def error(message: str) -> None:
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
-    # `run --local` (tether.local.serving_for_run) points the local provider at its server.
+    # `--local` (tether.cli.local.serving_for_run) points the local provider at its server.
     out: dict[str, Any] = copy.deepcopy(getattr(args, "local_config", None) or {})
     provider, model = getattr(args, "provider", None), getattr(args, "model", None)
     if provider or model:
@@ -120,6 +171,9 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         out.setdefault("tools", {})["permission_mode"] = "read-only"
     if getattr(args, "otel", False):
         out.setdefault("telemetry", {})["enabled"] = True
+    from tether.cli.selection import tool_overrides
+
+    tool_overrides(args, out)  # last: --no-tools wins over --local's tool list
     return out
 
 
@@ -138,7 +192,25 @@ def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]
 
         agent_kwargs["approver"] = ConsoleApprover(workspace=workspace_of(args, cfg))
     agent = agent_from_config(args.workspace, config=cfg, **agent_kwargs)
+    if getattr(args, "only_tools", None):
+        from tether.cli.selection import offer_only
+
+        agent = offer_only(agent, args.only_tools)
     return agent, cfg
+
+
+@contextlib.asynccontextmanager
+async def local_serving(args: argparse.Namespace) -> AsyncIterator[None]:
+    """While a command runs with ``--local``: a local llama-server (the one answering on
+    the local port, else set up and started, stopped at the end), and the configuration
+    layer pointing the ``local`` provider at it; nothing without ``--local``."""
+    if not getattr(args, "local", False):
+        yield
+        return
+    from tether.cli.local import serving_for_run
+
+    async with serving_for_run(args):
+        yield
 
 
 def telemetry_export(cfg: Any) -> contextlib.AbstractContextManager[None]:
@@ -219,6 +291,11 @@ def graceful_interrupt() -> Iterator[asyncio.Event]:
 
     def first_press() -> None:
         interrupt.set()
+        from tether.cli.render import stderr_console
+
+        console = stderr_console()
+        if console.is_terminal:
+            console.print()  # off the line the terminal echoed ^C on (a prompt, an answer)
         error("interrupting (Ctrl-C again to abort now)")
         loop.remove_signal_handler(signal.SIGINT)  # the next press raises KeyboardInterrupt
 

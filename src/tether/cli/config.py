@@ -18,6 +18,9 @@ def add_cli(sub: Any) -> None:
         "show", help="the merged configuration, each key with where it came from")
     show.add_argument("--json", action="store_true",
                       help="as JSON: the merged configuration and each key's origin")
+    show.add_argument("--local", action="store_true",
+                      help="as a --local command sees it: what --local sets is marked "
+                           "# --local")
     show.set_defaults(handler=cmd_config_show)
     init = config_sub.add_parser("init", help="write a commented tether.toml")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
@@ -30,15 +33,18 @@ def add_cli(sub: Any) -> None:
     config.set_defaults(handler=actions)
 
 
-def settings(workspace: str) -> tuple[Any, list[tuple[str, Any, str]]]:
+def settings(workspace: str, local: dict[str, Any] | None = None,
+             ) -> tuple[Any, list[tuple[str, Any, str]]]:
     """The merged configuration and its keys as ``(dotted key, value, origin)``: the origin
-    is the layer that set it (a file's path, ``environment``, ``defaults``). A list (``mcp``,
-    ``tools.enabled``) is one value: a layer replaces it whole."""
+    is the layer that set it (a file's path, ``environment``, ``defaults``, ``--local`` for
+    ``local``, the layer ``--local`` adds). A list (``mcp``, ``tools.enabled``) is one
+    value: a layer replaces it whole."""
     from tether.config import load_config
     from tether.config.layers import config_layers, origins
 
-    cfg = load_config(workspace)
-    where = origins(config_layers(workspace))
+    cfg = load_config(workspace, local)
+    where = {key: "--local" if source == "flags" else source
+             for key, source in origins(config_layers(workspace, local)).items()}
     rows: list[tuple[str, Any, str]] = []
 
     def origin(key: str) -> str:
@@ -63,14 +69,23 @@ def settings(workspace: str) -> tuple[Any, list[tuple[str, Any, str]]]:
 def cmd_config_show(args: argparse.Namespace) -> int:
     from tether.display import literal
 
-    cfg, rows = settings(args.workspace)
+    local = said = None
+    if args.local:
+        from tether.cli.local import local_changes, local_layer
+
+        local = local_layer(args)
+        said = local_changes(args, local)
+    cfg, rows = settings(args.workspace, local)
+    sources = ["--local" if s == "flags" else s for s in cfg.sources]
     if args.json:
-        print(json.dumps({"layers": cfg.sources,
+        print(json.dumps({"layers": sources,
                           "config": cfg.model_dump(mode="json", exclude={"own_files"}),
                           "origins": {key: source for key, _, source in rows}}, indent=2))
         return EXIT_OK
     # Values and paths come from the user's files and environment: printed literally.
-    print(literal(f"# layers, later wins: {', '.join(cfg.sources)}"))
+    print(literal(f"# layers, later wins: {', '.join(sources)}"))
+    for line in said or ():
+        print(literal(f"# {line}"))
     lines = [(f"{key} = {json.dumps(value, ensure_ascii=False)}", source)
              for key, value, source in rows]
     width = min(60, max(len(text) for text, _ in lines))

@@ -13,7 +13,7 @@ from typing import Any
 
 from tether.errors import ConfigError, LocalSetupError
 from tether.local.server import ALIAS, HOST, SYSTEM_PROMPT, LocalServer, health
-from tether.local.setup import Progress, default_cache_dir, setup
+from tether.local.setup import Progress, default_cache_dir, default_model_path, setup
 
 # --- settings from flags and tether.toml -------------------------------------------------
 
@@ -47,25 +47,19 @@ def settings_from(args: argparse.Namespace) -> LocalSettings:
 SMALL_MODEL_BUILTINS = ("calculator",)
 
 
-@contextlib.asynccontextmanager
-async def serving_for_run(args: argparse.Namespace) -> AsyncIterator[LocalServer | None]:
-    """For ``tether run --local``: reuse a server that already answers on the local port,
-    else set up (first run builds; later runs reuse the cache) and start one, stopped again
-    at exit. Yields the server it started (None when it reused one).
-
-    It sets ``args.local_config``, the configuration the run layers over tether.toml: the
-    ``local`` provider at this server and, for the default small model, only what the user
-    left unset: the README's system prompt, temperature 0, and a short tool list.
-    """
+def local_layer(args: argparse.Namespace) -> dict[str, Any]:
+    """The configuration ``--local`` layers over tether.toml (it starts nothing): the
+    ``local`` provider at the local server's URL and, for the default small model, only
+    what the user left unset: the README's system prompt, temperature 0, and a short tool
+    list."""
     from tether.config import load_config
 
     if getattr(args, "provider", None) not in (None, "local"):
         raise ConfigError(f"--local runs the local provider; drop --provider {args.provider}")
     settings = settings_from(args)
-    base_url = f"http://{HOST}:{settings.port}/v1"
     cfg = load_config(args.workspace)
     layer: dict[str, Any] = {"default_provider": "local",
-                             "providers": {"local": {"base_url": base_url}}}
+                             "providers": {"local": {"base_url": _base_url(settings)}}}
     if settings.model is None:
         agent: dict[str, Any] = {}
         if not cfg.agent.system_prompt and not getattr(args, "system", None):
@@ -75,7 +69,44 @@ async def serving_for_run(args: argparse.Namespace) -> AsyncIterator[LocalServer
         layer["agent"] = agent
         if cfg.tools.enabled is None:
             layer["tools"] = {"enabled": list(SMALL_MODEL_BUILTINS)}
-    args.local_config = layer
+    return layer
+
+
+def local_changes(args: argparse.Namespace, layer: dict[str, Any]) -> list[str]:
+    """What ``--local`` (its ``layer``) changes, in words: the provider, server and model it
+    uses, and what it sets for the small default model (`tether tools --local`, `tether
+    config show --local`)."""
+    settings = settings_from(args)
+    model = settings.model or default_model_path(settings.cache_dir)
+    lines = [f"--local: provider local, a llama-server at {_base_url(settings)} (the one "
+             f"answering there, else started for the command), model {model}"]
+    agent, tools = layer.get("agent", {}), layer.get("tools", {})
+    if "system_prompt" in agent:
+        lines.append(f"--local: adds the system prompt {agent['system_prompt']!r} (the "
+                     f"small default model's; [agent] system_prompt or --system replaces it)")
+    if "temperature" in agent:
+        lines.append(f"--local: temperature {agent['temperature']:g} ([agent] temperature "
+                     f"or --temperature replaces it)")
+    if "enabled" in tools:
+        lines.append(f"--local: offers the built-ins {', '.join(tools['enabled'])} only (a "
+                     f"0.5B model copes with few; [tools] enabled or -T chooses)")
+    return lines
+
+
+def _base_url(settings: LocalSettings) -> str:
+    return f"http://{HOST}:{settings.port}/v1"
+
+
+@contextlib.asynccontextmanager
+async def serving_for_run(args: argparse.Namespace) -> AsyncIterator[LocalServer | None]:
+    """For ``--local`` (``run``, ``chat``, ``batch``, ``sessions resume``): reuse a server
+    that already answers on the local port, else set up (first run builds; later runs
+    reuse the cache) and start one, stopped again at exit. Yields the server it started
+    (None when it reused one). It sets ``args.local_config``, the configuration the
+    command layers over tether.toml (``local_layer``)."""
+    settings = settings_from(args)
+    args.local_config = local_layer(args)
+    base_url = _base_url(settings)
     if await health(settings.port) is not None:
         Progress().note(f"using the server already running at {base_url}")
         yield None
@@ -168,4 +199,5 @@ async def _serve_until_interrupted(server: LocalServer) -> None:
                               f"{server.log_path}")
 
 
-__all__ = ["LocalSettings", "add_cli", "serve", "serving_for_run", "settings_from"]
+__all__ = ["LocalSettings", "add_cli", "local_changes", "local_layer", "serve",
+           "serving_for_run", "settings_from"]

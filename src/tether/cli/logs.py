@@ -28,8 +28,9 @@ from tether.cli.common import EXIT_ERROR, EXIT_OK
 def add_cli(sub: Any) -> None:
     """Register ``tether logs``."""
     p = sub.add_parser("logs", help="the recent runs: prompt, answer, how each stopped")
-    p.add_argument("-n", "--count", type=_count, default=10, metavar="N",
-                   help="how many (10; 0 for all)")
+    from tether.cli.common import add_limit_flag
+
+    add_limit_flag(p, 10, "runs")
     p.add_argument("--json", action="store_true", help="the entries as JSON")
     p.add_argument("id", nargs="?", metavar="ID",
                    help="a session's id (or a unique prefix): print its conversation")
@@ -48,21 +49,13 @@ def add_cli(sub: Any) -> None:
     p.set_defaults(handler=cmd_logs)
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a whole number is needed, not {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (all) or more, not {value}")
-    return value
-
-
 def entries(store: Any, count: int, *, query: str | None = None, model: str | None = None,
             batch: str | None = None) -> list[dict[str, Any]]:
-    """The latest ``count`` sessions' latest runs, most recent first: only those whose
-    messages hold ``query``, of ``model``, of ``batch`` (the store finds them)."""
-    limit = count if count > 0 else 1_000_000_000
+    """The latest ``count`` sessions' latest runs (0: all), most recent first: only those
+    whose messages hold ``query``, of ``model``, of ``batch`` (the store finds them)."""
+    from tether.cli.common import ALL
+
+    limit = count if count > 0 else ALL
     filters = {k: v for k, v in (("text", query), ("model", model), ("batch", batch))
                if v is not None}
     return [entry(store.load(info.id)) for info in store.list(limit=limit, **filters)]
@@ -119,8 +112,11 @@ def cmd_logs(args: argparse.Namespace) -> int:
             return EXIT_OK
         _print_conversation(record, usage=args.usage)
         return EXIT_OK
-    logged = entries(store, 1 if args.response else args.count, query=args.query,
-                     model=args.model, batch=args.batch)
+    from tether.cli.common import fetch_count, say_more, shown_of
+
+    logged, more = shown_of(entries(store, 1 if args.response else fetch_count(args.limit),
+                                    query=args.query, model=args.model, batch=args.batch),
+                            0 if args.response else args.limit)
     if args.response:
         if not logged:
             _say(f"no runs logged in {where(store)}" + _filtered(args))
@@ -128,6 +124,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return _print_answer(logged[0])
     if args.json:
         print(json_dumps(logged, indent=2))
+        if more:
+            say_more(len(logged))
         return EXIT_OK
     if not logged:
         print(literal(f"no runs logged in {where(store)}" + _filtered(args)))
@@ -136,6 +134,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if n:
             print()
         _print_entry(item, usage=args.usage)
+    if more:
+        say_more(len(logged))
     return EXIT_OK
 
 
@@ -155,6 +155,7 @@ def _say(message: str) -> None:
 
 
 def _print_entry(item: dict[str, Any], *, usage: bool) -> None:
+    from tether.cli.render import excerpt
     from tether.display import one_line
 
     model = "/".join(x for x in (item["provider"], item["model"]) if x) or "-"
@@ -162,10 +163,10 @@ def _print_entry(item: dict[str, Any], *, usage: bool) -> None:
     tag = f"  batch {item['batch']} item {item['batch_item']}" if item["batch"] else ""
     # Plain lines, never wrapped or styled: prompts, answers and ids came from outside.
     print(one_line(f"{item['id']}  {when}  {model}  {item['stop_cause']}{tag}"))
-    print(f"  > {one_line(item['prompt'], 300)}")
+    print(f"  > {excerpt(item['prompt'], 300)}")
     answer = item["answer"] or (f"(error: {item['error']})" if item["error"] else "")
     if answer:
-        print(f"  {one_line(answer, 300)}")
+        print(f"  {excerpt(answer, 300)}")
     if usage:
         runs = f" (the last of {item['runs']} runs)" if item["runs"] > 1 else ""
         print(f"  {usage_line(item['usage'], item['cost_usd'])}{runs}")

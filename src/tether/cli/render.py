@@ -71,6 +71,31 @@ def stdout_console() -> Console:
     return console
 
 
+def print_table(table: Any, console: Console | None = None) -> None:
+    """A rich ``Table`` on ``console`` (standard output by default): fitted to a terminal's
+    width; piped or in a file, at its own full width whatever COLUMNS says, so no cell is
+    wrapped or cut and each row stays one line (``tether tools | grep NAME``)."""
+    from rich.measure import Measurement
+
+    console = console or stdout_console()
+    if console.is_terminal:
+        console.print(table)
+        return
+    wide = Measurement.get(console, console.options.update_width(_UNBOUNDED), table).maximum
+    console.width = max(console.width, wide)
+    console.print(table, width=console.width)
+
+
+_UNBOUNDED = 1_000_000  # the width a table is measured in when nothing bounds it
+
+
+def excerpt(text: object, limit: int, stream: TextIO | None = None) -> str:
+    """``text`` on one line, shown literally: cut to ``limit`` characters at a terminal,
+    whole when ``stream`` (standard output by default) is a pipe or a file, where a line
+    is for grep and scripts to read in full."""
+    return one_line(text, limit if is_terminal(stream or sys.stdout) else None)
+
+
 def is_terminal(stream: TextIO) -> bool:
     try:
         return stream.isatty()

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import stat
 import sys
-from pathlib import Path
 from typing import Any
 
 from tether.cli.common import (
@@ -25,6 +23,7 @@ from tether.cli.common import (
     error,
     exit_code,
     graceful_interrupt,
+    local_serving,
     make_agent,
     no_provider_help,
     telemetry_export,
@@ -40,20 +39,17 @@ def add_cli(sub: Any) -> None:
                           "piped in otherwise joins the prompt)")
     add_run_flags(run)
     run.add_argument("--json", action="store_true", help="print the RunResult as JSON")
-    run.add_argument("--output-schema", metavar="FILE.json",
-                     help="answer in this JSON Schema (its top level an object); prints the "
-                          "validated JSON answer (with --json, the RunResult holding it)")
+    run.add_argument("--output-schema", metavar="SCHEMA",
+                     help="answer in this shape: a JSON Schema file, the schema inline "
+                          "('{\"type\": \"object\", ...}'), or fields ('name, age int'; "
+                          "types str, int, float, bool, list[T]); prints the validated JSON "
+                          "answer (with --json, the RunResult holding it)")
     run.add_argument("--session", metavar="ID",
                      help="continue stored session ID (created with this id when new)")
     run.add_argument("-c", "--continue", dest="continue_last", action="store_true",
                      help="continue the most recent session")
     run.add_argument("--no-log", action="store_true",
                      help="do not log this run to the session store")
-    run.add_argument("--local", action="store_true",
-                     help="use a local llama-server, setting it up and starting it if needed")
-    run.add_argument("--tools", dest="tool_files", action="append", metavar="FILE.py[:NAME]",
-                     help="offer the @tool functions of a Python file or module:attr "
-                          "(repeatable)")
     add_engine_flag(run)
     run.set_defaults(handler=cmd_run)
 
@@ -116,12 +112,8 @@ def _read_stdin(required: bool) -> str:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    if getattr(args, "local", False):
-        from tether.cli.local import serving_for_run
-
-        async with serving_for_run(args):
-            return await _run_agent(args)
-    return await _run_agent(args)
+    async with local_serving(args):
+        return await _run_agent(args)
 
 
 def _session_for(args: argparse.Namespace, cfg: Any) -> Any:
@@ -151,6 +143,7 @@ async def _run_agent(args: argparse.Namespace) -> int:
 
 
 async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
+    from tether.cli.output_schema import output_spec
     from tether.cli.render import EventRenderer
 
     quiet = bool(args.json)
@@ -161,7 +154,7 @@ async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
         from tether.display import shown
 
         stderr_console().print(shown((notice, "dim")))
-    spec = _output_spec(args.output_schema) if args.output_schema else None
+    spec = output_spec(args.output_schema) if args.output_schema else None
     session = _session_for(args, cfg)
     async with agent:
         if spec is not None:
@@ -197,52 +190,6 @@ def _report_error(result: Any, cfg: Any) -> None:
 
 
 # --- --output-schema --------------------------------------------------------------------------
-
-
-def _output_spec(file: str) -> Any:
-    """The OutputSpec a schema file describes, checked here: a file that is no JSON Schema,
-    or whose top level is not an object (a tool's arguments are), is a ConfigError. The run
-    keeps its tools (``with_tools()``): the model may work before it answers."""
-    from tether.output import OutputSpec
-
-    path = Path(file)
-    try:
-        schema = json.loads(path.read_bytes().decode("utf-8-sig"))
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"--output-schema {path}: cannot read a JSON Schema: {e}") from None
-    if not isinstance(schema, dict):
-        raise ConfigError(f"--output-schema {path}: a JSON Schema must be a JSON object "
-                          f"({{\"type\": \"object\", \"properties\": ...}}), not "
-                          f"{type(schema).__name__}")
-    _check_schema(path, schema)
-    top = schema.get("type", "object" if "properties" in schema else None)
-    if top != "object":
-        shown = json.dumps(top) if top is not None else "not set"
-        raise ConfigError(f"--output-schema {path}: the top level must be an object schema "
-                          f"(\"type\": \"object\"; its \"type\" is {shown}): the answer is "
-                          f"given as a tool's arguments, which are an object. Wrap the value "
-                          f"in a property, e.g. {{\"type\": \"object\", \"properties\": "
-                          f"{{\"value\": ...}}}}")
-    title = schema.get("title")
-    name = title if isinstance(title, str) and title.strip() else path.stem
-    description = schema.get("description")
-    return OutputSpec(name, description if isinstance(description, str) and description
-                      else "Give the final answer in this shape.", schema).with_tools()
-
-
-def _check_schema(path: Path, schema: dict[str, Any]) -> None:
-    import jsonschema
-
-    try:
-        cls = jsonschema.validators.validator_for(schema,
-                                                  default=jsonschema.Draft202012Validator)
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as e:
-        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
-        raise ConfigError(f"--output-schema {path}: not a valid JSON Schema at {where}: "
-                          f"{e.message}") from None
-    except (TypeError, ValueError, RecursionError) as e:  # a $schema that is not a string
-        raise ConfigError(f"--output-schema {path}: not a valid JSON Schema: {e}") from None
 
 
 async def _run_structured(agent: Any, args: argparse.Namespace, renderer: Any, cfg: Any,

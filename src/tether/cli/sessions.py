@@ -37,13 +37,13 @@ class SessionAmbiguous(TetherError):
 
 def add_cli(sub: Any) -> None:
     """Register ``tether sessions``."""
-    from tether.cli.common import add_run_flags
+    from tether.cli.common import add_limit_flag, add_run_flags
 
     p = sub.add_parser("sessions", help="stored conversations: list, show, resume, rm")
     actions = p.add_subparsers(dest="sessions_command", metavar="ACTION")
 
     ls = actions.add_parser("list", help="sessions, most recent first")
-    ls.add_argument("--limit", type=int, default=20)
+    add_limit_flag(ls, 20, "sessions")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(handler=cmd_list)
 
@@ -103,7 +103,8 @@ def prefer_session_provider(args: argparse.Namespace, store: SessionStore) -> No
     from tether.config import load_config
     from tether.store import SessionNotFound
 
-    if getattr(args, "provider", None) or not getattr(args, "session_id", None):
+    if getattr(args, "provider", None) or getattr(args, "local", False) \
+            or not getattr(args, "session_id", None):
         return
     try:
         provider = store.load(args.session_id).info.provider
@@ -206,12 +207,15 @@ def _info_dict(info: SessionInfo) -> dict[str, Any]:
 def cmd_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
+    from tether.cli.common import fetch_count, say_more, shown_of
     from tether.display import json_dumps, literal, plain
 
     store = store_for(args.workspace)
-    infos = store.list(args.limit)
+    infos, more = shown_of(store.list(fetch_count(args.limit)), args.limit)
     if args.json:
         print(json_dumps([_info_dict(i) for i in infos], indent=2))
+        if more:
+            say_more(len(infos))
         return 0
     if not infos:
         print(literal(f"no sessions in {where(store)}"))
@@ -228,12 +232,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         # Titles are the prompts people and hosts wrote; ids and models came from outside.
         table.add_row(plain(i.id), _when(i.updated), plain(i.model), str(i.message_count),
                       _taint_words(i.taint), plain(last), plain(i.title))
-    from tether.cli.render import stdout_console
+    from tether.cli.render import print_table, stdout_console
 
     console = stdout_console()
     # The store's location on a line of its own: a table's title would wrap a long path.
     console.print(plain(f"sessions ({where(store)})"), soft_wrap=True)
-    console.print(table)
+    print_table(table, console)
+    if more:
+        say_more(len(infos))
     return 0
 
 
@@ -283,7 +289,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _print_message(con: Any, message: Any) -> None:
-    from tether.display import one_line, shown
+    from tether.cli.render import excerpt
+    from tether.display import shown
     from tether.messages import ToolCall, ToolResult
     from tether.trust import untrusted_content
 
@@ -291,7 +298,7 @@ def _print_message(con: Any, message: Any) -> None:
     for part in message.parts:
         if isinstance(part, ToolCall):
             con.print(shown(("assistant", style["assistant"]), f" → {part.name} "
-                            f"{one_line(part.arguments, 160)} ", (f"({part.id})", "dim")))
+                            f"{excerpt(part.arguments, 160)} ", (f"({part.id})", "dim")))
         elif isinstance(part, ToolResult):
             flags: list[tuple[str, str]] = []
             if part.is_error:
@@ -301,10 +308,10 @@ def _print_message(con: Any, message: Any) -> None:
                 flags.append((" (untrusted)", "yellow"))
                 # A person reads the data; the notice around it was written for the model.
                 content = untrusted_content(content) or content
-            con.print(shown((part.name, style["tool"]), *flags, f" {one_line(content, 300)}"))
+            con.print(shown((part.name, style["tool"]), *flags, f" {excerpt(content, 300)}"))
         elif getattr(part, "kind", "") == "text" and part.text.strip():
             con.print(shown((message.role, style.get(message.role, "bold")),
-                            f" {one_line(part.text, 300)}"))
+                            f" {excerpt(part.text, 300)}"))
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
@@ -342,8 +349,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 async def _resume(args: argparse.Namespace) -> int:
     from tether.approval import Decision
-    from tether.cli.common import exit_code, make_agent, telemetry_export
-    from tether.cli.render import EventRenderer
+    from tether.cli.common import local_serving, make_agent
     from tether.display import literal
     from tether.store import Session
 
@@ -372,7 +378,16 @@ async def _resume(args: argparse.Namespace) -> int:
                             f"{', '.join(c.call_id for c in undecided)}: pass --allow CALL_ID "
                             f"or --deny CALL_ID (nobody is at a terminal to ask)")
 
-    agent, cfg = make_agent(args)
+    async with local_serving(args):
+        agent, cfg = make_agent(args)
+        return await _resumed(args, agent, cfg, session, pending, decisions)
+
+
+async def _resumed(args: argparse.Namespace, agent: Agent, cfg: Any, session: Session,
+                   pending: Any, decisions: dict[PendingCall, Decision]) -> int:
+    from tether.cli.common import exit_code, telemetry_export
+    from tether.cli.render import EventRenderer
+
     renderer = EventRenderer(show_text=not args.json)
     session.listeners.append(renderer)
     result: RunResult | None = None

@@ -42,6 +42,19 @@ def load(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     return load_config(args.workspace, given), given
 
 
+def refuse_in_process_flags(args: argparse.Namespace) -> None:
+    """The flags that only mean something in this process are refused with --engine
+    temporal: a durable run keeps its own state, and the worker's configuration names its
+    providers and tools."""
+    names = {"session": "--session", "output_schema": "--output-schema", "local": "--local",
+             "tool_files": "--tools", "no_tools": "--no-tools", "only_tools": "-T"}
+    for flag, name in names.items():
+        if getattr(args, flag, None):
+            raise ConfigError(f"{name} is not available with --engine temporal: a durable "
+                              f"run keeps its own state, and the worker's configuration names "
+                              f"its providers and tools")
+
+
 # --- tether run --engine temporal -------------------------------------------------------------
 
 
@@ -51,12 +64,7 @@ def run_on_temporal(args: argparse.Namespace) -> int:
     from tether.temporal import require
 
     require()
-    for flag in ("session", "output_schema", "local", "tool_files"):
-        if getattr(args, flag, None):
-            name = "--" + flag.replace("_", "-").replace("tool-files", "tools")
-            raise ConfigError(f"{name} is not available with --engine temporal: a durable "
-                              f"run keeps its own state, and the worker's configuration names "
-                              f"its providers and tools")
+    refuse_in_process_flags(args)
     cfg, given = load(args)
     return asyncio.run(_run(args, cfg, given))
 
@@ -182,6 +190,7 @@ async def batch_on_temporal(args: argparse.Namespace, items: list[Any],
     from tether.temporal import require
 
     require()
+    refuse_in_process_flags(args)
     from tether.temporal.batch import run_batch
     from tether.temporal.client import connect
 
@@ -189,7 +198,7 @@ async def batch_on_temporal(args: argparse.Namespace, items: list[Any],
     client = await connect(cfg.temporal)
     return await run_batch(client, items, task_queue=cfg.temporal.task_queue, out=args.out,
                            resume=args.resume, concurrency=args.concurrency,
-                           limit=args.limit, batch_id=getattr(args, "batch_id", None),
+                           limit=args.limit or None, batch_id=getattr(args, "batch_id", None),
                            overrides=given, ask=bool(getattr(args, "wait_for_approvals", False)),
                            on_progress=view)
 

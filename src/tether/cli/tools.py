@@ -1,4 +1,6 @@
-"""`tether tools`: every tool with its capabilities, approval flag and source's trust."""
+"""`tether tools`: every tool with its capabilities, approval flag and source's trust; with
+the flags that choose tools (``--tools``, ``--no-tools``, ``-T``, ``--local``), the tools a
+run with them would offer."""
 
 from __future__ import annotations
 
@@ -10,8 +12,13 @@ from tether.cli.common import EXIT_OK, error, make_agent
 
 
 def add_cli(sub: Any) -> None:
+    from tether.cli.common import add_local_flag
+    from tether.cli.selection import add_tool_flags
+
     tools = sub.add_parser("tools", help="list tools with capabilities and approval flags")
     tools.add_argument("--json", action="store_true")
+    add_local_flag(tools)  # the tools a --local run offers, and what else --local changes
+    add_tool_flags(tools)  # the tools --tools, --no-tools and -T would offer
     tools.set_defaults(handler=cmd_tools)
 
 
@@ -20,9 +27,17 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 async def _tools(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
+    if args.local:
+        from tether.cli.local import local_changes, local_layer
+        from tether.cli.render import stderr_console
+        from tether.display import shown
+
+        # What --local would change, said without starting the server it would use.
+        args.local_config = local_layer(args)
+        for line in local_changes(args, args.local_config):
+            stderr_console().print(shown((line, "dim")))
     agent, _ = make_agent(args, approver=None)
     async with agent:
         tools = list(agent.tools.values())
@@ -43,6 +58,7 @@ async def _tools(args: argparse.Namespace) -> int:
 
         print(json_dumps(rows, indent=2))
         return EXIT_OK
+    from tether.cli.render import print_table
     from tether.display import plain
 
     table = Table(title="tools")
@@ -55,5 +71,5 @@ async def _tools(args: argparse.Namespace) -> int:
         table.add_row(plain(r["name"]), plain(r["title"]), plain(source),
                       plain(", ".join(r["capabilities"]) or "-"),
                       "yes" if r["needs_approval"] else "no", "yes" if r["read_only"] else "no")
-    Console().print(table)
+    print_table(table)
     return EXIT_OK
