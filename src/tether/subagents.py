@@ -168,8 +168,7 @@ def _delegation_tool(profile: SubagentProfile, caps: Capabilities, owner: Agent)
                                 "description": "What the sub-agent should do, in full: it "
                                                "sees nothing of this conversation."}},
         "required": ["task"],
-        "additionalProperties": False,
-    }
+    }  # other keys are dropped, as for every tool whose schema does not forbid them
 
     async def delegate(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return await run_subagent(profile, arguments["task"], ctx, caps, owner=owner)
