@@ -641,9 +641,13 @@ class _Run:
         self.text = message.text
 
         calls = message.tool_calls
+        if response.stop_reason == "max_tokens" and self.spend.tokens_spent() is None:
+            for item in self._cut_short(calls, response.raw_stop_reason):
+                yield item
+            return
         if not calls:
-            if response.stop_reason == "max_tokens" and self.spend.tokens_spent() is not None:
-                yield Stopped(StopCause.OUTPUT_TOKEN_BUDGET)  # the budget cut the answer
+            if response.stop_reason == "max_tokens":
+                yield Stopped(StopCause.OUTPUT_TOKEN_BUDGET)  # the run's budget cut the answer
             else:
                 yield self.ending.after_text(self.text)
             return
@@ -805,6 +809,25 @@ class _Run:
         conv.grow_taint(Taint(untrusted=True))
         return self._event(ev.TaintChanged(
             before, conv.taint, f"tools offered by untrusted MCP server(s) {', '.join(servers)}"))
+
+    def _cut_short(self, calls: Sequence[ToolCall],
+                   raw: str | None) -> list[ev.Event | TurnOutcome]:
+        """The answer was cut by an output token limit that is not the run's own budget (the
+        provider's or the server's) before the model finished it: the run stops, its text
+        is what was written. No call of the answer runs: the last one's arguments may be
+        cut too, and cut arguments can still parse (half a file's content, the first words
+        of a command), and the model meant more calls than it wrote."""
+        said = f" (stop reason {raw[:40]!r})" if raw else ""
+        out: list[ev.Event | TurnOutcome] = []
+        if calls:
+            out.append(self._close_unrun(calls, "the answer that made it was cut short by "
+                                                "the output token limit"))
+        out.append(self._event(ev.Notice(
+            "warning", f"the model's answer was cut by its output token limit{said} before "
+                       f"it was complete; ask for a shorter answer, or raise the limit "
+                       f"(max_output_tokens, tether run --max-tokens)", source="model")))
+        out.append(Stopped(StopCause.TRUNCATED))
+        return out
 
     def _close_unrun(self, calls: Sequence[ToolCall], why: str) -> ev.Event:
         """Answer calls that will never run, so the conversation stays valid to continue."""
