@@ -52,3 +52,22 @@ def test_a_failed_builtin_call_is_shown_as_a_failure_not_a_tick(tmp_path: Path,
     js = tether(ws, "run", "--json", "Say hello")
     [record] = json.loads(js.stdout)["tool_calls"]
     assert (record["status"], record["error"]) == ("error", True)
+
+
+def test_a_failing_call_made_again_and_again_exits_3_and_is_not_ok_in_a_batch(
+        tmp_path: Path, server: LoopbackServer) -> None:
+    ws = workspace(tmp_path, server.url + "/v1")
+    server.queue(*[tool_call("calculator", {"expression": "hello"})] * 4)
+    out = tether(ws, "run", "Say hello")
+    assert out.returncode == 3, out.stderr
+    assert len(server.requests) == 4 and "stopped: repeated_failure" in out.stderr
+    assert "max_repeated_failures" in out.stderr
+    third = server.requests[3].body["messages"][-1]
+    assert "has failed 3 times in this run" in third["content"]
+
+    (tmp_path / "in.jsonl").write_text('"Say hello"\n')
+    server.queue(*[tool_call("calculator", {"expression": "hello"})] * 4)
+    batch = tether(ws, "batch", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out.jsonl"))
+    assert batch.returncode == 1, batch.stderr
+    [line] = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert (line["ok"], line["stop_cause"]) == (False, "repeated_failure")

@@ -164,7 +164,10 @@ class Fleet:
         return {**os.environ, "TETHER_CONFIG": os.devnull,
                 "XDG_DATA_HOME": str(self.root / "data"), "TETHER_TEST_WORKER": name,
                 "TETHER_TEST_LOG": str(self.log), "TETHER_TEST_NOTIFY": self.model.notify_url,
-                "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+                # The tests' package first; then whatever the test process was given (a
+                # worktree's src ahead of an editable install): a worker runs the same tether.
+                "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                               *filter(None, [os.environ.get("PYTHONPATH")])])}
 
     def start(self, name: str) -> Worker:
         """A worker process, once it polls the task queue."""

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from tether.errors import TetherError
     from tether.messages import Usage, usage_to_dict
     from tether.result import Prices, RunResult, StopCause
+    from tether.settings import DEFAULT_MAX_REPEATED_FAILURES
     from tether.subagents import SubagentProfile, delegation_answer, missing_tools_output
     from tether.tools import Tool, ToolContext, ToolOutput
     from tether.trust import CLEAN, SecurityConfig, Taint, truncate
@@ -177,6 +178,9 @@ class TetherRun:
         }
         prices = settings["prices"]
         common.update(max_output_tokens=settings["max_output_tokens"],
+                      # A plan from a worker of an older tether has none: its default.
+                      max_repeated_failures=settings.get("max_repeated_failures",
+                                                         DEFAULT_MAX_REPEATED_FAILURES),
                       output_retries=settings["output_retries"],
                       max_cost_usd=settings["max_cost_usd"],
                       prices=Prices(**prices) if prices else None)
