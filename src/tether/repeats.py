@@ -13,9 +13,10 @@ an unknown tool, and the gate's refusals (a person's or the policy's). Each of t
 back the same way when the same call is made again; a denied call repeated would ask the
 person the same question again.
 
-A successful call that returns the same result ``limit`` times in a row is noticed too: its
-result says that calling it again will most likely return the same. That run goes on (a
-call may rightly be repeated, polling something until it changes); ``max_turns`` bounds it.
+A successful call (written the same way: its arguments' text, which is how a model repeats
+a call) that returns the same result ``limit`` times in a row is noticed too: its result
+says that calling it again will most likely return the same. That run goes on (a call may
+rightly be repeated, polling something until it changes); ``max_turns`` bounds it.
 """
 
 from __future__ import annotations
@@ -44,10 +45,6 @@ def call_key(call: ToolCall) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
-def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
 class Repeats:
     """One run's count of failed calls, and of successful calls returning the same result.
     ``limit`` None notices nothing."""
@@ -57,7 +54,7 @@ class Repeats:
     def __init__(self, limit: int | None) -> None:
         self.limit = limit
         self._failures: dict[bytes, int] = {}
-        self._results: dict[bytes, tuple[bytes, int]] = {}
+        self._results: dict[int, tuple[int, int]] = {}
 
     def given_up(self, calls: Iterable[ToolCall]) -> tuple[ToolCall, int] | None:
         """The first of ``calls`` that already failed ``limit`` times (the model was told),
@@ -76,9 +73,9 @@ class Repeats:
         times (or more)."""
         if self.limit is None:
             return content
-        key = call_key(call)
         if status in FAILED:
-            self._results.pop(key, None)
+            self._results.pop(hash((call.name, call.arguments)), None)  # no longer in a row
+            key = call_key(call)
             failed = self._failures[key] = self._failures.get(key, 0) + 1
             if failed < self.limit:
                 return content
@@ -87,10 +84,14 @@ class Repeats:
                     f"again: it will fail the same way, and making it once more ends the "
                     f"run. Change the arguments, use another tool, or answer with what you "
                     f"have.]")
-        digest = _digest(content)
-        last, times = self._results.get(key, (b"", 0))
-        times = times + 1 if last == digest else 1
-        self._results[key] = (digest, times)
+        # Every successful call passes here, so it is known cheaply: by its arguments as
+        # written (how a model repeats a call; no JSON is parsed), and its result by the
+        # string's own hash (keyed per process, computed once per string).
+        written = hash((call.name, call.arguments))
+        digest = hash(content)
+        last, times = self._results.get(written, (0, 0))
+        times = times + 1 if times and last == digest else 1
+        self._results[written] = (digest, times)
         if times < self.limit:
             return content
         return (f"{content}\n\n[tether: this exact call ({_named(call)} with these arguments) "
