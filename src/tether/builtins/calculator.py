@@ -81,8 +81,8 @@ def _calculator(expression: str) -> ToolOutput:
                               is_error=True)
         text = _shown(value)
     except NotArithmetic as e:
-        return ToolOutput(f"Error: {e}. The calculator evaluates arithmetic only (such as "
-                          f"\"17 * 23\"); anything else needs no calculator.", is_error=True)
+        return ToolOutput(f"Error: {e}. The calculator only evaluates arithmetic, such as "
+                          f"\"17 * 23\"; for anything else, answer without it.", is_error=True)
     except ZeroDivisionError:
         return ToolOutput("Error: division by zero.", is_error=True)
     except RecursionError:
