@@ -154,6 +154,17 @@ async def test_every_way_a_call_fails_counts(made: Reply, status: str) -> None:
     assert result.stop_cause == "repeated_failure" and ran == []
 
 
+async def test_a_person_who_denied_a_call_three_times_is_not_asked_a_fourth() -> None:
+    from tests.conftest import Recorder
+    from tether import Decision
+
+    approver = Recorder(Decision.deny("not today"))
+    model = Scripted([call("deploy", target="prod")] * 4 + ["never asked"])
+    result = await Agent(model, tools=[deploy], approver=approver).run("Deploy.")
+    assert len(approver.requests) == 3 and ran == []
+    assert result.stop_cause == "repeated_failure"
+
+
 async def test_a_call_the_policy_blocked_made_again_ends_the_run() -> None:
     from tether import Capabilities
 

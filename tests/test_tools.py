@@ -289,6 +289,17 @@ def test_a_call_that_misses_a_parameter_names_the_keys_that_were_ignored() -> No
     assert "ignored argument 'expresion': calc takes expression" in str(raised.value)
 
 
+async def test_a_structured_answer_drops_keys_its_schema_does_not_name() -> None:
+    from tether import OutputSpec
+
+    spec = OutputSpec("report", "The city.", {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+    reservation = spec.reserve()
+    model = Scripted([call(reservation.tool_name, {"city": "Paris", "note": "sunny"})])
+    report = await Agent(model).prepare("City?", output=reservation).output()
+    assert report.value == {"city": "Paris"}
+
+
 def test_a_dropped_key_is_never_run_approved_or_recorded() -> None:
     sent: list[dict[str, object]] = []
 
