@@ -525,7 +525,7 @@ disabled = true
     out = capsys.readouterr().out
     lines = {m.group(1): line for line in out.splitlines()
              if (m := re.match(r"[✓✗] (mcp \S+)", line))}
-    assert lines["mcp good"].startswith("✓") and "12 tools" in lines["mcp good"]
+    assert lines["mcp good"].startswith("✓") and "14 tools" in lines["mcp good"]
     assert lines["mcp bad"].startswith("✗") and "no token" in lines["mcp bad"]
     assert lines["mcp off"].startswith("✓") and "disabled" in lines["mcp off"]
 
