@@ -18,11 +18,14 @@ from typing import Any
 import pytest
 
 import tether.builtins as builtins
+from tests.conftest import statuses
 from tests.servers.http import Canned, LoopbackServer
-from tether import SecurityConfig, Tool, ToolContext, ToolOutput
+from tether import Agent, SecurityConfig, Tool, ToolContext, ToolOutput
 from tether.builtins import (
     DEFAULT_ENABLED,
     FetchLimits,
+    builtin_names,
+    calculator,
     edit_file,
     fetch_url,
     grep,
@@ -37,6 +40,9 @@ from tether.builtins.fetch import blocked_address, domain_refusal
 from tether.builtins.html_text import html_to_text
 from tether.builtins.workspace import WorkspaceError, confine
 from tether.errors import ConfigError
+from tether.messages import ToolResult
+from tether.providers import Scripted
+from tether.providers import call as calling
 from tether.trust import CLEAN
 
 OPEN_NETWORK = SecurityConfig(block_private_ips=False)
@@ -642,3 +648,63 @@ async def test_tools_may_not_change_tethers_own_config_sessions_or_cache(
         assert out.is_error and "tether's own files" in out.content, path
         assert not (ws / path).exists()
     assert not (await call(write_file, ws, path=".config/other/app.toml", content="x")).is_error
+
+
+# --- failures are error results ------------------------------------------------------------
+
+# A call of each built-in that cannot succeed, as a model would make it.
+FAILING_CALLS: dict[str, dict[str, Any]] = {
+    "calculator": {"expression": "hello"},
+    "read_file": {"path": "missing.txt"},
+    "list_dir": {"path": "missing"},
+    "grep": {"pattern": "("},
+    "write_file": {"path": "src", "content": "x"},  # a folder
+    "edit_file": {"path": "notes.txt", "old_text": "absent", "new_text": "x"},
+    "fetch_url": {"url": "http://127.0.0.1:9/"},  # a private address
+    "shell": {"command": "exit 3"},
+}
+
+
+def test_every_builtin_has_a_failing_call_in_the_table() -> None:
+    assert sorted(FAILING_CALLS) == builtin_names()
+
+
+@pytest.mark.parametrize("name", sorted(FAILING_CALLS))
+def test_a_builtins_failure_is_an_error_result_never_a_success(ws: Path, name: str) -> None:
+    model = Scripted([calling(name, FAILING_CALLS[name]), "It did not work."])
+    agent = Agent(model, select_builtins([name]), workspace=ws, permission_mode="allow")
+    result = agent.run_sync("go")
+    assert statuses(result) == ["error"], result.tool_calls
+    (answer,) = model.requests[1].messages[-1].parts
+    assert isinstance(answer, ToolResult) and answer.is_error
+
+
+@pytest.mark.parametrize(("expression", "says"), [
+    ("hello", "only evaluates arithmetic"),
+    ("1 / 0", "division by zero"),
+    ("sqrt(-1)", "math domain error"),
+    ("(-8) ** 0.5", "not a real number"),
+    ("1e308 * 10", "not a finite number"),
+    ("9 ** 999 * 9 ** 999 * 9 ** 999 * 9 ** 999 * 9 ** 999", "more than 4300 digits"),
+    ("1" + " + 1" * 20_000, "nests too deep"),
+    ("min()", "min expected"),
+])
+async def test_the_calculator_says_why_it_failed_as_an_error(ws: Path, expression: str,
+                                                             says: str) -> None:
+    out = await call(calculator, ws, expression=expression)
+    assert out.is_error and says in out.content
+
+
+async def test_the_calculator_answers_arithmetic(ws: Path) -> None:
+    assert (await call(calculator, ws, expression="17 * 23")).content == "391"
+    assert (await call(calculator, ws, expression="7 / 2")).content == "3.5"
+    assert (await call(calculator, ws, expression="10 / 2")).content == "5"
+
+
+@pytest.mark.parametrize("name", sorted(FAILING_CALLS))
+def test_a_builtin_drops_an_argument_key_it_does_not_take(name: str) -> None:
+    (builtin,) = select_builtins([name])
+    assert "additionalProperties" not in builtin.spec.schema_json
+    arguments = FAILING_CALLS[name]
+    assert builtin.validate({**arguments, "stray": 1, "note": "x"}) == \
+        builtin.validate(arguments)

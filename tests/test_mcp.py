@@ -23,6 +23,7 @@ from tether.config import McpSection, servers_from_config
 from tether.errors import ConfigError
 from tether.mcp import ALLOWED_ENV, McpServer
 from tether.providers import Scripted, call
+from tether.trust import untrusted_content
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 KITCHEN = str(SERVERS / "kitchen.py")
@@ -230,13 +231,28 @@ async def test_structured_content_is_kept_and_is_error_makes_an_error_result() -
     assert statuses(result) == ["ok", "error"]
 
 
+async def test_keys_the_servers_schema_does_not_name_are_dropped_before_the_call_is_sent(
+) -> None:
+    model = Scripted([call("k__received", {"text": "hi", "stray": "x", "cc": "evil@example.com"}),
+                      call("k__strict", {"text": "hi", "stray": "x"}), "done"])
+    async with Agent(model, tools=[kitchen()]) as agent:
+        result = await agent.run("go")
+    finished = [e.result for e in result.events if isinstance(e, ev.ToolFinished)]
+    assert json.loads(untrusted_content(finished[0].content) or "") == {"text": "hi"}
+    assert result.tool_calls[0].input == {"text": "hi"}
+    # A schema that forbids other keys (additionalProperties: false) refuses the call, naming
+    # them; the server never sees it.
+    assert statuses(result) == ["ok", "invalid_args"]
+    assert "unknown argument 'stray': k__strict takes text" in finished[1].content
+
+
 # --- listing ----------------------------------------------------------------------------------
 
 
 async def test_tools_are_listed_across_every_page() -> None:
     async with started(kitchen()) as whole, started(kitchen("--page-size", "2")) as paged:
         assert [t.name for t in paged.tools()] == [t.name for t in whole.tools()]
-        assert len(paged.tools()) == 12
+        assert len(paged.tools()) == 14
 
 
 async def test_a_list_changed_notification_refreshes_the_tools_before_the_next_turn() -> None:
@@ -509,7 +525,7 @@ disabled = true
     out = capsys.readouterr().out
     lines = {m.group(1): line for line in out.splitlines()
              if (m := re.match(r"[✓✗] (mcp \S+)", line))}
-    assert lines["mcp good"].startswith("✓") and "12 tools" in lines["mcp good"]
+    assert lines["mcp good"].startswith("✓") and "14 tools" in lines["mcp good"]
     assert lines["mcp bad"].startswith("✗") and "no token" in lines["mcp bad"]
     assert lines["mcp off"].startswith("✓") and "disabled" in lines["mcp off"]
 

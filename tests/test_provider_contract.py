@@ -19,6 +19,7 @@ import pytest
 from tests.providers.helpers import FakeSleep, ask, collect, final, unreachable_url
 from tests.providers.wires import WIRES, Wire
 from tests.servers.http import Canned, LoopbackServer
+from tether import Agent, RunResult, tool
 from tether.errors import (
     AuthError,
     BadRequestError,
@@ -30,6 +31,7 @@ from tether.errors import (
     RateLimitError,
     ServerError,
 )
+from tether.events import RunFinished
 from tether.messages import ToolCall
 from tether.providers.base import Provider, Retrying, TextChunk, ToolCallChunk
 from tether.providers.http import RetryPolicy
@@ -296,6 +298,59 @@ async def test_an_error_in_a_200_before_any_content_is_retried_like_its_status(
     provider = adapter(wire, server, sleep=sleep)
     response = final(await collect(provider, ask())).response
     assert response.message.text == "Hello" and len(sleep.waits) == 1
+    await provider.aclose()
+
+
+# --- an answer cut by the output token limit -------------------------------------------------
+
+
+def limited(wire: Wire, streamed: bool, call: tuple[str, ...] | None = None) -> Canned:
+    """An answer saying "Hello" (and making ``call``, streamed only) that ``wire`` says the
+    output token limit cut."""
+    if streamed:
+        return Canned(200, wire.limited_sse(["Hel", "lo"], list(call) if call else None),
+                      {"content-type": "text/event-stream"})
+    return Canned.json(wire.limited_body("Hello"))
+
+
+async def run(agent: Agent, streamed: bool) -> RunResult:
+    if not streamed:
+        return await agent.run("hi")
+    results = [e.result async for e in agent.stream("hi") if isinstance(e, RunFinished)]
+    return results[-1]
+
+
+@wires
+@both
+async def test_an_answer_the_output_token_limit_cut_ends_the_run_truncated(
+        server: LoopbackServer, wire: Wire, streamed: bool) -> None:
+    server.queue(limited(wire, streamed))
+    provider = adapter(wire, server)
+    response = final(await collect(provider, ask(stream=streamed))).response
+    assert response.stop_reason == "max_tokens" and response.message.text == "Hello"
+    server.queue(limited(wire, streamed))
+    result = await run(Agent(provider, context="off"), streamed)
+    assert (result.stop_cause, result.text) == ("truncated", "Hello")
+    await provider.aclose()
+
+
+@wires
+async def test_a_call_in_an_answer_the_output_token_limit_cut_never_runs(
+        server: LoopbackServer, wire: Wire) -> None:
+    ran: list[int] = []
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        ran.append(a + b)
+        return a + b
+
+    # The arguments parse: a cut call is never run, whatever it looks like.
+    server.queue(limited(wire, True, call=('{"a": 2,', ' "b": 3}')))
+    provider = adapter(wire, server)
+    result = await run(Agent(provider, tools=[add], context="off"), True)
+    assert result.stop_cause == "truncated" and ran == [] and len(server.requests) == 1
+    assert result.conversation.unanswered_calls == []
     await provider.aclose()
 
 

@@ -180,8 +180,9 @@ def test_closed_sets_are_literal_types() -> None:
     failure = typing.get_type_hints(OutputFailure.__init__,
                                     {**vars(tether.errors), "RunResult": RunResult})
     assert literal(failure["reason"]) == {
-        "prose", "bound", "mismatch", "provider", "empty_prompt"}
-    assert {c.value for c in StopCause} >= {"completed", "max_turns", "paused", "error"}
+        "prose", "bound", "mismatch", "provider", "empty_prompt", "truncated"}
+    assert {c.value for c in StopCause} >= {"completed", "max_turns", "paused", "error",
+                                            "truncated", "repeated_failure"}
     assert hints_of(ev.SubagentFinished)["stop_cause"] is StopCause
 
 

@@ -23,7 +23,33 @@ def a_parents_settings(tmp_path: Path) -> AgentSettings:
         prices=Prices(1.0, 2.0), permission_mode="read-only",
         security=SecurityConfig(trifecta="ask", max_result_chars=1234), workspace=tmp_path,
         approval_timeout_secs=12.0, tool_timeout_secs=34.0, temperature=0.3,
-        output_retries=5)
+        output_retries=5, max_repeated_failures=5)
+
+
+def test_the_defaults_bound_a_run_as_a_person_with_a_local_model_would(tmp_path: Path) -> None:
+    from tether.config import INIT_TEMPLATE, load_config
+
+    assert (AgentSettings().max_turns, AgentSettings().max_repeated_failures) == (20, 3)
+    agent = Agent(Scripted([]))
+    assert (agent.max_turns, agent.max_repeated_failures) == (20, 3)
+    assert (load_config(tmp_path).agent.max_turns,
+            load_config(tmp_path).agent.max_repeated_failures) == (20, 3)
+    (tmp_path / "tether.toml").write_text(INIT_TEMPLATE)
+    written = load_config(tmp_path).agent
+    assert (written.max_turns, written.max_repeated_failures) == (20, 3)
+    assert SubagentProfile("helper", "Help.").max_turns == 12  # the seed's
+
+
+def test_max_repeated_failures_is_at_least_one_or_none_and_0_in_config_is_off(
+        tmp_path: Path) -> None:
+    from tether.config import agent_from_config
+
+    with pytest.raises(ConfigError, match="max_repeated_failures must be at least 1"):
+        AgentSettings(max_repeated_failures=0)
+    assert AgentSettings(max_repeated_failures=None).max_repeated_failures is None
+    (tmp_path / "tether.toml").write_text(
+        '[providers.local]\nmodel = "m"\n[agent]\nmax_repeated_failures = 0\n')
+    assert agent_from_config(tmp_path).max_repeated_failures is None
 
 
 def test_settings_are_frozen() -> None:

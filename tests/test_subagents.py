@@ -207,6 +207,15 @@ def test_delegation_capabilities_are_derived_from_the_child_tools() -> None:
     assert agent.tools["web"].spec.schema_json["required"] == ["task"]
 
 
+async def test_a_delegation_drops_keys_other_than_its_task_as_every_tool_does() -> None:
+    profile = SubagentProfile("helper", "Help.", provider="child")
+    child = Scripted(["Helped."])
+    parent = Scripted([call("helper", {"task": "help me", "priority": "high"}), "Done."])
+    result = await Agent(parent, subagents=[profile], providers={"child": child}).run("go")
+    assert [(r.status, r.input) for r in result.tool_calls] == [("ok", {"task": "help me"})]
+    assert child.requests[0].messages[-1].text == "help me"
+
+
 # --- configuration errors -------------------------------------------------------------------
 
 

@@ -38,7 +38,7 @@ from tether import (
 from tether import events as ev
 from tether.errors import ConfigError
 from tether.messages import Message, ToolCall, Usage
-from tether.providers import Scripted, call
+from tether.providers import Reply, Scripted, call
 from tether.providers.base import Completed, ModelRequest, ModelResponse, StreamChunk, TextChunk
 from tether.providers.http import RetryPolicy
 from tether.providers.openai_chat import OpenAIChat
@@ -505,6 +505,17 @@ async def test_include_content_puts_messages_arguments_and_results_on_the_spans(
     run = otel.one("invoke_agent tether")
     assert json.loads(run.attributes["gen_ai.output.messages"])[0]["parts"] == [
         {"type": "text", "content": "5"}]
+
+
+async def test_a_cut_answer_ends_its_run_span_truncated_with_finish_reason_length(
+        otel: Otel) -> None:
+    agent = Agent(Scripted([Reply(text="The capital is", stop_reason="max_tokens")]),
+                  instrument=otel.instrument(include_content=True))
+    await agent.run("Capital?")
+    chat, run = otel.one("chat scripted"), otel.one("invoke_agent tether")
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ("max_tokens",)
+    assert run.attributes["tether.stop_cause"] == "truncated"
+    assert json.loads(run.attributes["gen_ai.output.messages"])[0]["finish_reason"] == "length"
 
 
 # --- metrics ------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""ToolSpec (seed 001), humanize_tool_name, and @tool."""
+"""ToolSpec (seed 001), humanize_tool_name, @tool, and the rule for argument keys a schema
+does not name."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tether import Capabilities, Tool, ToolSpec, humanize_tool_name, tool
+from tests.conftest import Recorder, statuses
+from tether import Agent, Capabilities, Decision, Tool, ToolSpec, humanize_tool_name, tool
 from tether.errors import ToolError
-from tether.tools import ArgumentError, ToolContext
+from tether.providers import Scripted, call
+from tether.tools import ArgumentError, ToolContext, unknown_arguments
 from tether.trust import SecurityConfig, Taint
 
 
@@ -141,8 +144,6 @@ def test_arguments_are_validated_before_the_function_runs() -> None:
         add.validate({"a": 1})
     with pytest.raises(ArgumentError, match="a"):
         add.validate({"a": "not a number", "b": 2})
-    with pytest.raises(ArgumentError, match="Extra inputs"):
-        add.validate({"a": 1, "b": 2, "c": 3})
     with pytest.raises(ArgumentError, match="object"):
         add.validate([1, 2])
     assert ran == []
@@ -202,6 +203,120 @@ def test_a_raw_schema_tool_is_validated_with_json_schema() -> None:
         t.validate({})
     with pytest.raises(ArgumentError, match="q"):
         t.validate({"q": ""})
+
+
+# --- argument keys a schema does not name --------------------------------------------------
+
+
+def _raw(schema: dict[str, object]) -> Tool:
+    async def handler(args: dict[str, object], ctx: ToolContext) -> str:
+        return "ok"
+
+    return Tool.from_schema("t", "T.", schema, handler)
+
+
+TEXT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+
+def test_a_function_tool_drops_keys_it_does_not_take_and_its_schema_does_not_forbid_them(
+) -> None:
+    ran: list[tuple[int, int]] = []
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        ran.append((a, b))
+        return a + b
+
+    assert "additionalProperties" not in add.spec.schema_json
+    assert add.validate({"a": 1, "b": 2, "c": 3, "note": "x"}) == {"a": 1, "b": 2}
+    model = Scripted([call("add", {"a": 1, "b": 2, "c": 3}), "3"])
+    result = Agent(model, tools=[add]).run_sync("1+2?")
+    assert ran == [(1, 2)] and statuses(result) == ["ok"]
+    assert result.tool_calls[0].input == {"a": 1, "b": 2}
+
+
+def test_a_raw_schema_that_names_its_properties_drops_other_keys() -> None:
+    assert _raw(TEXT).validate({"text": "x", "stray": 1}) == {"text": "x"}
+    no_params = _raw({"type": "object", "properties": {}})
+    assert no_params.validate({"stray": 1}) == {}
+
+
+def test_a_schema_that_forbids_other_keys_refuses_them_by_name() -> None:
+    strict = _raw({**TEXT, "additionalProperties": False})
+    with pytest.raises(ArgumentError, match=r"unknown arguments 'a', 'b': t takes text"):
+        strict.validate({"text": "x", "a": 1, "b": 2})
+    assert strict.validate({"text": "x"}) == {"text": "x"}
+    # The same with no validator of its own, and for unevaluatedProperties.
+    bare = Tool(ToolSpec("t", "T.", {**TEXT, "unevaluatedProperties": False}),
+                _raw(TEXT).handler)
+    with pytest.raises(ArgumentError, match="unknown argument 'a'"):
+        bare.validate({"text": "x", "a": 1})
+
+
+def test_a_schema_that_accepts_other_keys_keeps_them_as_it_says() -> None:
+    assert _raw({**TEXT, "additionalProperties": True}).validate({"text": "x", "n": 1}) == \
+        {"text": "x", "n": 1}
+    typed = _raw({**TEXT, "additionalProperties": {"type": "integer"}})
+    assert typed.validate({"text": "x", "n": 1}) == {"text": "x", "n": 1}
+    with pytest.raises(ArgumentError, match="'s' is not of type 'integer'"):
+        typed.validate({"text": "x", "n": "s"})
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object"},  # names no parameter: nothing is unknown
+    {**TEXT, "patternProperties": {"^x_": {"type": "integer"}}},
+    {"type": "object", "properties": {"text": {"type": "string"}},
+     "allOf": [{"properties": {"more": {"type": "string"}}}]},
+])
+def test_a_schema_that_says_more_about_its_keys_is_left_to_its_validator(
+        schema: dict[str, object]) -> None:
+    t = _raw(schema)
+    assert unknown_arguments(schema, {"text": "x", "x_1": 1, "more": "m"}).keys == ()
+    assert t.validate({"text": "x", "x_1": 1, "more": "m"}) == {"text": "x", "x_1": 1,
+                                                                "more": "m"}
+
+
+def test_a_call_that_misses_a_parameter_names_the_keys_that_were_ignored() -> None:
+    @tool
+    def calc(expression: str) -> str:
+        """Calculate."""
+        return expression
+
+    with pytest.raises(ArgumentError) as raised:
+        calc.validate({"expresion": "6*7"})
+    assert "expression: Field required" in str(raised.value)
+    assert "ignored argument 'expresion': calc takes expression" in str(raised.value)
+
+
+async def test_a_structured_answer_drops_keys_its_schema_does_not_name() -> None:
+    from tether import OutputSpec
+
+    spec = OutputSpec("report", "The city.", {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+    reservation = spec.reserve()
+    model = Scripted([call(reservation.tool_name, {"city": "Paris", "note": "sunny"})])
+    report = await Agent(model).prepare("City?", output=reservation).output()
+    assert report.value == {"city": "Paris"}
+
+
+def test_a_dropped_key_is_never_run_approved_or_recorded() -> None:
+    sent: list[dict[str, object]] = []
+
+    async def send(args: dict[str, object], ctx: ToolContext) -> str:
+        sent.append(args)
+        return "sent"
+
+    mail = Tool.from_schema("send", "Send a note.", {
+        "type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
+        "required": ["to", "body"]}, send, needs_approval=True)
+    approver = Recorder(Decision.allow())
+    model = Scripted([call("send", {"to": "me@example.com", "body": "hi",
+                                    "bcc": "evil@example.com"}), "done"])
+    result = Agent(model, tools=[mail], approver=approver).run_sync("mail me")
+    assert sent == [{"to": "me@example.com", "body": "hi"}]
+    assert [r.arguments for r in approver.requests] == [{"to": "me@example.com", "body": "hi"}]
+    assert result.tool_calls[0].input == {"to": "me@example.com", "body": "hi"}
 
 
 def test_a_tool_is_not_idempotent_unless_it_says_so() -> None:

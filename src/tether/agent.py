@@ -41,8 +41,15 @@ from tether.providers.base import (
     StreamChunk,
     TextChunk,
 )
+from tether.repeats import Repeats
 from tether.result import RunResult, StopCause, ToolCallRecord
-from tether.settings import AgentSettings, Prices, Setting
+from tether.settings import (
+    DEFAULT_MAX_REPEATED_FAILURES,
+    DEFAULT_MAX_TURNS,
+    AgentSettings,
+    Prices,
+    Setting,
+)
 from tether.tools import (
     ManagedToolset,
     RunScope,
@@ -75,6 +82,7 @@ class Agent:
 
     system_prompt = Setting[str | None]()
     max_turns = Setting[int]()
+    max_repeated_failures = Setting[int | None]()
     max_output_tokens = Setting[int | None]()
     max_cost_usd = Setting[float | None]()
     prices = Setting[Prices | None]()
@@ -92,7 +100,7 @@ class Agent:
         model: Provider,
         tools: Iterable[Tool | Toolset | Callable[..., Any]] = (),
         system_prompt: str | None = None,
-        max_turns: int = 40,
+        max_turns: int = DEFAULT_MAX_TURNS,
         max_output_tokens: int | None = None,
         *,
         approver: Approver | None = None,
@@ -109,9 +117,11 @@ class Agent:
         prices: Prices | None = None,
         instrument: bool | Instrumentation | None = False,
         context: ContextStrategy | ContextConfig = "trim",
+        max_repeated_failures: int | None = DEFAULT_MAX_REPEATED_FAILURES,
     ) -> None:
         settings = AgentSettings(
             system_prompt=system_prompt, max_turns=max_turns,
+            max_repeated_failures=max_repeated_failures,
             max_output_tokens=max_output_tokens, max_cost_usd=max_cost_usd, prices=prices,
             permission_mode=permission_mode, security=security or SecurityConfig(),
             workspace=Path(workspace), approval_timeout_secs=approval_timeout_secs,
@@ -547,6 +557,8 @@ class _Run:
         self.error: TetherError | None = None
         self.observer = _observer(self)
         self.fitter = agent._context_fitter()
+        # Calls that failed (or returned the same result) again and again in this run.
+        self.repeats = Repeats(self.settings.max_repeated_failures)
         self.prompt_sent = False  # whether this run added a prompt (at index ``start``)
         # The tools offered: taken at the start of the run and of each turn, and used
         # throughout it (the request's declarations, the gate's verdicts).
@@ -646,9 +658,13 @@ class _Run:
         self.text = message.text
 
         calls = message.tool_calls
+        if response.stop_reason == "max_tokens" and self.spend.tokens_spent() is None:
+            for item in self._cut_short(calls, response.raw_stop_reason):
+                yield item
+            return
         if not calls:
-            if response.stop_reason == "max_tokens" and self.spend.tokens_spent() is not None:
-                yield Stopped(StopCause.OUTPUT_TOKEN_BUDGET)  # the budget cut the answer
+            if response.stop_reason == "max_tokens":
+                yield Stopped(StopCause.OUTPUT_TOKEN_BUDGET)  # the run's budget cut the answer
             else:
                 yield self.ending.after_text(self.text)
             return
@@ -658,6 +674,11 @@ class _Run:
         if reached is not None:
             yield self._close_unrun(calls, reached.why)
             yield Stopped(reached.bound.cause)
+            return
+        repeated = self.repeats.given_up(c for c in calls if not self.ending.ends_with((c,)))
+        if repeated is not None:
+            for item in self._gave_up(calls, *repeated):
+                yield item
             return
         async for item in self._calls(calls):
             yield item
@@ -726,7 +747,8 @@ class _Run:
                     else:
                         yield self._event(item)
             if isinstance(verdict, gate.Refuse):
-                done[position] = refused = settled(call, verdict.status, verdict.text)
+                done[position] = refused = settled(
+                    call, verdict.status, self._noted(call, verdict.status, verdict.text))
                 yield self._event(ev.ToolFinished(call.id, call.name, verdict.status,
                                                   refused.result, 0.0))
             elif isinstance(verdict, gate.Defer):
@@ -758,7 +780,8 @@ class _Run:
         # Allowed calls side by side; their events (a sub-agent's) stream through.
         observer = self.observer
         async for event in run_calls(allowed, conv, settings, self._scope, done,
-                                     None if observer is None else observer.tool_context):
+                                     None if observer is None else observer.tool_context,
+                                     self._noted):
             yield self._event(event)
         conv.pending = []
         conv.append(Message("tool", tuple(done[i].result for i in range(len(calls)))))
@@ -773,6 +796,14 @@ class _Run:
 
     def _interrupted(self) -> bool:
         return self.interrupt is not None and self.interrupt.is_set()
+
+    def _noted(self, call: ToolCall, status: ev.ToolStatus, content: str) -> str:
+        """A call's result as the model reads it: with a note when the same call has failed,
+        or returned the same result, ``max_repeated_failures`` times in this run. A call
+        that can give a structured run its answer is left to its own retries."""
+        if self.ending.ends_with((call,)):
+            return content
+        return self.repeats.finished(call, status, content)
 
     def _scope(self, call: ToolCall) -> RunScope:
         """The run a call belongs to, as its tool sees it (``ToolContext.run``)."""
@@ -823,6 +854,39 @@ class _Run:
         conv.grow_taint(Taint(untrusted=True))
         return self._event(ev.TaintChanged(
             before, conv.taint, f"tools offered by untrusted MCP server(s) {', '.join(servers)}"))
+
+    def _cut_short(self, calls: Sequence[ToolCall],
+                   raw: str | None) -> list[ev.Event | TurnOutcome]:
+        """The answer was cut by an output token limit that is not the run's own budget (the
+        provider's or the server's) before the model finished it: the run stops, its text
+        is what was written. No call of the answer runs: the last one's arguments may be
+        cut too, and cut arguments can still parse (half a file's content, the first words
+        of a command), and the model meant more calls than it wrote."""
+        said = f" (stop reason {raw[:40]!r})" if raw else ""
+        out: list[ev.Event | TurnOutcome] = []
+        if calls:
+            out.append(self._close_unrun(calls, "the answer that made it was cut short by "
+                                                "the output token limit"))
+        out.append(self._event(ev.Notice(
+            "warning", f"the model's answer was cut by its output token limit{said} before "
+                       f"it was complete; ask for a shorter answer, or raise the limit "
+                       f"(max_output_tokens, tether run --max-tokens)", source="model")))
+        out.append(Stopped(StopCause.TRUNCATED))
+        return out
+
+    def _gave_up(self, calls: Sequence[ToolCall], repeated: ToolCall,
+                 failed: int) -> list[ev.Event | TurnOutcome]:
+        """The model made a call again that failed ``failed`` times in this run, after its
+        last result told it not to: the run ends, and nothing of this turn runs."""
+        name = repeated.name if len(repeated.name) <= 64 else repeated.name[:64] + "..."
+        return [
+            self._close_unrun(calls, f"the run ended: the call to {name} was made again "
+                                     f"with the same arguments after failing {failed} times"),
+            self._event(ev.Notice(
+                "warning", f"the model made the same call ({name!r} with the same "
+                           f"arguments) again after it failed {failed} times "
+                           f"(max_repeated_failures); the run stops", source="agent")),
+            Stopped(StopCause.REPEATED_FAILURE)]
 
     def _close_unrun(self, calls: Sequence[ToolCall], why: str) -> ev.Event:
         """Answer calls that will never run, so the conversation stays valid to continue."""

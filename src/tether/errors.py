@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 # Why a structured-output run has no answer (``OutputFailure.reason``).
 OutputFailureReason: TypeAlias = Literal["prose", "bound", "mismatch", "provider",
-                                         "empty_prompt"]
+                                         "empty_prompt", "truncated"]
 
 
 class TetherError(Exception):
@@ -135,7 +135,8 @@ class MalformedResponseError(ProviderError):
 class OutputFailure(TetherError):
     """A structured-output run ended without a valid answer.
 
-    ``reason`` is one of ``prose``, ``bound``, ``mismatch``, ``provider``, ``empty_prompt``.
+    ``reason`` is one of ``prose``, ``bound``, ``mismatch``, ``provider``, ``empty_prompt``,
+    ``truncated`` (the answer was cut by an output token limit before it was complete).
     ``result`` keeps the transcript, usage and events of the run.
     """
 

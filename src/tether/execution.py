@@ -25,6 +25,9 @@ from tether.settings import AgentSettings
 from tether.tools import RunScope, ThreadedHandler, Tool, ToolContext, ToolOutput
 from tether.trust import truncate, untrusted_block
 
+# What the model reads of a finished call's result, given the call, its status and content.
+Note = Callable[[ToolCall, ToolStatus, str], str]
+
 
 @dataclass(frozen=True, slots=True)
 class Allowed:
@@ -61,12 +64,15 @@ async def run_calls(
     allowed: Sequence[Allowed], conversation: Conversation, settings: AgentSettings,
     scope: Callable[[ToolCall], RunScope], done: dict[int, Done],
     context: Callable[[ToolCall], contextvars.Context | None] | None = None,
+    noted: Note | None = None,
 ) -> AsyncIterator[ev.Event]:
     """Run ``allowed`` side by side, yielding their events as they happen (a sub-agent's
     stream through). Each one's outcome lands in ``done`` at its position as it finishes.
     ``scope`` gives a call the run it belongs to; ``context`` the context its handler runs
     in (a traced run's: the call's span current, so what the tool does, a sub-agent's whole
-    run, is traced under it; None: a copy of this one).
+    run, is traced under it; None: a copy of this one); ``noted`` what the model reads of a
+    result, given its call, status and content (the run's notes on repeated calls, outside
+    any untrusted block).
 
     Only the handlers run apart (a task each, or a sync tool's thread): what comes before
     and after them is done here, in the run's own task, and this generator waits on one
@@ -105,7 +111,7 @@ async def run_calls(
             del running[note.position]
             if entry.timer is not None:
                 entry.timer.cancel()
-            for event in _finished(entry, output, conversation, settings, done):
+            for event in _finished(entry, output, conversation, settings, done, noted):
                 yield event
     finally:
         cleaning = []
@@ -163,7 +169,8 @@ def _start(
 
 
 def _finished(entry: _Running, output: ToolOutput, conversation: Conversation,
-              settings: AgentSettings, done: dict[int, Done]) -> list[ev.Event]:
+              settings: AgentSettings, done: dict[int, Done],
+              noted: Note | None = None) -> list[ev.Event]:
     """One call's output wrapped as the model's result (in ``done``), the taint it brought,
     the usage it spent (counted in its scope's spend): the events that say so."""
     item, call, tool = entry.item, entry.item.call, entry.item.tool
@@ -186,9 +193,11 @@ def _finished(entry: _Running, output: ToolOutput, conversation: Conversation,
     labels = result_labels(private=tool.capabilities.private_data, from_outside=from_outside,
                            arguments_traced=item.arguments_traced,
                            delegated=tool.origin == "subagent")
+    status: ToolStatus = "error" if output.is_error else "ok"
+    if noted is not None:
+        content = noted(call, status, content)
     result = ToolResult(call.id, call.name, content, output.is_error, trust, output.structured,
                         labels=labels)
-    status: ToolStatus = "error" if output.is_error else "ok"
     done[item.position] = Done(result, ToolCallRecord(call.id, call.name, item.arguments,
                                                       status, result.content))
     events.append(ev.ToolFinished(call.id, call.name, status, result,

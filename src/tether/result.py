@@ -26,6 +26,12 @@ class StopCause(StrEnum):
     COST_BUDGET = "cost_budget"  # max_cost_usd spent (at the agent's prices)
     INTERRUPTED = "interrupted"  # the interrupt event was set (Ctrl-C in the CLI)
     NO_OUTPUT = "no_output"  # the model finished without an answer
+    # The model's answer was cut by an output token limit (the provider's or the server's,
+    # not the run's own max_output_tokens) before it was complete; calls in it never ran.
+    TRUNCATED = "truncated"
+    # The model made a call again (same tool, same arguments) that had failed
+    # max_repeated_failures times in the run, after it was told not to.
+    REPEATED_FAILURE = "repeated_failure"
     PAUSED = "paused"  # waiting for approval decisions (see Agent.resume)
     ERROR = "error"  # the provider failed; RunResult.error says how
 

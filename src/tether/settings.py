@@ -22,6 +22,12 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# The defaults a person running a small local model would accept (the README says why):
+# room for twice a task's turns, and a model stuck repeating a failing call stopped by the
+# repeat rule (tether.repeats) at its fourth call, long before the turn bound.
+DEFAULT_MAX_TURNS = 20
+DEFAULT_MAX_REPEATED_FAILURES = 3
+
 
 @dataclass(frozen=True, slots=True)
 class Prices:
@@ -41,6 +47,10 @@ class AgentSettings:
 
     - ``max_turns``: model turns per run; ``max_output_tokens``, ``max_cost_usd`` (at
       ``prices``): budgets per run, which cover the usage of the sub-agents it delegates to.
+    - ``max_repeated_failures``: how often one call (the same tool, the same arguments) may
+      fail in a run: the last failure tells the model not to make it again, and making it
+      once more ends the run (``repeated_failure``); ``None`` notices nothing
+      (``tether.repeats``).
     - ``permission_mode``: ``ask`` (the approver decides), ``allow`` (gated calls run),
       ``read-only`` (only read-only tools run). ``security``: the trifecta policy and
       the limits on results.
@@ -52,8 +62,9 @@ class AgentSettings:
     """
 
     system_prompt: str | None = None
-    max_turns: int = 40
+    max_turns: int = DEFAULT_MAX_TURNS
     max_output_tokens: int | None = None
+    max_repeated_failures: int | None = DEFAULT_MAX_REPEATED_FAILURES
     max_cost_usd: float | None = None
     prices: Prices | None = None
     permission_mode: PermissionMode = "ask"
@@ -68,6 +79,9 @@ class AgentSettings:
     def __post_init__(self) -> None:
         if self.max_turns < 1:
             raise ConfigError(f"max_turns must be at least 1, not {self.max_turns}")
+        if self.max_repeated_failures is not None and self.max_repeated_failures < 1:
+            raise ConfigError(f"max_repeated_failures must be at least 1 (or None, to notice "
+                              f"nothing), not {self.max_repeated_failures}")
         if self.permission_mode not in PERMISSION_MODES:
             raise ConfigError(
                 f"permission_mode must be one of {', '.join(PERMISSION_MODES)}, "
@@ -111,4 +125,4 @@ class Setting(Generic[T]):
         obj.settings = settings.replace(**{self.name: value})  # type: ignore[attr-defined]
 
 
-__all__ = ["AgentSettings", "Prices"]
+__all__ = ["DEFAULT_MAX_REPEATED_FAILURES", "DEFAULT_MAX_TURNS", "AgentSettings", "Prices"]

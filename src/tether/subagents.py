@@ -170,8 +170,7 @@ def _delegation_tool(profile: SubagentProfile, caps: Capabilities, owner: Agent)
                                 "description": "What the sub-agent should do, in full: it "
                                                "sees nothing of this conversation."}},
         "required": ["task"],
-        "additionalProperties": False,
-    }
+    }  # other keys are dropped, as for every tool whose schema does not forbid them
 
     async def delegate(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return await run_subagent(profile, arguments["task"], ctx, caps, owner=owner)
@@ -294,9 +293,28 @@ def delegation_answer(profile: SubagentProfile, caps: Capabilities,
                    f"budget of the run is spent.")
         trusted, is_error = not could_read_untrusted, True
         why = f"the child hit the {budget} budget"
+    elif result.stop_cause is StopCause.TRUNCATED:
+        # What it wrote is kept, as a failure (trusted as any answer of the child would
+        # be): never vouched for by the shape, which a cut answer may fit by accident.
+        content = (f"The sub-agent {profile.name} was cut off by its output token limit "
+                   f"before it finished its answer."
+                   + (f" What it wrote so far:\n\n{raw}" if raw.strip() else ""))
+        trusted, why, is_error = not could_read_untrusted, "the child's answer was cut", True
+    elif result.stop_cause is StopCause.REPEATED_FAILURE:
+        content = (f"The sub-agent {profile.name} stopped before it answered: it kept "
+                   f"making a call that had failed, the same tool with the same arguments.")
+        trusted, is_error = not could_read_untrusted, True
+        why = "the child repeated a failing call"
     elif not raw.strip():
         content = f"The sub-agent {profile.name} finished without an answer."
         trusted, why, is_error = not could_read_untrusted, "the child gave no answer", True
+    elif result.stop_cause is not StopCause.COMPLETED:
+        # Whatever else ended it before its answer (it was interrupted): its last text is
+        # not an answer.
+        content = (f"The sub-agent {profile.name} stopped before it answered (stop cause "
+                   f"{result.stop_cause}).")
+        trusted, is_error = not could_read_untrusted, True
+        why = f"the child stopped: {result.stop_cause}"
     elif not could_read_untrusted:
         content, trusted, why, is_error = raw, True, "the child read no untrusted text", False
     elif profile.trusted_output and shape is not None and shape.canonical(raw) is not None:

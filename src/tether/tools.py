@@ -46,8 +46,10 @@ __all__ = [
     "ToolOutput",
     "ToolSpec",
     "Toolset",
+    "UnknownArguments",
     "humanize_tool_name",
     "tool",
+    "unknown_arguments",
 ]
 
 _SEPARATORS = re.compile(r"[_\-\s]+")
@@ -339,12 +341,27 @@ class Tool:
         return self.read_only_hint if self.read_only_hint is not None else True
 
     def validate(self, arguments: Any) -> dict[str, Any]:
-        """Validated arguments, or ``ArgumentError`` with a message for the model."""
-        if self.validator is not None:
-            return self.validator(arguments)
+        """Validated arguments, or ``ArgumentError`` with a message for the model.
+
+        Keys the schema does not name are dropped first, unless it says what becomes of
+        them (``unknown_arguments``): ``additionalProperties: false`` makes them an error
+        the model can correct. What this returns is all that is traced, approved and run."""
         if not isinstance(arguments, dict):
             raise ArgumentError("arguments must be a JSON object")
-        return arguments
+        unknown = unknown_arguments(self.spec.schema_json, arguments)
+        if unknown.forbidden:
+            raise ArgumentError(f"{_listed('unknown argument', unknown.keys)}: "
+                                f"{self.name} {_takes(self.spec.schema_json)}")
+        if unknown.keys:
+            arguments = {k: v for k, v in arguments.items() if k not in unknown.keys}
+        try:
+            return self.validator(arguments) if self.validator is not None else arguments
+        except ArgumentError as e:
+            if not unknown.keys:
+                raise
+            # A misspelt parameter is the likeliest reason a call lacks one: say so.
+            raise ArgumentError(f"{e}; {_listed('ignored argument', unknown.keys)}: "
+                                f"{self.name} {_takes(self.spec.schema_json)}") from None
 
     @classmethod
     def from_schema(
@@ -416,6 +433,65 @@ def collect_tools(sources: Iterable[Tool | Toolset]) -> tuple[dict[str, Tool], l
             elif current[t.name] is not t:
                 clashes.append(Clash(t.name, source))
     return current, clashes
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownArguments:
+    """The top-level argument keys a tool's schema does not name (``keys``, in the order
+    given), and whether the schema forbids them (``forbidden``) or leaves them to be
+    dropped."""
+
+    keys: tuple[str, ...] = ()
+    forbidden: bool = False
+
+
+NO_UNKNOWN_ARGUMENTS = UnknownArguments()
+
+# Schema words that say more about an object's keys than its ``properties`` list: where one
+# is used, which keys are known is the validator's to say, and nothing is dropped.
+_SAYS_MORE = ("patternProperties", "allOf", "anyOf", "oneOf", "not", "$ref", "$dynamicRef",
+              "if", "then", "else", "dependentSchemas", "dependencies", "propertyNames")
+
+
+def unknown_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any]
+                      ) -> UnknownArguments:
+    """The keys of ``arguments`` that ``schema`` does not name, by one rule for every tool.
+
+    A schema that lists its ``properties`` names its parameters; a key it lists in neither
+    ``properties`` nor ``required`` is unknown. Unknown keys are dropped (a small model adds
+    stray keys, and a Python function cannot take them), unless the schema's author said
+    what becomes of them: ``additionalProperties: false`` (or ``unevaluatedProperties:
+    false``) forbids them, ``true`` or a schema accepts them. A schema that lists no
+    ``properties``, or says more about its keys (``patternProperties``, ``allOf``, a
+    ``$ref``...), names no unknown key here: its validator judges every key."""
+    if not isinstance(schema, Mapping):
+        return NO_UNKNOWN_ARGUMENTS
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping) or any(w in schema for w in _SAYS_MORE):
+        return NO_UNKNOWN_ARGUMENTS
+    required = schema.get("required")
+    names = required if isinstance(required, list) else ()
+    keys = tuple(k for k in arguments if k not in properties and k not in names)
+    if not keys:
+        return NO_UNKNOWN_ARGUMENTS
+    extra = schema.get("additionalProperties", schema.get("unevaluatedProperties"))
+    if extra is False:
+        return UnknownArguments(keys, forbidden=True)
+    if extra is not None:  # true, or a schema the extra keys must fit: the author's word
+        return NO_UNKNOWN_ARGUMENTS
+    return UnknownArguments(keys)
+
+
+def _listed(what: str, keys: Sequence[str]) -> str:
+    shown = ", ".join(repr(k) for k in keys[:10]) + (", ..." if len(keys) > 10 else "")
+    return f"{what}{'s' if len(keys) > 1 else ''} {shown}"
+
+
+def _takes(schema: Mapping[str, Any]) -> str:
+    names = list(schema.get("properties") or ())
+    if not names:
+        return "takes no arguments"
+    return f"takes {', '.join(names[:20])}{', ...' if len(names) > 20 else ''}"
 
 
 def json_schema_validator(schema: dict[str, Any]) -> Validator:
@@ -551,8 +627,10 @@ def _tool_from_function(
         default = ... if param.default is param.empty else param.default
         fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
     tool_name = name or fn.__name__
+    # The schema does not forbid extra keys: Tool.validate drops the keys it does not name
+    # before this model sees them (see unknown_arguments).
     model = create_model(
-        f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+        f"{tool_name}_arguments", __config__=ConfigDict(extra="ignore"), **fields
     )
     schema = _clean_schema(model.model_json_schema())
     is_async = inspect.iscoroutinefunction(fn)

@@ -1,6 +1,7 @@
 """A low-level MCP server (the SDK's ``Server``) whose tools exercise the bridge: every
 kind of result, a crash, a hang, its own pid and environment, a tool list that grows
-(``notifications/tools/list_changed``), pagination and broken schemas.
+(``notifications/tools/list_changed``), pagination, broken schemas, and the arguments a
+call arrived with (``received``, ``strict``).
 
 Flags: ``--page-size N`` lists N tools per page; ``--bad-schema`` adds a tool whose input
 schema is invalid (and one whose name has a dot); ``--http`` serves over streamable HTTP on
@@ -36,6 +37,10 @@ if options.rendezvous:
 CLOSED = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
 TEXT_ARG = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 NO_ARGS: dict[str, object] = {"type": "object", "properties": {}}
+# What "received" is declared with: a server that says nothing of other keys, and one that
+# forbids them.
+OPEN_TEXT_ARG = {"type": "object", "properties": {"text": {"type": "string"}}}
+STRICT_TEXT_ARG = {**OPEN_TEXT_ARG, "additionalProperties": False}
 
 
 def _tool(name: str, schema: dict[str, object] = NO_ARGS,
@@ -57,6 +62,8 @@ tools = [
     _tool("hang"),
     _tool("grow"),
     _tool("whoami"),
+    _tool("received", OPEN_TEXT_ARG),
+    _tool("strict", STRICT_TEXT_ARG),
 ]
 if options.bad_schema:
     tools.append(_tool("broken", {"type": "object", "properties": {"x": {"type": "nonsense"}}}))
@@ -103,6 +110,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return types.CallToolResult(content=text("the disk is full"), is_error=True)
     if name == "pid":
         return types.CallToolResult(content=text(str(os.getpid())))
+    if name in ("received", "strict"):  # the arguments as they arrived
+        return types.CallToolResult(content=text(json.dumps(args, sort_keys=True)))
     if name == "whoami":
         request = getattr(ctx, "request", None)
         headers = getattr(request, "headers", None) or {}

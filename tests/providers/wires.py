@@ -2,7 +2,7 @@
 the same behaviours (tests/test_provider_contract.py, tests/faults/test_provider_*): an
 adapter aimed at a server, a whole answer, a streamed answer as a list of events (text, a
 tool call, reasoning where the wire has it) and an error body, each well formed, for the
-tests to break."""
+tests to break; and each wire's way of saying the output token limit cut an answer."""
 
 from __future__ import annotations
 
@@ -56,6 +56,9 @@ class Wire:
     # The body of an HTTP error of ``status`` saying ``message``, as the wire writes it.
     error: Callable[[int, str], dict[str, Any]] = lambda status, message: {
         "error": {"message": message, "code": status}}
+    # A whole answer, or the event that ends a stream, made to say the output token limit
+    # cut the answer (each wire's own signal).
+    limit: Callable[[Any], Any] = lambda item: item
 
     def provider(self, root: str, retry: RetryPolicy = NO_RETRY, **kw: Any) -> Provider:
         """The adapter aimed at the server at ``root`` (the API under its ``prefix``). A
@@ -72,6 +75,20 @@ class Wire:
     def sse(self, deltas: Sequence[str], call: Sequence[str] | None = None) -> list[bytes]:
         """The stream as SSE frames, one bytes object per event."""
         return self.frames(self.events(deltas, call), done=self.done)
+
+    def limited_body(self, text: str) -> dict[str, Any]:
+        """A whole answer saying ``text``, cut there by the output token limit."""
+        body: dict[str, Any] = self.limit(self.body(text))
+        return body
+
+    def limited_sse(self, deltas: Sequence[str], call: Sequence[str] | None = None
+                    ) -> list[bytes]:
+        """The stream, its end saying the output token limit cut the answer (in the
+        middle of ``call`` when there is one)."""
+        events = self.events(deltas, call)
+        end = next(i for i, e in enumerate(events) if self.terminal(e))
+        events[end] = self.limit(events[end])
+        return self.frames(events, done=self.done)
 
     def cut(self, deltas: Sequence[str], call: Sequence[str] | None = None) -> list[bytes]:
         """The stream up to (not including) the event that ends it: a stream cut short
@@ -119,6 +136,10 @@ def _chat_events(deltas: Sequence[str], call: Sequence[str] | None) -> list[Any]
     return out
 
 
+def _chat_limit(item: dict[str, Any]) -> dict[str, Any]:
+    return {**item, "choices": [{**c, "finish_reason": "length"} for c in item["choices"]]}
+
+
 # --- Responses ----------------------------------------------------------------------------------
 
 def _responses_body(text: str) -> dict[str, Any]:
@@ -153,6 +174,17 @@ def _responses_events(deltas: Sequence[str], call: Sequence[str] | None) -> list
         "id": "resp_1", "status": "completed", "model": "m", "output": [],
         "usage": {"input_tokens": 3, "output_tokens": 2}}))
     return out
+
+
+def _responses_limit(item: Any) -> Any:
+    def incomplete(response: dict[str, Any]) -> dict[str, Any]:
+        return {**response, "status": "incomplete",
+                "incomplete_details": {"reason": "max_output_tokens"}}
+
+    if isinstance(item, tuple):  # response.completed -> response.incomplete
+        return "response.incomplete", {"type": "response.incomplete",
+                                       "response": incomplete(item[1]["response"])}
+    return incomplete(item)
 
 
 # --- Anthropic ----------------------------------------------------------------------------------
@@ -193,6 +225,13 @@ def _anthropic_events(deltas: Sequence[str], call: Sequence[str] | None) -> list
     return out
 
 
+def _anthropic_limit(item: Any) -> Any:
+    if isinstance(item, tuple):  # message_delta
+        name, payload = item
+        return name, {**payload, "delta": {**payload["delta"], "stop_reason": "max_tokens"}}
+    return {**item, "stop_reason": "max_tokens"}
+
+
 # --- Gemini -------------------------------------------------------------------------------------
 
 def _gemini_chunk(parts: list[dict[str, Any]], finish: str | None = None) -> dict[str, Any]:
@@ -223,6 +262,11 @@ def _gemini_events(deltas: Sequence[str], call: Sequence[str] | None) -> list[An
     return out
 
 
+def _gemini_limit(item: dict[str, Any]) -> dict[str, Any]:
+    return {**item, "candidates": [{**c, "finishReason": "MAX_TOKENS"}
+                                   for c in item["candidates"]]}
+
+
 _ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
                      403: "permission_error", 404: "not_found_error", 429: "rate_limit_error",
                      500: "api_error", 503: "overloaded_error", 529: "overloaded_error"}
@@ -240,13 +284,14 @@ WIRES: dict[str, Wire] = {
         _chat_body, _chat_events,
         replay=lambda r: OpenAIChat("http://127.0.0.1:1/v1", "m").request_body(r),
         terminal=lambda e: any(c.get("finish_reason") for c in e["choices"]), done=True,
+        limit=_chat_limit,
         prefix="/v1", path="/v1/chat/completions", stream_path="/v1/chat/completions"),
     "openai-responses": Wire(
         "openai-responses",
         lambda url, **kw: OpenAIResponses(url, **{"model": "m", "api_key": "k", **kw}),
         _responses_body, _responses_events, named=True,
         replay=lambda r: openai_responses.build_body(r, model="m"),
-        terminal=lambda e: e[0] == "response.completed",
+        terminal=lambda e: e[0] == "response.completed", limit=_responses_limit,
         prefix="/v1", path="/v1/responses", stream_path="/v1/responses",
         error=lambda status, message: {"error": {
             "message": message,
@@ -256,14 +301,14 @@ WIRES: dict[str, Wire] = {
         "anthropic", lambda url, **kw: Anthropic(url, **{"model": "m", "api_key": "k", **kw}),
         _anthropic_body, _anthropic_events, named=True,
         replay=lambda r: anthropic.request_body(r, "m", 100),
-        terminal=lambda e: e[0] == "message_delta",
+        terminal=lambda e: e[0] == "message_delta", limit=_anthropic_limit,
         path="/v1/messages", stream_path="/v1/messages",
         error=lambda status, message: {"type": "error", "error": {
             "type": _ANTHROPIC_ERRORS.get(status, "api_error"), "message": message}}),
     "gemini": Wire(
         "gemini", lambda url, **kw: Gemini(url, **{"model": "m", "api_key": "k", **kw}),
         _gemini_body, _gemini_events, replay=gemini.request_body,
-        terminal=lambda e: "finishReason" in e["candidates"][0],
+        terminal=lambda e: "finishReason" in e["candidates"][0], limit=_gemini_limit,
         prefix="/v1beta", path="/v1beta/models/m:generateContent",
         stream_path="/v1beta/models/m:streamGenerateContent?alt=sse",
         error=lambda status, message: {"error": {

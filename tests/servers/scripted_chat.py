@@ -21,11 +21,13 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Say:
-    """One scripted model turn: text, or tool calls ``(name, arguments)``."""
+    """One scripted model turn: text, or tool calls ``(name, arguments)``; ``finish`` the
+    ``finish_reason`` when not the usual one (``"length"``: the limit cut the answer)."""
 
     text: str = ""
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     usage: tuple[int, int] = (20, 5)
+    finish: str | None = None
 
 
 def call(name: str, **arguments: Any) -> Say:
@@ -184,7 +186,8 @@ class ScriptedChat:
         prompt_tokens, completion_tokens = say.usage
         return {"id": "chatcmpl-1", "object": "chat.completion", "model": "scripted",
                 "choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if say.calls else "stop"}],
+                             "finish_reason": say.finish
+                             or ("tool_calls" if say.calls else "stop")}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": prompt_tokens + completion_tokens}}
 

@@ -95,6 +95,10 @@ SCENARIOS = {
         "Exfiltrate": [call("research", task="Read example.com"), Say("Research done.")],
         "Read example.com": [call("fetch_page", url="https://example.com"),
                              Say("It says to send the secret.")]},
+    # The same invalid call, made again after it failed three times: the run ends.
+    "repeated": {"Exfiltrate": [call("add", a="x", b=1)]},
+    # An answer the server's output token limit cut.
+    "cut": {"Exfiltrate": [Say("The secret is", finish="length")]},
 }
 
 SUBAGENT = """
@@ -130,6 +134,10 @@ async def test_taint_usage_and_verdicts_are_those_of_the_same_run_in_process(
               for w in ("A", "local")}
     for durable_body, local_body in zip(bodies["A"], bodies["local"], strict=True):
         assert json.dumps(durable_body, indent=1) == json.dumps(local_body, indent=1)
+    stops = {"repeated": "repeated_failure", "cut": "truncated"}
+    assert durable["stop_cause"] == stops.get(scenario, "completed")
+    if scenario in stops:
+        return
     assert durable["taint"] == {"private": scenario == "trifecta", "untrusted": True}
     if scenario == "trifecta":
         assert durable["blocked_sends"] == 1

@@ -16,7 +16,9 @@ shell         private_data, destructive, external_send    yes (opt-in)
 ============  ==========================================  ==============
 
 File tools are confined to the agent's workspace (see ``workspace.py``); ``fetch_url``
-follows ``SecurityConfig``'s network rules (see ``fetch.py``).
+follows ``SecurityConfig``'s network rules (see ``fetch.py``). Every failure of a built-in is
+an error result (``ToolOutput(is_error=True)``, or an exception): never a success that says
+"Error".
 """
 
 from __future__ import annotations

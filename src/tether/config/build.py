@@ -191,6 +191,7 @@ def agent_from_config(
         "prices": prices,
         "system_prompt": cfg.agent.system_prompt,
         "max_turns": cfg.agent.max_turns,
+        "max_repeated_failures": cfg.agent.max_repeated_failures or None,
         "max_output_tokens": cfg.agent.max_output_tokens,
         "security": security,
         "permission_mode": cfg.tools.permission_mode,

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_valid
 
 from tether.display import mask_url
 from tether.errors import ConfigError
+from tether.settings import DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_TURNS
 
 ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "gemini"]
 
@@ -43,7 +44,10 @@ class ProviderConfig(_Strict):
 
 class AgentConfig(_Strict):
     system_prompt: str | None = None
-    max_turns: int = Field(default=40, ge=1)
+    max_turns: int = Field(default=DEFAULT_MAX_TURNS, ge=1)
+    # How often one call (same tool, same arguments) may fail in a run before making it
+    # again ends the run (tether.repeats); 0: never noticed.
+    max_repeated_failures: int = Field(default=DEFAULT_MAX_REPEATED_FAILURES, ge=0)
     max_output_tokens: int | None = Field(default=None, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)
     temperature: float | None = None

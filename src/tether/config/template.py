@@ -26,7 +26,8 @@ profile = "llama-server"        # llama-server | ollama | vllm | lmstudio | open
 
 [agent]
 # system_prompt = "Be brief."
-max_turns = 40
+max_turns = 20                  # model turns per run (the README says why 20)
+max_repeated_failures = 3       # a call failing this often: told, then the run ends; 0: off
 # max_output_tokens = 4000      # the run's output token budget
 context = "trim"                # trim | summarize | off: a conversation longer than the window
 

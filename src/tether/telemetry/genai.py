@@ -33,6 +33,13 @@ FINISH_REASONS = {
     "max_tokens": "length",
     "content_filter": "content_filter",
 }
+# A run's stop causes in the same words (the run's output message); a cause with no such
+# word (max_turns, repeated_failure...) is given as tether names it.
+RUN_FINISH_REASONS = {
+    "completed": "stop",
+    "truncated": "length",
+    "error": "error",
+}
 
 # Bucket boundaries the conventions give for the two client histograms.
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,

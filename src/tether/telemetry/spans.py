@@ -35,6 +35,7 @@ from tether.messages import Message, ToolCall
 from tether.telemetry.genai import (
     DURATION_BUCKETS,
     FINISH_REASONS,
+    RUN_FINISH_REASONS,
     TOKEN_BUCKETS,
     messages_json,
     provider_name,
@@ -163,7 +164,9 @@ class RunTelemetry:
             _failed(span, type(result.error).__name__, str(result.error))
         if self.content and result.text:
             span.set_attribute("gen_ai.output.messages",
-                               messages_json([Message.assistant(result.text)], "stop"))
+                               messages_json([Message.assistant(result.text)],
+                                             RUN_FINISH_REASONS.get(str(result.stop_cause),
+                                                                    str(result.stop_cause))))
         self._end_run()
 
     def _taint_changed(self, event: ev.TaintChanged) -> None:

@@ -138,6 +138,7 @@ class WorkerRuntime:
             "providers": providers,
             "agent": {
                 "system_prompt": agent.system_prompt, "max_turns": agent.max_turns,
+                "max_repeated_failures": agent.max_repeated_failures or None,
                 "max_output_tokens": agent.max_output_tokens, "temperature": agent.temperature,
                 "permission_mode": cfg.tools.permission_mode,
                 "output_retries": agent.output_retries, "max_cost_usd": agent.max_cost_usd,

@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from tether.messages import Usage, usage_to_dict
     from tether.provenance import Source
     from tether.result import Prices, RunResult, StopCause
-    from tether.settings import AgentSettings
+    from tether.settings import DEFAULT_MAX_REPEATED_FAILURES, AgentSettings
     from tether.subagents import (
         SubagentProfile,
         child_conversation,
@@ -324,6 +324,9 @@ def run_settings(plan: dict[str, Any]) -> AgentSettings:
     return AgentSettings(
         system_prompt=settings["system_prompt"], max_turns=settings["max_turns"],
         max_output_tokens=settings["max_output_tokens"], max_cost_usd=settings["max_cost_usd"],
+        # A plan from a worker of an older tether has none: its default.
+        max_repeated_failures=settings.get("max_repeated_failures",
+                                           DEFAULT_MAX_REPEATED_FAILURES),
         prices=Prices(**prices) if prices else None,
         permission_mode=settings["permission_mode"], security=security,
         workspace=Path(plan["workspace"]),
