@@ -326,7 +326,8 @@ def _word_places(word: str) -> list[tuple[str, str]]:
         domain = _trim(domain_match.group(0)).rstrip("-") if domain_match else ""
         if domain:
             resolved = host(domain)
-            out.extend((f"{local}@{resolved}", resolved) for local in _locals(word, at))
+            locals_ = _locals(word, at, in_link=bool(linked) and min(linked) < at)
+            out.extend((f"{local}@{resolved}", resolved) for local in locals_)
         at = word.find("@", at + 1)
     hosts = 0
     for match in _HOSTNAME.finditer(word):
@@ -337,24 +338,36 @@ def _word_places(word: str) -> list[tuple[str, str]]:
         if hosts > _MOST:
             return [*out, (word, "")]
         resolved = host(name)
-        rest = _AFTER_HOST.match(word, match.end())
+        # After an @ it is an address's domain: mail goes to the host, whatever follows.
+        rest = None if word[match.start() - 1:match.start()] == "@" else \
+            _AFTER_HOST.match(word, match.end())
         out.append((resolved + (_trim(rest.group(0)) if rest else ""), resolved))
     return out
 
 
-def _locals(word: str, at: int) -> Iterator[str]:
+# Inside a link, these end a local part: the link's own parser reads them as delimiters
+# (a mailto: link's recipients are read as such, any other link is one place whole).
+_URI_DELIMITERS = frozenset("?&=/#")
+
+
+def _locals(word: str, at: int, *, in_link: bool) -> list[str]:
     """The local parts an address ending at ``at`` may have: a quoted string, and the run
-    of characters an unquoted local part allows."""
+    of characters an unquoted local part allows (RFC 5322's atext, ``'``, ``%``, ``!`` and
+    all: a mail system may deliver on them)."""
+    out = []
     if at > 0 and word[at - 1] == '"':
         start = word.rfind('"', 0, at - 1)
         if start != -1:
-            yield word[start:at]
+            out.append(word[start:at])
     start = at
-    while start > 0 and (word[start - 1].isalnum() or word[start - 1] in _ATEXT
-                         or word[start - 1] == "_"):
+    while start > 0:
+        c = word[start - 1]
+        if not (c.isalnum() or c == "_" or c in _ATEXT) or (in_link and c in _URI_DELIMITERS):
+            break
         start -= 1
     if start < at:
-        yield word[start:at]
+        out.append(word[start:at])
+    return out
 
 
 # --- IBANs -------------------------------------------------------------------------------
