@@ -164,7 +164,11 @@ class Fleet:
         return {**os.environ, "TETHER_CONFIG": os.devnull,
                 "XDG_DATA_HOME": str(self.root / "data"), "TETHER_TEST_WORKER": name,
                 "TETHER_TEST_LOG": str(self.log), "TETHER_TEST_NOTIFY": self.model.notify_url,
-                "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+                # The repository's root (for tests/), before the caller's own path (the
+                # tether a worktree's tests run).
+                "PYTHONPATH": os.pathsep.join(filter(None, (
+                    str(Path(__file__).resolve().parents[2]),
+                    os.environ.get("PYTHONPATH", ""))))}
 
     def start(self, name: str) -> Worker:
         """A worker process, once it polls the task queue."""

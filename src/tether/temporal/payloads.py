@@ -110,11 +110,14 @@ def capabilities_from_dict(d: Mapping[str, Any]) -> Capabilities:
 
 def tool_entry(tool: Tool) -> dict[str, Any]:
     """What the workflow knows of a worker's tool: all of it but its handler (and its
-    validator, which the workflow takes from the worker's own tool of that name)."""
+    validator, which the workflow takes from the worker's own tool of that name), its
+    parameters' roles included (the provenance gate reads them)."""
     return {"spec": tool.spec.to_dict(), "capabilities": capabilities_to_dict(tool.capabilities),
             "cache_approval": tool.cache_approval, "source": tool.source,
             "read_only_hint": tool.read_only_hint, "source_name": tool.source_name,
-            "spec_from_outside": tool.spec_from_outside, "idempotent": tool.idempotent}
+            "spec_from_outside": tool.spec_from_outside, "idempotent": tool.idempotent,
+            "content_params": list(tool.content_params),
+            "destination_params": list(tool.destination_params)}
 
 
 def output_to_dict(output: ToolOutput) -> dict[str, Any]:

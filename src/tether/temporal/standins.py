@@ -150,7 +150,10 @@ def activity_tool(entry: dict[str, Any], validator: Validator | None, timing: Ti
     return Tool(spec, handler, capabilities_from_dict(entry["capabilities"]), validator,
                 bool(entry.get("cache_approval", True)), str(entry.get("source", "python")),
                 entry.get("read_only_hint"), entry.get("source_name"),
-                bool(entry.get("spec_from_outside")), idempotent=idempotent)
+                bool(entry.get("spec_from_outside")), idempotent=idempotent,
+                # A history recorded before roles were kept replays as it ran: all control.
+                content_params=tuple(entry.get("content_params") or ()),
+                destination_params=tuple(entry.get("destination_params") or ()))
 
 
 def _lost(name: str, idempotent: bool, error: ActivityError) -> str:
