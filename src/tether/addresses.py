@@ -50,12 +50,18 @@ from urllib.parse import unquote
 
 # The full stops IDNA reads as dots (U+FF61 is NFKC's U+3002).
 _STOPS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
-# Default-ignorable code points: a reader shows nothing for them and IDNA maps most to
-# nothing (soft hyphen, joiners, zero-width space, bidi controls, variation selectors...).
-_INVISIBLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
-    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
-    "\U000e0000-\U000e0fff]")
+# IDNA's deviations: an older (transitional) reader maps them (to "ss", to "σ", to nothing),
+# a newer one keeps them, so a name holding one reads two ways.
+_DEVIATIONS = "\u00df\u1e9e\u03c2\u200c\u200d"
+_TRANSITIONAL = str.maketrans({"\u00df": "ss", "\u1e9e": "ss", "\u03c2": "\u03c3", "\u200c": "",
+                               "\u200d": ""})
+# Default-ignorable code points but the deviations: a reader shows nothing for them and
+# IDNA maps them to nothing (soft hyphen, zero-width space, bidi controls, variation
+# selectors...).
+_IGNORED = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200e\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]")
 _TAG = re.compile(r"<[^<>]*>")
 _MARKDOWN = re.compile(r"\\(?=[^\w\s])|[*_~`]")
 _DEFANGED_DOT = re.compile(r"[\[({]\s*(?:\.|dot)\s*[\])}]", re.IGNORECASE)
@@ -66,12 +72,18 @@ _BROKEN = re.compile(r"[\t\n\r]")
 _ROUNDS = 3  # decodings of a decoding (``&amp;#58;``, ``%2540``) followed, at most
 
 
-def _normal(text: str) -> str:
-    """Unicode as a reader sees it: compatibility forms folded, full stops as dots,
-    invisible characters gone."""
+def _folded(text: str) -> str:
+    """Unicode as IDNA folds it, deviations kept: compatibility forms (NFKC), full stops
+    as dots, ignored characters gone."""
     if text.isascii():
         return text
-    return _INVISIBLE.sub("", unicodedata.normalize("NFKC", text).translate(_STOPS))
+    return _IGNORED.sub("", unicodedata.normalize("NFKC", text).translate(_STOPS))
+
+
+def _normal(text: str) -> str:
+    """Unicode as a reader sees it: folded, and the deviations as an older reader maps
+    them."""
+    return text if text.isascii() else _folded(text).translate(_TRANSITIONAL)
 
 
 def _decoded(text: str) -> str:
@@ -100,14 +112,20 @@ def _rendered(text: str) -> str:
     return _HXXP.sub("http", text)
 
 
-def _views(text: str) -> Iterator[tuple[str, bool]]:
-    """Each view of ``text`` once, with whether it splits at ASCII whitespace only."""
+def _views(text: str, *, rendered: bool) -> Iterator[tuple[str, bool]]:
+    """Each view of ``text`` once, with whether it splits at ASCII whitespace only. The
+    rendered views (tags and Markdown dropped, defanged spellings restored) invent names a
+    text does not write, so they are read only where reading more is safer: in what is
+    sent, never in what vouches for it."""
     yield text, True
     decoded = _decoded(text)
-    rendered = _rendered(decoded)
+    views = [decoded, _percent_decoded(decoded)]
+    if rendered:
+        shown = _rendered(decoded)
+        views += [shown, _percent_decoded(shown)]
     # An ASCII text split at any whitespace is split as it is written.
     seen = {text} if text.isascii() else set()
-    for view in (decoded, _percent_decoded(decoded), rendered, _percent_decoded(rendered)):
+    for view in views:
         if view not in seen:
             seen.add(view)
             yield view, False
@@ -122,10 +140,13 @@ _WORD = re.compile(rf"(?<!\S)\S*?{_MARKS}\S*")
 _ASCII_WORD = re.compile(rf"(?<![^ \t\n\r\f\v])[^ \t\n\r\f\v]*?{_MARKS}[^ \t\n\r\f\v]*")
 
 
-def _words(text: str, ascii_only: bool) -> Iterator[str]:
-    """The words of a view that can hold a place, and each HTML attribute's value as one
-    word (a browser removes tabs and line breaks from a URL, and reads it whole)."""
+def _words(text: str, ascii_only: bool, *, attributes: bool) -> Iterator[str]:
+    """The words of a view that can hold a place, and (with ``attributes``) each HTML
+    attribute's value as one word (a browser removes tabs and line breaks from a URL, and
+    reads it whole)."""
     yield from (m.group(0) for m in (_ASCII_WORD if ascii_only else _WORD).finditer(text))
+    if not attributes:
+        return
     for match in _ATTRIBUTE.finditer(text):
         value = match.group(1) if match.group(1) is not None else match.group(2)
         yield _BROKEN.sub("", value).strip()
@@ -138,9 +159,10 @@ def host(raw: str) -> str:
     """A host as a browser or mail system resolves it: percent-decoded, Unicode folded,
     lowercase, IDNA to ASCII, a numeric IPv4 address (``2130706433``, ``0x7f.1``,
     ``0177.0.0.1``) as dotted decimal, an IP literal (``[::1]``, ``[192.0.2.1]``) in its
-    shortest form. A host no parser accepts is kept folded as written (it resolves
-    nowhere)."""
-    h = _normal(unquote(raw)) if "%" in raw else _normal(raw)
+    shortest form. A label with an IDNA deviation (``ß``) is read as a newer reader reads
+    it, kept (the decoded views give the older reading). A host no parser accepts is kept
+    folded as written (it resolves nowhere)."""
+    h = _folded(unquote(raw)) if "%" in raw else _folded(raw)
     if h.startswith("[") and h.endswith("]"):
         inner = h[1:-1].lower()
         tagged = inner.startswith("ipv6:")
@@ -158,9 +180,18 @@ def host(raw: str) -> str:
     if h.isascii():
         return h
     try:
-        return ".".join(idna.ToASCII(label).decode("ascii") for label in h.split(".")).lower()
+        return ".".join(_label(label) for label in h.split("."))
     except UnicodeError:
         return h
+
+
+def _label(label: str) -> str:
+    if label.isascii():
+        return label
+    if any(c in _DEVIATIONS for c in label):
+        # Nameprep would map the deviation away: encode the label as it is written.
+        return "xn--" + label.encode("punycode").decode("ascii")
+    return idna.ToASCII(label).decode("ascii").lower()
 
 
 _HEX = re.compile(r"0[xX][0-9a-fA-F]*")
@@ -205,6 +236,11 @@ _SCHEME = re.compile(r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]*):")
 _SLASHES = re.compile(r"[/\\]{2,}")
 _DOT = "[.\u3002\uff0e\uff61]"
 _HOSTNAME = re.compile(rf"(?<![\w-])(?:[\w-]++{_DOT})+[\w-]++")
+# A host written without dots that a URL parser still reads: an IPv4 address as one hex or
+# long decimal number with a path or port after it ("0xc0000201/x", "3221225985:80"), an
+# IPv6 literal ("[2001:db8::1]").
+_BARE_NUMBER = re.compile(r"(?<![\w.\-\[])(?:(?:0[xX][0-9a-fA-F]+|[0-9]{8,})(?=[/\\?#]|:[0-9])"
+                          r"|\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\])")
 _AFTER_HOST = re.compile(r"(?::[0-9]*)?[/\\?#].*|:[0-9]+", re.DOTALL)
 _DOMAIN = re.compile(rf"\[[^\]\s]*\]|[\w\-]+(?:{_DOT}+[\w\-]+)*")
 _ATEXT = frozenset("!#$%&'*+/=?^`{|}~.-")
@@ -225,13 +261,17 @@ def _trim(token: str) -> str:
     return token
 
 
-def _is_hostname(name: str) -> bool:
+def _is_hostname(name: str, followed: bool) -> bool:
+    """Whether dotted labels name a host: a domain (its last label starts with a letter),
+    or an IPv4 address a URL parser reads (four parts, a hex part, or a path or port after
+    it: "192.0.2.1", "0xc0.0.2.1", "10.1/x"; not "3.14" or "12.03.2024")."""
     labels = re.split(_DOT, name)
     tld = labels[-1]
-    if len(labels) == 4 and all(label.isascii() and label.isdigit() and int(label) < 256
-                                for label in labels):
-        return True  # a dotted IPv4 address
-    return len(tld) >= 2 and tld[0].isalpha()
+    if len(tld) >= 2 and tld[0].isalpha():
+        return True
+    if _ipv4(".".join(labels)) is None:
+        return False
+    return len(labels) == 4 or followed or any(_HEX.fullmatch(label) for label in labels)
 
 
 def _split_hostport(hostport: str) -> tuple[str, str]:
@@ -260,6 +300,9 @@ def _url(token: str, scheme: str, at: int) -> tuple[str, str]:
     userinfo, at_sign, hostport = authority.rpartition("@")
     raw_host, port = _split_hostport(hostport)
     resolved = host(raw_host) if raw_host else ""
+    if resolved and scheme in ("http", "https") and not at_sign and not port \
+            and tail in ("", "/"):
+        return resolved, resolved  # a web host's front page is the host
     prefix = token[:at].lower() + rest[:slashes]
     return f"{prefix}{userinfo}{at_sign}{resolved}{port}{tail}", resolved
 
@@ -330,18 +373,19 @@ def _word_places(word: str) -> list[tuple[str, str]]:
             out.extend((f"{local}@{resolved}", resolved) for local in locals_)
         at = word.find("@", at + 1)
     hosts = 0
-    for match in _HOSTNAME.finditer(word):
+    for match in (*_HOSTNAME.finditer(word), *_BARE_NUMBER.finditer(word)):
         name = match.group(0)
-        if not _is_hostname(name):
+        rest = _AFTER_HOST.match(word, match.end())
+        if match.re is _HOSTNAME and not _is_hostname(name, rest is not None):
             continue
         hosts += 1
         if hosts > _MOST:
             return [*out, (word, "")]
         resolved = host(name)
-        # After an @ it is an address's domain: mail goes to the host, whatever follows.
-        rest = None if word[match.start() - 1:match.start()] == "@" else \
-            _AFTER_HOST.match(word, match.end())
-        out.append((resolved + (_trim(rest.group(0)) if rest else ""), resolved))
+        if word[match.start() - 1:match.start()] == "@":
+            rest = None  # an address's domain: mail goes to the host, whatever follows
+        path = _trim(rest.group(0)) if rest else ""
+        out.append((resolved + (path if path != "/" else ""), resolved))
     return out
 
 
@@ -388,8 +432,12 @@ _IBAN_LENGTHS = {
     "SV": 28, "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
     "YE": 30,
 }
-_IBAN_START = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}")
-_IBAN_GAP = re.compile(r"[\s\-\u2010-\u2015\u2212\ufe58\ufe63\uff0d]+")
+# An IBAN starts a word, or (a registered country's, in capitals) runs on from one
+# ("IBANGB29...").
+_IBAN_START = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}|(?<=[A-Za-z0-9])[A-Z]{2}[0-9]{2}")
+# What may stand between its groups: spaces, dashes, dots, underscores, slashes, dots set
+# in the middle.
+_IBAN_GAP = re.compile(r"[\s\-\u2010-\u2015\u2212\ufe58\ufe63\uff0d._/\u00b7\u2022]+")
 _ALNUM = re.compile(r"[A-Za-z0-9]+")
 
 
@@ -404,6 +452,8 @@ def ibans(text: str) -> Iterator[str]:
         if match.start() < covered:
             continue  # a group inside an IBAN already read
         length = _IBAN_LENGTHS.get(match.group(0)[:2].upper())
+        if length is None and match.start() > 0 and text[match.start() - 1].isalnum():
+            continue
         found, pos = match.group(0).upper(), match.end()
         while len(found) < (length or 34):
             gap = _IBAN_GAP.match(text, pos)
@@ -432,13 +482,13 @@ def ibans(text: str) -> Iterator[str]:
 def places(text: str) -> list[str]:
     """Every place ``text`` points to (see the module's docstring), once each, in the
     order found."""
-    return list(dict.fromkeys(place for place, _ in _found(text)))
+    return list(dict.fromkeys(place for place, _ in _found(text, rendered=True)))
 
 
-def _found(text: str) -> Iterator[tuple[str, str]]:
+def _found(text: str, *, rendered: bool) -> Iterator[tuple[str, str]]:
     read: set[str] = set()
-    for view, ascii_only in _views(text):
-        for word in _words(view, ascii_only):
+    for view, ascii_only in _views(text, rendered=rendered):
+        for word in _words(view, ascii_only, attributes=rendered):
             if word not in read:  # a word reads the same in every view it appears in
                 read.add(word)
                 yield from _word_places(word)
@@ -453,7 +503,7 @@ def named(text: str) -> frozenset[str]:
     Remembered for the last texts asked about: a conversation's sources are asked about
     on every send."""
     out: set[str] = set()
-    for place, resolved in _found(text):
+    for place, resolved in _found(text, rendered=False):
         out.add(place)
         if resolved:
             out.add(resolved)

