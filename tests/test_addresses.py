@@ -96,3 +96,19 @@ def test_a_word_with_more_links_than_are_read_is_one_place_as_written() -> None:
     word = ",".join(f"https://h{i}.test/" for i in range(40))
     assert word in places(word)
     assert word in named(word)  # a trusted text holding the very same word names it
+
+
+@pytest.mark.parametrize("text", [
+    "http://" + "9" * 5000 + "/x",  # past int()'s digit limit: not an address, no error
+    "http://0x" + "f" * 5000 + "/x",
+    "9" * 5000 + "/x",
+    "@[" * 5000,
+    "a='x " * 5000,
+    '"@' * 5000,
+    "GB11" + "AB12" * 5000,
+    "https://a.test/," * 1000,
+    "\udcff evil.test \ud800",  # lone surrogates
+])
+def test_hostile_input_is_read_without_error(text: str) -> None:
+    assert isinstance(places(text), list)
+    assert isinstance(named(text), frozenset)

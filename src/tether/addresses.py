@@ -67,7 +67,7 @@ _MARKDOWN = re.compile(r"\\(?=[^\w\s])|[*_~`]")
 _DEFANGED_DOT = re.compile(r"[\[({]\s*(?:\.|dot)\s*[\])}]", re.IGNORECASE)
 _DEFANGED_AT = re.compile(r"[\[({]\s*(?:@|at)\s*[\])}]", re.IGNORECASE)
 _HXXP = re.compile(r"\bhxxp", re.IGNORECASE)
-_ATTRIBUTE = re.compile(r"(?<![\w:-])[\w:-]++\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
+_ATTRIBUTE = re.compile(r"(?<![\w:-])[\w:-]++\s*+=\s*+([\"'])")
 _BROKEN = re.compile(r"[\t\n\r]")
 _ROUNDS = 3  # decodings of a decoding (``&amp;#58;``, ``%2540``) followed, at most
 
@@ -147,9 +147,15 @@ def _words(text: str, ascii_only: bool, *, attributes: bool) -> Iterator[str]:
     yield from (m.group(0) for m in (_ASCII_WORD if ascii_only else _WORD).finditer(text))
     if not attributes:
         return
+    # Where the next quote of each kind is, once looked for: each stretch is searched once.
+    ends = {'"': -1, "'": -1}
     for match in _ATTRIBUTE.finditer(text):
-        value = match.group(1) if match.group(1) is not None else match.group(2)
-        yield _BROKEN.sub("", value).strip()
+        quote, start = match.group(1), match.end()
+        if ends[quote] < start:
+            found = text.find(quote, start)
+            ends[quote] = found if found != -1 else len(text)
+        if ends[quote] < len(text):
+            yield _BROKEN.sub("", text[start:ends[quote]]).strip()
 
 
 # --- hosts -------------------------------------------------------------------------------
@@ -216,6 +222,8 @@ def _ipv4(h: str) -> str | None:
 
 
 def _number(part: str) -> int | None:
+    if len(part.lstrip("0xX")) > 12:
+        return None  # past any IPv4 address (and past what int() reads quickly)
     if _HEX.fullmatch(part):
         return int(part[2:] or "0", 16)
     if _OCTAL.fullmatch(part):
@@ -242,7 +250,7 @@ _HOSTNAME = re.compile(rf"(?<![\w-])(?:[\w-]++{_DOT})+[\w-]++")
 _BARE_NUMBER = re.compile(r"(?<![\w.\-\[])(?:(?:0[xX][0-9a-fA-F]+|[0-9]{8,})(?=[/\\?#]|:[0-9])"
                           r"|\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\])")
 _AFTER_HOST = re.compile(r"(?::[0-9]*)?[/\\?#].*|:[0-9]+", re.DOTALL)
-_DOMAIN = re.compile(rf"\[[^\]\s]*\]|[\w\-]+(?:{_DOT}+[\w\-]+)*")
+_DOMAIN = re.compile(rf"\[[^\]\s\[@]*\]|[\w\-]+(?:{_DOT}+[\w\-]+)*")
 _ATEXT = frozenset("!#$%&'*+/=?^`{|}~.-")
 _TRAILING = frozenset(".,;:!?'\"*_~`")
 _CLOSERS = {")": "(", "]": "[", "}": "{", ">": "<"}
@@ -473,6 +481,7 @@ def ibans(text: str) -> Iterator[str]:
         yield found
         run_on = _ALNUM.match(text, pos)
         if run_on is not None:
+            covered = run_on.end()
             yield found + run_on.group(0).upper()
 
 
