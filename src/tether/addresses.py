@@ -63,7 +63,8 @@ _IGNORED = re.compile(
     "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U0001bca0-\U0001bca3"
     "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]")
 _TAG = re.compile(r"<[^<>]*>")
-_MARKDOWN = re.compile(r"\\(?=[^\w\s])|[*_~`]")
+# Markdown's escapes and emphasis; an underscore inside a word is a letter, not emphasis.
+_MARKDOWN = re.compile(r"\\(?=[^\w\s])|[*~`]|(?<![^\W_])_|_(?![^\W_])")
 _DEFANGED_DOT = re.compile(r"[\[({]\s*(?:\.|dot)\s*[\])}]", re.IGNORECASE)
 _DEFANGED_AT = re.compile(r"[\[({]\s*(?:@|at)\s*[\])}]", re.IGNORECASE)
 _HXXP = re.compile(r"\bhxxp", re.IGNORECASE)
