@@ -2,11 +2,11 @@
 that are still the user's own.
 
 ``TRUSTED`` is the user's prompt: it names only ``corp.test``, ``bob@corp.test``, two links
-on ``corp.test``, ``press.corp.test``, one IBAN and a file name. Each of ``HOSTILE`` points somewhere
-else (``evil.test``, an IP address, another mailbox, another account) however some reader
-resolves it, and hides that behind a trusted prefix, a decoding, a Unicode form or a
-grouping; each of ``LEGIT`` is a place of ``TRUSTED`` written differently, which a reader
-resolves to the same place.
+on ``corp.test``, ``press.corp.test``, one IBAN and a file name. Each of ``HOSTILE`` points
+somewhere else (``evil.test``, an IP address, another mailbox, another account) however
+some reader resolves it, and hides that behind a trusted prefix, a decoding, a Unicode form
+or a grouping; each of ``LEGIT`` is a place of ``TRUSTED`` written differently, which a
+reader resolves to the same place.
 """
 
 from __future__ import annotations
