@@ -107,7 +107,12 @@ def _percent_decoded(text: str) -> str:
     return text
 
 
+_RENDERING = "<*_~`\\[({"
+
+
 def _rendered(text: str) -> str:
+    if not any(c in text for c in _RENDERING) and "hxxp" not in text.lower():
+        return text  # nothing a renderer would change
     text = _MARKDOWN.sub("", _TAG.sub("", text))
     text = _DEFANGED_AT.sub("@", _DEFANGED_DOT.sub(".", text))
     return _HXXP.sub("http", text)
@@ -219,7 +224,7 @@ def _ipv4(h: str) -> str | None:
     address = tail
     for i, n in enumerate(head):
         address += (n or 0) * 256 ** (3 - i)
-    return str(ipaddress.IPv4Address(address))
+    return f"{address >> 24}.{address >> 16 & 255}.{address >> 8 & 255}.{address & 255}"
 
 
 def _number(part: str) -> int | None:
@@ -244,6 +249,7 @@ _OPAQUE = frozenset({"mailto", "tel", "sms", "mms", "callto", "facetime", "skype
 _SCHEME = re.compile(r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]*):")
 _SLASHES = re.compile(r"[/\\]{2,}")
 _DOT = "[.\u3002\uff0e\uff61]"
+_DOTS = re.compile(_DOT)
 _HOSTNAME = re.compile(rf"(?<![\w-])(?:[\w-]++{_DOT})+[\w-]++")
 # A host written without dots that a URL parser still reads: an IPv4 address as one hex or
 # long decimal number with a path or port after it ("0xc0000201/x", "3221225985:80"), an
@@ -274,13 +280,13 @@ def _is_hostname(name: str, followed: bool) -> bool:
     """Whether dotted labels name a host: a domain (its last label starts with a letter),
     or an IPv4 address a URL parser reads (four parts, a hex part, or a path or port after
     it: "192.0.2.1", "0xc0.0.2.1", "10.1/x"; not "3.14" or "12.03.2024")."""
-    labels = re.split(_DOT, name)
+    labels = _DOTS.split(name)
     tld = labels[-1]
     if len(tld) >= 2 and tld[0].isalpha():
         return True
-    if _ipv4(".".join(labels)) is None:
+    if not (len(labels) == 4 or followed or any(_HEX.fullmatch(label) for label in labels)):
         return False
-    return len(labels) == 4 or followed or any(_HEX.fullmatch(label) for label in labels)
+    return _ipv4(".".join(labels)) is not None
 
 
 def _split_hostport(hostport: str) -> tuple[str, str]:
@@ -443,6 +449,7 @@ _IBAN_LENGTHS = {
 }
 # An IBAN starts a word, or (a registered country's, in capitals) runs on from one
 # ("IBANGB29...").
+_IBAN_HINT = re.compile(r"[A-Za-z]{2}[0-9]{2}")
 _IBAN_START = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}|(?<=[A-Za-z0-9])[A-Z]{2}[0-9]{2}")
 # What may stand between its groups: spaces, dashes, dots, underscores, slashes, dots set
 # in the middle.
@@ -456,6 +463,8 @@ def ibans(text: str) -> Iterator[str]:
     the characters run on without a break, to where they end too: that is what it says);
     another country's while the next group holds a digit (prose after it is no part of
     it), up to 34 characters."""
+    if not _IBAN_HINT.search(text):
+        return
     covered = 0
     for match in _IBAN_START.finditer(text):
         if match.start() < covered:
