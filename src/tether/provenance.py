@@ -17,7 +17,7 @@ to no trusted source counts as untrusted: the gate fails closed.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -204,7 +204,7 @@ def _occurs(needle: str, text: str) -> bool:
 KEY = " (a key)"
 
 
-def leaves(value: Any, path: str, names: frozenset[str] = frozenset()) -> Iterator[
+def leaves(value: Any, path: str, names: Container[Any] = frozenset()) -> Iterator[
         tuple[str, str | int | float]]:
     """The strings and numbers inside an argument, each with its path. An object's keys
     are values too (a model can put an address in a key as well as in a value), each with
@@ -230,9 +230,32 @@ def leaves(value: Any, path: str, names: frozenset[str] = frozenset()) -> Iterat
         yield path, str(value)
 
 
-def declared_names(schema: Mapping[str, Any]) -> frozenset[str]:
-    """Every property name a JSON Schema declares, at any depth (its ``properties``, in
-    its definitions and combinations too)."""
+class DeclaredNames:
+    """The property names a tool's JSON Schema declares, at any depth (its ``properties``,
+    in its definitions and combinations too), asked with ``in``. The top level is looked up
+    first; the whole schema is walked only for a name it does not hold, once."""
+
+    __slots__ = ("_all", "_schema")
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self._schema = schema
+        self._all: frozenset[str] | None = None
+
+    def __contains__(self, name: object) -> bool:
+        top = self._schema.get("properties")
+        if isinstance(name, str) and isinstance(top, Mapping) and name in top:
+            return True
+        if self._all is None:
+            self._all = _property_names(self._schema)
+        return name in self._all
+
+
+def declared_names(schema: Mapping[str, Any]) -> DeclaredNames:
+    """The names ``schema`` declares for its properties (``DeclaredNames``)."""
+    return DeclaredNames(schema)
+
+
+def _property_names(schema: Mapping[str, Any]) -> frozenset[str]:
     out: set[str] = set()
     stack: list[Any] = [schema]
     while stack:
@@ -250,7 +273,7 @@ def declared_names(schema: Mapping[str, Any]) -> frozenset[str]:
 NAME = "arguments" + KEY
 
 
-def values(arguments: Mapping[str, Any], names: frozenset[str]) -> Iterator[
+def values(arguments: Mapping[str, Any], names: Container[Any]) -> Iterator[
         tuple[str, str, str | int | float]]:
     """Every value of a call: each argument's leaves (``leaves``), as ``(argument, path,
     value)``, and the name of each argument its tool's schema does not declare (a tool
@@ -283,14 +306,14 @@ def trace_address(argument: str, place: str, sources: Sequence[Source]) -> Trace
 
 
 def trace_call(arguments: Mapping[str, Any], roles: Mapping[str, Role], *, sends: bool,
-               sources: Sequence[Source], names: frozenset[str] | None = None) -> list[Trace]:
+               sources: Sequence[Source], names: Container[Any] | None = None) -> list[Trace]:
     """A trace for every value of a call the gate must trust: each string and number of
     its control and destination arguments, keys included, and (for a send) each place
     written in its content arguments, keys included. ``roles`` names each declared
     parameter's role; an undeclared one is control. ``names`` are the property names the
     tool's schema declares (``declared_names``): any other argument name or key is traced
     as a value; without ``names``, the call's own argument names count as declared."""
-    declared = frozenset(arguments) if names is None else names
+    declared: Container[Any] = frozenset(arguments) if names is None else names
     out: list[Trace] = []
     for name, path, leaf in values(arguments, declared):
         role = roles.get(name, "control") if path != NAME else "control"
