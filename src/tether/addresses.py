@@ -2,37 +2,46 @@
 in it, found in every spelling a reader would follow, each named by the place it resolves to.
 
 A reader is a mail client, a browser, a Markdown renderer, a person who copies a link. Each
-decodes before it follows, so the text is read in several *views*, and what is found in any
+decodes before it follows, so a text is read in several *views*, and what is found in any
 of them counts:
 
 - as written, split at ASCII whitespace only (a parser given the whole token);
 - decoded: HTML character references (``&#58;``, ``&colon;``), Unicode compatibility forms
   (NFKC: fullwidth ``ｅｖｉｌ．ｔｅｓｔ``), the ideographic full stops as dots, invisible
-  characters (soft hyphen, zero-width space, bidi controls) dropped, any Unicode space a
-  separator;
-- that, percent-decoded (``%2e``, ``%40``), repeatedly;
+  characters (soft hyphen, zero-width space, bidi controls) dropped, IDNA's deviations as
+  an older reader maps them (``ß`` as ``ss``), any Unicode space a separator;
+- that, percent-decoded (``%2e``, ``%40``), each decoding repeated up to three times;
 - rendered: HTML tags and Markdown emphasis and escapes dropped, defanged dots and ats
   (``[.]``, ``(at)``) restored;
 - the value of each HTML attribute (``href="..."``) as one token, with tabs and line breaks
   removed, as a browser parses it.
+
+The rendered views and the attribute values invent names a text does not write, so
+``places`` (what a send's content points to: reading more is safer) reads them and
+``named`` (what vouches for a place: reading less is safer) does not.
 
 In each view, every token any common parser would read as a link, a host or an address is
 one, over-approximated (fail closed): a URL with any scheme followed by a slash or
 backslash, or a known scheme (``https:evil.test``, ``mailto:``, ``tel:``); a scheme-relative
 or UNC link (``//evil.test/x``, ``\\\\evil.test\\x``); an email address whatever its local part
 (quoted, with ``'`` or ``%`` or ``!``) and its domain (international, an IP literal); a bare
-domain (``evil.test/reset``: dotted labels ending in a label that starts with a letter), a
-dotted IPv4 address; an IBAN with its groups split by any spaces or dashes.
+host (``evil.test/reset``: dotted labels ending in a label that starts with a letter; an
+IPv4 address a URL parser reads, an IPv6 literal); an IBAN with its groups split by any
+spaces, dashes, dots, slashes or underscores.
 
 Each is named by its **place**: the whole token as its parser resolves it, so two spellings
 of one place compare equal and a trusted prefix never stands for the whole. A URL keeps
 everything as written except its host, which is read as a WHATWG parser reads it (userinfo
 up to the last ``@`` stripped, ``\\`` ending the authority of a special scheme,
 percent-decoded, IDNA to ASCII, lowercase, an IPv4 address in any decimal, octal or hex form
-as dotted decimal, an IPv6 literal compressed). An email address keeps its local part as
-written and gets its domain as a host. A ``mailto:`` link is its recipients (its path and
-every header but the subject and body), each an address. An IBAN is its 34 characters or
-fewer, compact and uppercase: the length its country registers, when it is known.
+as dotted decimal, an IPv6 literal compressed); a web host's front page is the host. An
+email address keeps its local part as written and gets its domain as a host. A ``mailto:``
+link is its recipients (its path and every header but the subject and body), each an
+address. An IBAN is compact and uppercase, read to the length its country registers.
+
+Every view is read in time linear in the text's length: patterns match from a word's start,
+each stretch is searched once, and a word yields at most ``_MOST`` links or hosts (past
+that it is one place as written).
 """
 
 from __future__ import annotations
