@@ -9,6 +9,7 @@ Readiness is read from what the processes print (the server's address line, the 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -30,6 +31,7 @@ from tests.servers.scripted_chat import ScriptedChat
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
 TOOLS = Path(__file__).with_name("fleet_tools.py")
+REPO = Path(__file__).resolve().parents[2]
 
 
 def temporal_cli() -> str | None:
@@ -129,6 +131,7 @@ class Fleet:
     task_queue: str = field(default_factory=lambda: f"q-{uuid.uuid4().hex[:12]}")
     workers: list[Worker] = field(default_factory=list)
     extra: str = ""
+    tools: tuple[Path, ...] = (TOOLS,)  # the [tools] python files
 
     @property
     def log(self) -> Path:
@@ -150,7 +153,7 @@ class Fleet:
             headers = {{ "x-worker" = "{name}" }}
             [tools]
             enabled = []
-            python = ["{TOOLS}"]
+            python = {json.dumps([str(t) for t in self.tools])}
             [temporal]
             address = "{self.address}"
             task_queue = "{self.task_queue}"
@@ -164,11 +167,9 @@ class Fleet:
         return {**os.environ, "TETHER_CONFIG": os.devnull,
                 "XDG_DATA_HOME": str(self.root / "data"), "TETHER_TEST_WORKER": name,
                 "TETHER_TEST_LOG": str(self.log), "TETHER_TEST_NOTIFY": self.model.notify_url,
-                # The repository's root (for tests/), before the caller's own path (the
-                # tether a worktree's tests run).
-                "PYTHONPATH": os.pathsep.join(filter(None, (
-                    str(Path(__file__).resolve().parents[2]),
-                    os.environ.get("PYTHONPATH", ""))))}
+                # This checkout's tether and tests, whatever tether the interpreter installs.
+                "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO),
+                                               os.environ.get("PYTHONPATH", "")])}
 
     def start(self, name: str) -> Worker:
         """A worker process, once it polls the task queue."""

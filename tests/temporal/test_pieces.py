@@ -134,26 +134,6 @@ def test_requests_responses_and_outputs_read_back_the_same() -> None:
     assert output_from_dict(output_to_dict(output)) == output
 
 
-def test_a_workers_tool_keeps_its_parameter_roles_in_the_workflow() -> None:
-    from tether import Capabilities, tool
-    from tether.temporal.payloads import tool_entry
-    from tether.temporal.standins import Timing, activity_tool
-
-    @tool(capabilities=Capabilities(external_send=True), destination_params=["to"],
-          content_params=["body"])
-    def send(to: str, body: str, priority: str) -> str:
-        """Send."""
-        return "sent"
-
-    timing = Timing(1.0, None, 1000, 1000)
-    held = activity_tool(tool_entry(send), None, timing)
-    assert [held.parameter_role(p) for p in ("to", "body", "priority")] == [
-        "destination", "content", "control"]
-    # A history recorded before roles were kept replays as it ran: every parameter control.
-    older = {k: v for k, v in tool_entry(send).items() if not k.endswith("_params")}
-    assert activity_tool(older, None, timing).parameter_role("body") == "control"
-
-
 def test_a_provider_error_is_rebuilt_only_as_a_provider_error_kind() -> None:
     error = error_from_dict(error_to_dict(RateLimitError("slow down", retry_after=3,
                                                          provider="p", status=429)), "w")

@@ -8,9 +8,11 @@ process. Nothing here imports ``temporalio``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tether import errors
@@ -21,9 +23,10 @@ from tether.messages import (
     usage_from_dict,
     usage_to_dict,
 )
+from tether.provenance import Source
 from tether.providers.base import ModelRequest, ModelResponse, NamedToolChoice, ToolChoice
 from tether.tools import Tool, ToolOutput, ToolSpec
-from tether.trust import Capabilities, Taint
+from tether.trust import Capabilities, SecurityConfig, Taint
 
 
 def jsonable(value: Any) -> Any:
@@ -110,8 +113,8 @@ def capabilities_from_dict(d: Mapping[str, Any]) -> Capabilities:
 
 def tool_entry(tool: Tool) -> dict[str, Any]:
     """What the workflow knows of a worker's tool: all of it but its handler (and its
-    validator, which the workflow takes from the worker's own tool of that name), its
-    parameters' roles included (the provenance gate reads them)."""
+    validator, which the workflow takes from the worker's own tool of that name), the
+    parameter roles the gate reads included."""
     return {"spec": tool.spec.to_dict(), "capabilities": capabilities_to_dict(tool.capabilities),
             "cache_approval": tool.cache_approval, "source": tool.source,
             "read_only_hint": tool.read_only_hint, "source_name": tool.source_name,
@@ -132,6 +135,43 @@ def output_from_dict(d: Mapping[str, Any]) -> ToolOutput:
                       d.get("from_outside"),
                       usage_from_dict(d["usage"]) if d.get("usage") is not None else None,
                       Taint.from_dict(d["taint"]) if d.get("taint") is not None else None)
+
+
+# --- what shapes the gate -----------------------------------------------------------------
+
+
+def security_to_dict(security: SecurityConfig) -> dict[str, Any]:
+    """Every field of ``security`` as JSON (sequences as lists, paths as strings): a durable
+    run judges its calls by the very settings the worker's own agent has, whatever field
+    is added to them."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(security):
+        value = getattr(security, f.name)
+        if isinstance(value, list | tuple):
+            value = [str(v) if isinstance(v, Path) else v for v in value]
+        out[f.name] = value
+    return out
+
+
+def security_from_dict(d: Mapping[str, Any]) -> SecurityConfig:
+    """The ``SecurityConfig`` a plan records. A field the plan lacks (one recorded by an
+    older tether) keeps its default, except ``protected_paths``: those are the worker's,
+    and reading the default would read this process's environment."""
+    known = {f.name for f in dataclasses.fields(SecurityConfig)}
+    values: dict[str, Any] = {"protected_paths": ()}
+    values.update((k, tuple(v) if isinstance(v, list) else v) for k, v in d.items()
+                  if k in known)
+    return SecurityConfig(**values)
+
+
+def source_to_dict(source: Source) -> dict[str, Any]:
+    return {"name": source.name, "text": source.text, "trusted": source.trusted,
+            "private": source.private}
+
+
+def source_from_dict(d: Mapping[str, Any]) -> Source:
+    return Source(str(d["name"]), str(d["text"]), d.get("trusted") is True,
+                  bool(d.get("private")))
 
 
 # --- provider errors --------------------------------------------------------------------------

@@ -4,10 +4,10 @@ provider and tools its own configuration names. Nothing is serialized but data.
 
 - ``ActivityModel.stream`` runs one ``tether.model`` activity per request. Messages a
   worker stored by reference travel as their hash from then on (see ``activities.py``).
-- ``activity_tool`` keeps a tool's spec, capabilities and validator (the gate runs in the
-  workflow, on recorded data) and runs its handler as a ``tether.tool`` activity. A call
-  whose worker was lost is run again only when the tool is idempotent; otherwise its
-  result tells the model it may or may not have run.
+- ``activity_tool`` keeps a tool's spec, capabilities, parameter roles and validator (the
+  gate runs in the workflow, on recorded data) and runs its handler as a ``tether.tool``
+  activity. A call whose worker was lost is run again only when the tool is idempotent;
+  otherwise its result tells the model it may or may not have run.
 """
 
 from __future__ import annotations
@@ -151,9 +151,10 @@ def activity_tool(entry: dict[str, Any], validator: Validator | None, timing: Ti
                 bool(entry.get("cache_approval", True)), str(entry.get("source", "python")),
                 entry.get("read_only_hint"), entry.get("source_name"),
                 bool(entry.get("spec_from_outside")), idempotent=idempotent,
-                # A history recorded before roles were kept replays as it ran: all control.
-                content_params=tuple(entry.get("content_params") or ()),
-                destination_params=tuple(entry.get("destination_params") or ()))
+                # The roles the gate traces by: a plan recorded without them (an older
+                # tether) has only control parameters, every value traced.
+                content_params=[str(n) for n in entry.get("content_params") or ()],
+                destination_params=[str(n) for n in entry.get("destination_params") or ()])
 
 
 def _lost(name: str, idempotent: bool, error: ActivityError) -> str:
