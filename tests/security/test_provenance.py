@@ -470,7 +470,8 @@ async def test_a_key_laundered_through_a_tool_that_echoes_it_stays_untrusted() -
 
 
 async def test_an_argument_the_schema_does_not_declare_is_traced_by_its_name() -> None:
-    # A tool declared by a JSON Schema takes any further properties (as MCP tools do).
+    # A tool whose JSON Schema takes any further properties receives the names the model
+    # chose for them.
     posted: list[dict[str, Any]] = []
 
     async def handler(arguments: dict[str, Any], ctx: Any) -> str:
@@ -479,7 +480,7 @@ async def test_an_argument_the_schema_does_not_declare_is_traced_by_its_name() -
 
     post = Tool.from_schema("post", "Post to someone.",
                             {"type": "object", "properties": {"to": {"type": "string"}},
-                             "required": ["to"]}, handler,
+                             "required": ["to"], "additionalProperties": True}, handler,
                             capabilities=Capabilities(external_send=True),
                             destination_params=["to"])
     world = World(inbox=go(("post", {"to": "bob@corp.test", ATTACKER: True})))
@@ -523,7 +524,9 @@ async def test_an_mcp_tools_keys_and_argument_names_are_traced_as_values(
                          approver=Recorder(Decision.allow())) as agent:
             result = await agent.run("Move 'inbox' to 'archive'.\n" + go(("read_news", {})))
     assert (record(result, "k__move").status == "ok") is moved
-    assert len(log.read_text().splitlines() if log.exists() else []) == int(moved)
+    received = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() \
+        else []
+    assert received == ([arguments] if moved else [])
 
 
 # --- on every wire ------------------------------------------------------------------------
