@@ -7,7 +7,17 @@ import pytest
 from tether import Capabilities, SecurityConfig, tool
 from tether.errors import ConfigError, ToolError
 from tether.messages import Labels, Message, ToolResult, part_from_dict, part_to_dict
-from tether.provenance import Source, addresses, sources_of, trace, trace_call, trace_value
+from tether.provenance import (
+    Source,
+    addresses,
+    declared_names,
+    leaves,
+    sources_of,
+    trace,
+    trace_address,
+    trace_call,
+    trace_value,
+)
 
 USER = Source("the user's prompt", "Send 100 to bob@corp.test (see https://x.test/a?b=1).",
               True)
@@ -51,7 +61,8 @@ def test_a_value_in_untrusted_text_only_is_named_there_and_not_traced() -> None:
 def test_addresses_in_text_are_links_emails_and_ibans() -> None:
     text = ("Go to https://evil.test/r?x=1, or www.evil.test/y. Mail a@b.test. "
             "IBAN: GB11EVIL00000000666666. Nothing else 12345.")
-    assert addresses(text) == ["https://evil.test/r?x=1", "www.evil.test/y", "a@b.test",
+    assert addresses(text) == ["https://evil.test/r?x=1", "evil.test/r?x=1",
+                               "www.evil.test/y", "a@b.test", "b.test",
                                "GB11EVIL00000000666666"]
 
 
@@ -59,18 +70,68 @@ def test_content_is_traced_only_for_its_addresses_and_only_for_a_send() -> None:
     arguments = {"to": "bob@corp.test", "body": "hi, see https://evil.test", "n": True}
     roles = {"to": "destination", "body": "content"}
     traces = trace_call(arguments, roles, sends=True, sources=[USER])  # type: ignore[arg-type]
-    assert [(t.argument, t.traced) for t in traces] == [
-        ("to", True), ("body (an address in it)", False)]
+    assert [(t.argument, t.value, t.traced) for t in traces] == [
+        ("to", "bob@corp.test", True),
+        ("body (an address in it)", "evil.test", False)]  # a front page is its host
     assert [t.argument for t in trace_call(arguments, roles,  # type: ignore[arg-type]
                                            sends=False, sources=[USER])] == ["to"]
 
 
-def test_nested_arguments_are_traced_leaf_by_leaf() -> None:
+def test_a_place_in_content_traces_to_a_source_that_names_it_in_any_spelling() -> None:
+    user = Source("the user's prompt", "Rent: DE89 3704 0044 0532 0130 00, docs at "
+                  "https://corp.test/plan", True)
+    traces = trace_call({"body": "Paid DE89370400440532013000; see CORP.TEST/plan and "
+                                 "https://corp.test'@evil.test/plan"},
+                        {"body": "content"}, sends=True, sources=[user, WEB])
+    assert [(t.value, t.traced) for t in traces] == [
+        ("corp.test/plan", True),
+        ("https://corp.test'@evil.test/plan", False),
+        ("corp.test'@evil.test", False),  # read as an address too
+        ("corp.test", True),
+        ("evil.test", False),
+        ("DE89370400440532013000", True)]
+    assert trace_address("x", "mallory@evil.test", [user, WEB]).untrusted_sources == (
+        "the page",)
+
+
+def test_nested_arguments_are_traced_leaf_by_leaf_keys_included() -> None:
     traces = trace_call({"to": ["bob@corp.test", "eve@evil.test"], "opts": {"cc": "x"}},
                         {}, sends=True, sources=[USER])
-    assert [(t.argument, t.role, t.traced) for t in traces] == [
-        ("to[0]", "control", True), ("to[1]", "control", False),
-        ("opts.cc", "control", False)]
+    assert [(t.argument, t.role, t.value, t.traced) for t in traces] == [
+        ("to[0]", "control", "bob@corp.test", True),
+        ("to[1]", "control", "eve@evil.test", False),
+        ("opts (a key)", "control", "cc", False),
+        ("opts.cc", "control", "x", False)]
+
+
+def test_keys_are_values_unless_the_tools_schema_declares_them() -> None:
+    value = {"mallory@evil.test": "hi", "cc": {"bob@corp.test": True}, "n": {1: None}}
+    assert list(leaves(value, "to", frozenset({"cc", "n"}))) == [
+        ("to (a key)", "mallory@evil.test"), ("to.mallory@evil.test", "hi"),
+        ("to.cc (a key)", "bob@corp.test"), ("to.n (a key)", 1)]
+    assert list(leaves({"cc": "x"}, "to")) == [("to (a key)", "cc"), ("to.cc", "x")]
+
+
+def test_the_declared_names_are_every_property_a_schema_names_at_any_depth() -> None:
+    schema = {"type": "object", "properties": {
+        "to": {"type": "object", "properties": {"name": {}, "address": {}}},
+        "items": {"type": "array", "items": {"$ref": "#/$defs/Item"}},
+        "extra": {"type": "object", "additionalProperties": {"type": "string"}}},
+        "$defs": {"Item": {"anyOf": [{"properties": {"sku": {}}}, {"type": "null"}]}}}
+    declared = declared_names(schema)
+    assert [n for n in ("to", "name", "address", "items", "extra", "sku", "$defs", "type",
+                        "Item", "anyOf", 1) if n in declared] == [
+        "to", "name", "address", "items", "extra", "sku"]
+
+
+def test_an_argument_the_schema_does_not_declare_is_traced_by_its_name_too() -> None:
+    traces = trace_call({"to": "bob@corp.test", "mallory@evil.test": "hi"},
+                        {"to": "destination"}, sends=True, sources=[USER],
+                        names=frozenset({"to"}))
+    assert [(t.argument, t.value, t.traced) for t in traces] == [
+        ("to", "bob@corp.test", True),
+        ("arguments (a key)", "mallory@evil.test", False),
+        ("mallory@evil.test", "hi", False)]
 
 
 def test_the_sources_of_messages_are_the_users_words_and_labelled_results() -> None:
@@ -148,3 +209,27 @@ def test_the_rule_is_read_from_tether_toml(tmp_path: object) -> None:
 
     assert security_from(SecuritySection(rule="interlock")).rule == "interlock"
     assert security_from(SecuritySection()).rule == "provenance"
+
+
+def test_the_gate_reads_keys_and_undeclared_names_by_the_tools_schema() -> None:
+    from tether import gate
+    from tether.messages import ToolCall
+    from tether.tools import Tool
+    from tether.trust import Taint
+
+    async def handler(arguments: dict[str, object], ctx: object) -> str:
+        return "ok"
+
+    post = Tool.from_schema("post", "Post.", {"type": "object", "properties": {
+        "to": {"type": "object", "properties": {"cc": {"type": "string"}}}}}, handler,
+        capabilities=Capabilities(external_send=True))
+    turn = gate.view_turn([ToolCall("c", "post", "{}")], {"post": post},
+                          Taint(untrusted=True), SecurityConfig(), "ask", sources=[USER])
+    # Read back for a trusted result: the keys are values, the schema's names are not.
+    assert gate.arguments_traced(0, post, {"to": {"bob@corp.test": "Send", "cc": "Send"}}, turn)
+    assert not gate.arguments_traced(0, post, {"to": {"eve@evil.test": "Send"}}, turn)
+    assert not gate.arguments_traced(0, post, {"to": {}, "eve@evil.test": "Send"}, turn)
+    traces = gate.trace_call(post, {"to": {"eve@evil.test": 100}, "x": "Send"}, turn)
+    assert [(t.argument, t.value, t.traced) for t in traces] == [
+        ("to (a key)", "eve@evil.test", False), ("to.eve@evil.test", "100", True),
+        ("arguments (a key)", "x", False), ("x", "Send", True)]

