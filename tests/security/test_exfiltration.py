@@ -71,7 +71,7 @@ async def test_read_then_send_on_the_next_turn_is_blocked(
     fetch = record(result, "fetch_url")
     assert fetch.status == "blocked" and "hunter2" in fetch.input["url"]  # it tried
     assert result.blocked_sends == 1 and len(events_of(result, ev.TrifectaBlocked)) == 1
-    assert "security.trifecta" in fetch.output  # the refusal names a remedy
+    assert "[security] trifecta" in fetch.output  # the refusal names a remedy
     assert model.requests[-1].messages[-1].parts[0].content == fetch.output  # type: ignore
 
 
