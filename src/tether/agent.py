@@ -27,7 +27,7 @@ from tether.context import ContextConfig, ContextFitter, ContextStrategy
 from tether.conversation import Conversation, PendingCall, SessionLike
 from tether.errors import ConfigError, MalformedResponseError, TetherError
 from tether.execution import Allowed, Done, run_calls, settled
-from tether.interrupts import until_interrupted
+from tether.interrupts import closing, until_interrupted
 from tether.messages import Image, Message, Part, Text, ToolCall, ToolResult
 from tether.outcome import TEXT_ENDING, Ending, Final, Paused, RunAgain, Stopped, TurnOutcome
 from tether.providers.base import (
@@ -463,9 +463,10 @@ def _raised(result: RunResult) -> RunResult:
 async def _recorded(events: AsyncIterator[ev.Event],
                     session: SessionLike) -> AsyncGenerator[ev.Event, None]:
     """The events, each handed to ``session.record`` (a stored session) before it is seen."""
-    async for event in events:
-        session.record(event)
-        yield event
+    async with closing(events):
+        async for event in events:
+            session.record(event)
+            yield event
 
 
 def _observed(run: _Run, prompt: Message | None,
@@ -574,11 +575,12 @@ class _Run:
             # A paused run resumes with the calls it stopped on (they passed the bounds when
             # the model asked for them); the host's decisions are used up by this turn.
             decisions, self.decisions = self.decisions, {}
-            async for item in self._calls(conv.unanswered_calls, decisions):
-                if isinstance(item, _OUTCOMES):
-                    outcome = item
-                else:
-                    yield item
+            async with closing(self._calls(conv.unanswered_calls, decisions)) as items:
+                async for item in items:
+                    if isinstance(item, _OUTCOMES):
+                        outcome = item
+                    else:
+                        yield item
         while isinstance(outcome, RunAgain):
             if outcome.say is not None:
                 conv.append(Message.user(outcome.say))
@@ -586,11 +588,12 @@ class _Run:
             if reached is not None:
                 outcome = Stopped(reached.bound.cause)
                 break
-            async for item in self._turn():
-                if isinstance(item, _OUTCOMES):
-                    outcome = item
-                else:
-                    yield item
+            async with closing(self._turn()) as items:
+                async for item in items:
+                    if isinstance(item, _OUTCOMES):
+                        outcome = item
+                    else:
+                        yield item
         yield self._finish(outcome)
 
     async def _turn(self) -> AsyncIterator[ev.Event | TurnOutcome]:
@@ -606,19 +609,23 @@ class _Run:
         response: ModelResponse | None = None
         try:
             within = None if self.observer is None else self.observer.model_context()
-            async for chunk in until_interrupted(self.interrupt, self._send(), within):
-                if isinstance(chunk, ev.ContextFitted):
-                    self.spend.add(chunk.usage)  # what a summary cost
-                    yield self._event(chunk)
-                elif isinstance(chunk, TextChunk):
-                    yield self._event(ev.TextDelta(chunk.text))
-                elif isinstance(chunk, ReasoningChunk):
-                    yield self._event(ev.ReasoningDelta(chunk.text))
-                elif isinstance(chunk, Retrying):
-                    yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
-                                                       chunk.error))
-                elif isinstance(chunk, Completed):
-                    response = chunk.response
+            answer = until_interrupted(self.interrupt, self._send(), within)
+            # Closed with this turn: a reader that leaves the run early hangs up on the
+            # model now, not when a finalizer finds the answer abandoned.
+            async with closing(answer) as chunks:
+                async for chunk in chunks:
+                    if isinstance(chunk, ev.ContextFitted):
+                        self.spend.add(chunk.usage)  # what a summary cost
+                        yield self._event(chunk)
+                    elif isinstance(chunk, TextChunk):
+                        yield self._event(ev.TextDelta(chunk.text))
+                    elif isinstance(chunk, ReasoningChunk):
+                        yield self._event(ev.ReasoningDelta(chunk.text))
+                    elif isinstance(chunk, Retrying):
+                        yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
+                                                           chunk.error))
+                    elif isinstance(chunk, Completed):
+                        response = chunk.response
         except TetherError as error:  # ProviderError and a scripted model's exhaustion
             yield Stopped(StopCause.ERROR, error=error)
             return
@@ -654,8 +661,9 @@ class _Run:
             yield self._close_unrun(calls, reached.why)
             yield Stopped(reached.bound.cause)
             return
-        async for item in self._calls(calls):
-            yield item
+        async with closing(self._calls(calls)) as items:
+            async for item in items:
+                yield item
 
     async def _calls(
         self, calls: Sequence[ToolCall],
@@ -669,8 +677,9 @@ class _Run:
         needs. ``decisions`` (a resumed turn) are a host's answers, by position."""
         done: dict[int, Done] = {}
         try:
-            async for item in self._judge_and_run(calls, decisions or {}, done):
-                yield item
+            async with closing(self._judge_and_run(calls, decisions or {}, done)) as items:
+                async for item in items:
+                    yield item
         finally:
             # The run's records of the turn in call order, whatever order the calls finished
             # in (so a run reads the same replayed, durable or not); kept on a pause or a
@@ -713,12 +722,13 @@ class _Run:
                     given = None
                 elif given is not None and answer is not None:
                     decided.append(answer[0])
-                async for item in gate.decide(call, position, verdict, asking, conv.taint,
-                                              given):
-                    if isinstance(item, gate.Run | gate.Refuse | gate.Defer):
-                        verdict = item
-                    else:
-                        yield self._event(item)
+                asked = gate.decide(call, position, verdict, asking, conv.taint, given)
+                async with closing(asked) as items:
+                    async for item in items:
+                        if isinstance(item, gate.Run | gate.Refuse | gate.Defer):
+                            verdict = item
+                        else:
+                            yield self._event(item)
             if isinstance(verdict, gate.Refuse):
                 done[position] = refused = settled(call, verdict.status, verdict.text)
                 yield self._event(ev.ToolFinished(call.id, call.name, verdict.status,
@@ -742,9 +752,11 @@ class _Run:
 
         # Allowed calls side by side; their events (a sub-agent's) stream through.
         observer = self.observer
-        async for event in run_calls(allowed, conv, settings, self._scope, done,
-                                     None if observer is None else observer.tool_context):
-            yield self._event(event)
+        running = run_calls(allowed, conv, settings, self._scope, done,
+                            None if observer is None else observer.tool_context)
+        async with closing(running) as events:
+            async for event in events:
+                yield self._event(event)
         conv.pending = []
         conv.append(Message("tool", tuple(done[i].result for i in range(len(calls)))))
         yield self.ending.after_calls()

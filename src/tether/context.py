@@ -42,6 +42,7 @@ from typing import Literal, TypeAlias
 
 from tether import events as ev
 from tether.errors import ContextOverflowError, TetherError
+from tether.interrupts import closing
 from tether.messages import (
     Image,
     Message,
@@ -587,8 +588,9 @@ class ContextFitter:
         """``request`` fitted, then sent; see the class docstring."""
         if self.config.strategy == "off":
             try:
-                async for chunk in self.provider.stream(request):
-                    yield chunk
+                async with closing(self.provider.stream(request)) as chunks:
+                    async for chunk in chunks:
+                        yield chunk
             except ContextOverflowError as error:
                 raise with_advice(error, "The conversation no longer fits the model's "
                                   "context window and context fitting is off: set [agent] "
@@ -599,8 +601,9 @@ class ContextFitter:
         if event is not None:
             yield event
         try:
-            async for chunk in self._send(sent):
-                yield chunk
+            async with closing(self._send(sent)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
             return
         except _Overflow as overflow:
             self._learn(overflow.error, sent)
@@ -608,8 +611,9 @@ class ContextFitter:
         if event is not None:
             yield event
         try:
-            async for chunk in self._send(sent):
-                yield chunk
+            async with closing(self._send(sent)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
         except _Overflow as overflow:
             window = f"{self.window} tokens" if self.window else "unknown"
             raise with_advice(overflow.error, (
@@ -621,12 +625,13 @@ class ContextFitter:
     async def _send(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         started = False
         try:
-            async for chunk in self.provider.stream(request):
-                if not isinstance(chunk, Retrying):
-                    started = True
-                if isinstance(chunk, Completed):
-                    self.observe(request, chunk.response.usage)
-                yield chunk
+            async with closing(self.provider.stream(request)) as chunks:
+                async for chunk in chunks:
+                    if not isinstance(chunk, Retrying):
+                        started = True
+                    if isinstance(chunk, Completed):
+                        self.observe(request, chunk.response.usage)
+                    yield chunk
         except ContextOverflowError as error:
             if started:
                 raise

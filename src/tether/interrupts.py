@@ -1,4 +1,5 @@
-"""A model's answer read until the run's interrupt is set, then abandoned at once."""
+"""A model's answer read until the run's interrupt is set, then abandoned at once; and
+closed as soon as its reader is done with it (``closing``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,30 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any, Generic, TypeVar
 
 _Chunk = TypeVar("_Chunk")
+_Iterator = TypeVar("_Iterator", bound=AsyncIterator[Any])
 _T = TypeVar("_T")
+
+
+class closing(Generic[_Iterator]):  # lower case: used as a function, as contextlib.aclosing
+    """``async with closing(chunks) as chunks:``: ``chunks``, closed when the block ends,
+    however it ends. An async generator left in the middle of an ``async for`` (its reader
+    stopped early, or was itself closed at a ``yield``) is otherwise closed only when a
+    finalizer finds it, later: a provider's stream would keep its connection open, and the
+    server writing, until then. (``contextlib.aclosing`` wants an ``aclose``; a provider's
+    ``stream`` may be any async iterator.)"""
+
+    __slots__ = ("_chunks",)
+
+    def __init__(self, chunks: _Iterator) -> None:
+        self._chunks = chunks
+
+    async def __aenter__(self) -> _Iterator:
+        return self._chunks
+
+    async def __aexit__(self, *exc: object) -> None:
+        close = getattr(self._chunks, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def until_interrupted(
