@@ -143,7 +143,7 @@ def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
         out.append(Path(local["cache_dir"]).expanduser())
     if isinstance(tools, Mapping) and isinstance(tools.get("python"), list):
         given = tools.get("workspace")
-        root = Path(given if _named(given) else workspace)
+        root = Path(given) if isinstance(given, str) and _named(given) else Path(workspace)
         references = [r for r in tools["python"] if _named(r)]
         out.extend(python_files(_workspace_path(root, r) for r in references))
     return out
