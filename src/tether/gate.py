@@ -177,8 +177,12 @@ def interlock(call: ToolCall, position: int, tool: Tool, arguments: dict[str, An
 
 
 def consequential(tool: Tool) -> bool:
-    """A call whose effect reaches past the conversation: a send, or a change."""
-    return tool.capabilities.external_send or tool.capabilities.destructive
+    """A call whose effect reaches past the conversation: a send, a change, or anything
+    its tool says a person must approve (``needs_approval``, the side-effecting flag; a
+    destructive tool needs approval, and an MCP tool does unless a trusted server says it
+    changes nothing). Provenance traces such a call, so no permission mode (``--yes``)
+    runs one whose control values only untrusted text chose."""
+    return tool.capabilities.external_send or tool.needs_approval
 
 
 def trace_call(tool: Tool, arguments: dict[str, Any], turn: TurnView) -> list[pv.Trace]:
@@ -221,13 +225,13 @@ _UNANCHORED = ("the call acts while the conversation holds untrusted text, and n
 def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[str, Any],
                      turn: TurnView) -> Checked:
     """3. Provenance (``security.rule = "provenance"``). A consequential call (a send, a
-    destructive call) made while untrusted text could have steered the model, or a send
-    that the trifecta arms (it could leak private data), runs only if each of its
-    destination and control values, and each address written in a send's content, occurs
-    in a trusted text; and at least one such value must be there to trace (a call with
-    content alone is not vouched for by anything). Otherwise it is refused, asked about or
-    waived, as ``security.trifecta`` says; the events and the text name every value and
-    where it was (or was not) found. Other calls pass."""
+    destructive call, a call that needs approval) made while untrusted text could have
+    steered the model, or a send that the trifecta arms (it could leak private data), runs
+    only if each of its destination and control values, and each address written in a
+    send's content, occurs in a trusted text; and at least one such value must be there to
+    trace (a call with content alone is not vouched for by anything). Otherwise it is
+    refused, asked about or waived, as ``security.trifecta`` says; the events and the text
+    name every value and where it was (or was not) found. Other calls pass."""
     leak = turn.armed.get(position, False)
     if not consequential(tool) or not (leak or turn.exposed.get(position, True)):
         return Checked(Run(tool, arguments))
