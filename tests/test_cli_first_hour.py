@@ -350,7 +350,8 @@ def test_a_write_file_approval_shows_a_diff_against_the_current_file(tmp_path: P
     def request_for(path: str, content: str) -> ApprovalRequest:
         return ApprovalRequest("c1", "write_file", "Write file",
                                {"path": path, "content": content}, "needs_approval",
-                               "the tool is gated", Taint(), Capabilities(destructive=True))
+                               "the tool is gated", Taint(), Capabilities(destructive=True),
+                               content_params=("content",))
 
     request = request_for("notes.txt", "one\n2\nthree\n")
     current = current_text(tmp_path, request)

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from tether.display import inline
 from tether.messages import Labels, Message, Text, ToolResult
 
 Role: TypeAlias = Literal["content", "destination", "control"]
@@ -64,16 +65,20 @@ class Trace:
         return self.value if len(self.value) <= 80 else self.value[:77] + "..."
 
     def describe(self, *, with_value: bool = True) -> str:
-        """One line: the argument, its value, and where it was (or was not) found."""
+        """One line: the argument, its value, and where it was (or was not) found. The
+        model wrote the argument's path (an object's keys) and the value, and call ids
+        name the sources: each is shown with newlines and hidden characters made visible,
+        so none can start a line of its own in the explanation a person reads."""
         if self.trusted_sources:
-            where = "traced to " + ", ".join(self.trusted_sources)
+            where = "traced to " + ", ".join(inline(s) for s in self.trusted_sources)
         elif self.untrusted_sources:
-            where = "found only in untrusted text: " + ", ".join(self.untrusted_sources)
+            where = "found only in untrusted text: " + ", ".join(
+                inline(s) for s in self.untrusted_sources)
         else:
             where = "found in no text the model has seen (written by the model)"
         if not with_value:
-            return f"{self.argument} ({where})"
-        return f"{self.argument} = {self.shown!r} ({where})"
+            return f"{inline(self.argument)} ({where})"
+        return f"{inline(self.argument)} = {inline(repr(self.shown))} ({where})"
 
 
 # --- the sources of a conversation --------------------------------------------------------

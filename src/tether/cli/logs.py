@@ -56,9 +56,22 @@ def entries(store: Any, count: int) -> list[dict[str, Any]]:
     return out
 
 
+def _own_words(message: Any) -> str:
+    """A user's message as the user wrote it: outside text given with it (piped to
+    ``tether run``) is named, not quoted as the prompt."""
+    from tether.messages import Text
+
+    words = "".join(p.text for p in message.parts if isinstance(p, Text) and p.origin is None)
+    outside = sorted({p.origin for p in message.parts
+                      if isinstance(p, Text) and p.origin is not None})
+    if outside and words.strip():
+        return f"{words} (with outside text: {', '.join(outside)})"
+    return words
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     from tether.cli.sessions import store_for, where
-    from tether.display import json_dumps, literal, one_line
+    from tether.display import inline, json_dumps, literal, one_line
 
     store = store_for(args.workspace)
     logged = entries(store, args.count)
@@ -74,7 +87,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         model = "/".join(x for x in (entry["provider"], entry["model"]) if x) or "-"
         when = entry["time"].replace("T", " ")
         # Plain lines, never wrapped or styled: prompts, answers and ids came from outside.
-        print(literal(f"{entry['id']}  {when}  {model}  {entry['stop_cause']}"))
+        print(f"{inline(entry['id'])}  {literal(when)}  {inline(model)}  "
+              f"{inline(entry['stop_cause'])}")
         print(f"  > {one_line(entry['prompt'], 300)}")
         answer = entry["answer"] or (f"(error: {entry['error']})" if entry["error"] else "")
         if answer:

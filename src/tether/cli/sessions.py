@@ -206,7 +206,7 @@ def _info_dict(info: SessionInfo) -> dict[str, Any]:
 def cmd_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from tether.display import json_dumps, literal, plain
+    from tether.display import inline, json_dumps, literal, plain
 
     store = store_for(args.workspace)
     infos = store.list(args.limit)
@@ -226,8 +226,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     for i in infos:
         last = "paused" if i.paused else (i.last_stop or "-")
         # Titles are the prompts people and hosts wrote; ids and models came from outside.
-        table.add_row(plain(i.id), _when(i.updated), plain(i.model), str(i.message_count),
-                      _taint_words(i.taint), plain(last), plain(i.title))
+        table.add_row(plain(inline(i.id)), _when(i.updated), plain(inline(i.model)),
+                      str(i.message_count), _taint_words(i.taint), plain(inline(last)),
+                      plain(inline(i.title)))
     from tether.cli.render import stdout_console
 
     console = stdout_console()
@@ -239,7 +240,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from tether.cli.render import stdout_console
-    from tether.display import json_dumps, json_text, shown
+    from tether.display import inline, json_dumps, json_text, shown
     from tether.messages import message_to_dict
     from tether.pending import pending_call_to_dict
     from tether.store import Session
@@ -269,29 +270,30 @@ def cmd_show(args: argparse.Namespace) -> int:
         con.print()
         con.print(shown(("paused, waiting for decisions:", "yellow")))
         for c in pending.calls:
-            con.print(shown(f"  #{c.position} {c.call_id}  {c.tool} {json_text(c.arguments)}  ",
-                            (c.explanation, "dim")))
+            # Ids, names and the explanation quote what a model wrote: each on one line.
+            con.print(shown(f"  #{c.position} {inline(c.call_id)}  {inline(c.tool)} "
+                            f"{json_text(c.arguments)}  ", (inline(c.explanation), "dim")))
         con.print(shown((f"decide with: tether sessions resume {info.id} --allow ID | "
                          f"--deny ID (or '#N' for the call at position N)", "dim")))
     if args.events:
         con.print()
         for e in session.events():
             path = "/".join(map(str, e.get("path") or ()))
-            con.print(shown((e["run_id"], "dim"), f" {e['kind']}",
-                            *((" ", (path, "dim")) if path else ())))
+            con.print(shown((inline(e["run_id"]), "dim"), f" {inline(e['kind'])}",
+                            *((" ", (inline(path), "dim")) if path else ())))
     return 0
 
 
 def _print_message(con: Any, message: Any) -> None:
-    from tether.display import one_line, shown
-    from tether.messages import ToolCall, ToolResult
+    from tether.display import inline, one_line, shown
+    from tether.messages import Text, ToolCall, ToolResult
     from tether.trust import untrusted_content
 
     style = {"user": "bold cyan", "assistant": "bold green", "tool": "bold magenta"}
     for part in message.parts:
         if isinstance(part, ToolCall):
-            con.print(shown(("assistant", style["assistant"]), f" → {part.name} "
-                            f"{one_line(part.arguments, 160)} ", (f"({part.id})", "dim")))
+            con.print(shown(("assistant", style["assistant"]), f" → {inline(part.name)} "
+                            f"{one_line(part.arguments, 160)} ", (f"({inline(part.id)})", "dim")))
         elif isinstance(part, ToolResult):
             flags: list[tuple[str, str]] = []
             if part.is_error:
