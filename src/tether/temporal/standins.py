@@ -150,7 +150,9 @@ def activity_tool(entry: dict[str, Any], validator: Validator | None, timing: Ti
     return Tool(spec, handler, capabilities_from_dict(entry["capabilities"]), validator,
                 bool(entry.get("cache_approval", True)), str(entry.get("source", "python")),
                 entry.get("read_only_hint"), entry.get("source_name"),
-                bool(entry.get("spec_from_outside")), idempotent=idempotent)
+                bool(entry.get("spec_from_outside")), idempotent=idempotent,
+                content_params=[str(p) for p in entry.get("content_params") or ()],
+                destination_params=[str(p) for p in entry.get("destination_params") or ()])
 
 
 def _lost(name: str, idempotent: bool, error: ActivityError) -> str:
