@@ -555,15 +555,27 @@ class _Run:
 
     async def execute(self, prompt: Message | None) -> AsyncGenerator[ev.Event, None]:
         conv = self.conversation
+        outside: ev.Event | None = None
         if prompt is not None:
             conv.pending = []  # a new prompt: no earlier pause can be answered any more
             if any(isinstance(p, Image) for p in prompt.parts):
                 conv.grow_taint(Taint(private=True))  # a user's picture is private data
+            origins = sorted({p.origin for p in prompt.parts
+                              if isinstance(p, Text) and p.origin is not None})
+            if origins and not conv.taint.untrusted:
+                # Outside text given with the prompt: untrusted before the model reads it
+                # (and stored so, with the message and as the event below).
+                before = conv.taint
+                conv.grow_taint(Taint(untrusted=True))
+                outside = ev.TaintChanged(before, conv.taint, "outside text given with the "
+                                          f"prompt ({', '.join(origins)})")
             conv.append(prompt)
             self.prompt_sent = True
         self.tools = self._tools()
         yield self._event(ev.RunStarted(prompt.text if prompt else "", self.agent.model.model,
                                         tuple(self.tools), conv.taint))
+        if outside is not None:
+            yield self._event(outside)
         for notice in self.agent.take_notices():
             yield self._event(notice)
         offered = self._offered_taint()  # before a resumed turn's calls are checked, too

@@ -492,7 +492,8 @@ def _digest(message: Message) -> str:
 
 
 def _holds_untrusted(messages: Sequence[Message]) -> bool:
-    return any(isinstance(p, ToolResult) and p.trust == "untrusted"
+    return any((isinstance(p, ToolResult) and p.trust == "untrusted")
+               or (isinstance(p, Text) and p.origin is not None)
                for m in messages for p in m.parts)
 
 

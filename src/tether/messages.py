@@ -30,8 +30,15 @@ StopReason: TypeAlias = Literal[
 
 @dataclass(frozen=True, slots=True)
 class Text:
+    """Text in a message. ``origin`` marks outside text given with a user's prompt (text
+    piped to ``tether run``: ``"standard input"``), which the user did not write: it is
+    delimited for the model (``tether.trust.outside_text``), taints the conversation as
+    untrusted, and is never a trusted source of a call's values. ``None``: the words of
+    the message's author (the user's own prompt, the model's answer)."""
+
     text: str
     kind: Literal["text"] = "text"
+    origin: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +237,8 @@ class Usage:
 
 def part_to_dict(part: Part) -> dict[str, Any]:
     if isinstance(part, Text):
+        if part.origin is not None:
+            return {"kind": "text", "text": part.text, "origin": part.origin}
         return {"kind": "text", "text": part.text}
     if isinstance(part, ToolCall):
         d: dict[str, Any] = {
@@ -263,7 +272,8 @@ def part_to_dict(part: Part) -> dict[str, Any]:
 def part_from_dict(d: dict[str, Any]) -> Part:
     kind = d.get("kind")
     if kind == "text":
-        return Text(d["text"])
+        origin = d.get("origin")
+        return Text(d["text"], origin=str(origin) if origin is not None else None)
     if kind == "tool_call":
         return ToolCall(d["id"], d["name"], d["arguments"], d.get("provider_data"))
     if kind == "tool_result":

@@ -86,6 +86,7 @@ class Trace:
 
 SYSTEM_PROMPT = "the system prompt"
 USER_PROMPT = "the user's prompt"
+OUTSIDE_TEXT = "outside text given with the prompt"
 UNKNOWN_ORIGIN = "a result of unknown origin"
 
 
@@ -93,7 +94,8 @@ def sources_of(messages: Sequence[Message], system_prompt: str | None = None, *,
                prompts_trusted: bool = True,
                inherited: Iterable[Source] = ()) -> tuple[Source, ...]:
     """The sources in ``messages``: the system prompt, the user's messages (trusted unless
-    ``prompts_trusted`` is false: a child's task, which a model wrote), and each tool result
+    ``prompts_trusted`` is false: a child's task, which a model wrote; outside text given
+    with a prompt, ``Text.origin``, never), and each tool result
     with its labels (a result without labels, saved by an older tether, is untrusted).
     ``inherited`` are sources a delegating run hands its child (the parent's trusted
     texts)."""
@@ -102,10 +104,15 @@ def sources_of(messages: Sequence[Message], system_prompt: str | None = None, *,
         out.append(Source(SYSTEM_PROMPT, system_prompt, True))
     for message in messages:
         if message.role == "user":
-            text = "".join(p.text for p in message.parts if isinstance(p, Text))
-            if text:
+            # Each text apart: two are never one token by being written side by side.
+            own = "\n".join(p.text for p in message.parts
+                             if isinstance(p, Text) and p.origin is None)
+            if own:
                 out.append(Source(USER_PROMPT if prompts_trusted else
-                                  "the task the delegating model wrote", text, prompts_trusted))
+                                  "the task the delegating model wrote", own, prompts_trusted))
+            # Outside text given with the prompt (piped to tether run) is not the user's.
+            out.extend(Source(f"{OUTSIDE_TEXT} ({p.origin})", p.text, False)
+                       for p in message.parts if isinstance(p, Text) and p.origin is not None)
         elif message.role == "tool":
             for part in message.parts:
                 if isinstance(part, ToolResult):

@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeAlias
 
+from tether.messages import Text
+
 TrifectaPolicy: TypeAlias = Literal["block", "ask", "allow"]
-# Which rule judges a consequential call: per-value provenance (``tether.provenance``), or
-# the conversation-wide trifecta interlock alone.
+# Which rule judges a consequential call (a send, a change, a call that needs approval):
+# per-value provenance (``tether.provenance``), or the conversation-wide trifecta
+# interlock alone.
 GateRule: TypeAlias = Literal["provenance", "interlock"]
 
 
@@ -228,6 +231,18 @@ def untrusted_block(source: str, content: str) -> str:
         f"{content}\n"
         f"</untrusted-data>"
     )
+
+
+def outside_text(content: str, origin: str) -> Text:
+    """Outside text to give with a prompt (``agent.run([outside_text(page, "a web page"),
+    Text("Summarize it.")])``): text the user did not write (``tether run`` gives what is
+    piped to it so, as ``"standard input"``). The model sees it delimited as data; the
+    conversation counts as having seen untrusted text from the start (a ``TaintChanged``
+    event, kept by the session store); and provenance never counts it as the user's words:
+    a value found only there does not trace."""
+    # The blank line keeps it apart from the prompt after it (Chat Completions joins a
+    # message's texts as they are).
+    return Text(untrusted_block(origin, content) + "\n\n", origin=origin)
 
 
 _OPEN = "<untrusted-data source=\""

@@ -40,15 +40,16 @@ def entries(store: Any, count: int) -> list[dict[str, Any]]:
     out = []
     for info in store.list(limit=count if count > 0 else 1_000_000_000):
         record = store.load(info.id)
-        prompts = [m for m in (message_from_dict(d) for d in record.messages)
-                   if m.role == "user" and m.text.strip()]
+        prompts = [_own_words(m) for m in (message_from_dict(d) for d in record.messages)
+                   if m.role == "user"]
+        prompts = [p for p in prompts if p.strip()]
         last = record.outcomes[-1] if record.outcomes else {}
         stop = "paused" if info.paused else (info.last_stop or "not finished")
         out.append({
             "id": info.id, "time": datetime.datetime.fromtimestamp(info.updated).isoformat(
                 timespec="seconds"),
             "provider": info.provider, "model": info.model,
-            "prompt": prompts[-1].text if prompts else info.title,
+            "prompt": prompts[-1] if prompts else info.title,
             "answer": last.get("text") or "", "stop_cause": stop,
             "error": last.get("error"), "runs": len(record.outcomes),
             "messages": info.message_count, "taint": info.taint.to_dict(),

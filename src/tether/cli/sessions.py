@@ -303,7 +303,14 @@ def _print_message(con: Any, message: Any) -> None:
                 flags.append((" (untrusted)", "yellow"))
                 # A person reads the data; the notice around it was written for the model.
                 content = untrusted_content(content) or content
-            con.print(shown((part.name, style["tool"]), *flags, f" {one_line(content, 300)}"))
+            con.print(shown((inline(part.name), style["tool"]), *flags,
+                            f" {one_line(content, 300)}"))
+        elif isinstance(part, Text) and part.origin is not None:
+            # Outside text given with the prompt: its data, marked as not the user's words.
+            data = untrusted_content(part.text.rstrip("\n")) or part.text
+            con.print(shown((message.role, style.get(message.role, "bold")),
+                            (f" (outside text, {inline(part.origin)}: untrusted)", "yellow"),
+                            f" {one_line(data, 300)}"))
         elif getattr(part, "kind", "") == "text" and part.text.strip():
             con.print(shown((message.role, style.get(message.role, "bold")),
                             f" {one_line(part.text, 300)}"))

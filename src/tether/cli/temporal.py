@@ -65,8 +65,11 @@ async def _run(args: argparse.Namespace, cfg: Any, given: dict[str, Any]) -> int
     from tether.temporal.client import connect, start_run
 
     client = await connect(cfg.temporal)
-    handle = await start_run(client, args.prompt, task_queue=cfg.temporal.task_queue,
-                             overrides=given)
+    from tether.cli.run import prompt_parts
+
+    prompt = prompt_parts(args.prompt, getattr(args, "outside", None))
+    handle = await start_run(client, prompt if isinstance(prompt, str) else [prompt],
+                             task_queue=cfg.temporal.task_queue, overrides=given)
     _say(f"durable run {handle.id} (Ctrl-C stops it; Ctrl-C twice leaves it running)")
     watcher = asyncio.create_task(watch_approvals(client, handle.id, sys.stdin.isatty()))
     try:
