@@ -18,11 +18,13 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Say:
-    """One scripted model turn: text, or tool calls ``(name, arguments)``."""
+    """One scripted model turn: text, or tool calls ``(name, arguments)`` (with the ids in
+    ``ids`` when given, as a hostile model writes them; else ``call_TURN_N``)."""
 
     text: str = ""
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     usage: tuple[int, int] = (20, 5)
+    ids: tuple[str, ...] = ()
 
 
 def call(name: str, **arguments: Any) -> Say:
@@ -113,7 +115,8 @@ class ScriptedChat:
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
         if say.calls:
             message["tool_calls"] = [
-                {"id": f"call_{seen.turn}_{n}", "type": "function",
+                {"id": say.ids[n] if n < len(say.ids) else f"call_{seen.turn}_{n}",
+                 "type": "function",
                  "function": {"name": name, "arguments": json.dumps(
                      {k: v.replace("{prompt}", seen.prompt) if isinstance(v, str) else v
                       for k, v in arguments.items()})}}

@@ -164,7 +164,11 @@ class Fleet:
         return {**os.environ, "TETHER_CONFIG": os.devnull,
                 "XDG_DATA_HOME": str(self.root / "data"), "TETHER_TEST_WORKER": name,
                 "TETHER_TEST_LOG": str(self.log), "TETHER_TEST_NOTIFY": self.model.notify_url,
-                "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+                # The tests' package, then whatever chose tether's code for this run (a
+                # worktree's src over an editable install elsewhere).
+                "PYTHONPATH": os.pathsep.join(
+                    p for p in (str(Path(__file__).resolve().parents[2]),
+                                os.environ.get("PYTHONPATH", "")) if p)}
 
     def start(self, name: str) -> Worker:
         """A worker process, once it polls the task queue."""

@@ -105,15 +105,16 @@ async def _interrupt_on(interrupt: asyncio.Event, handle: Any) -> None:
 
 
 def outcome_exit_code(outcome: dict[str, Any]) -> int:
-    """``tether run``'s exit codes (``common.exit_code``), from a durable run's outcome."""
+    """``tether run``'s exit codes (``common.exit_code``), from a durable run's outcome: a
+    refused call makes it 2 even when the model then answered, as in process."""
     if outcome.get("error"):
         return EXIT_ERROR
     stop = outcome.get("stop_cause")
-    if stop == "completed":
-        return EXIT_OK
-    if outcome.get("refused"):
+    if stop == "interrupted":
+        return EXIT_INTERRUPTED
+    if outcome.get("refused") or stop == "paused":
         return EXIT_REFUSED
-    return EXIT_INTERRUPTED if stop == "interrupted" else EXIT_NO_ANSWER
+    return EXIT_OK if stop == "completed" else EXIT_NO_ANSWER
 
 
 async def watch_approvals(client: Any, workflow_id: str, ask: bool,
