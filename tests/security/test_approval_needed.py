@@ -21,7 +21,7 @@ from tests.servers.http import LoopbackServer
 from tether import Agent, Capabilities, Decision, SecurityConfig, SubagentProfile, Tool, tool
 from tether import events as ev
 from tether.mcp import McpServer
-from tether.providers import Scripted, call
+from tether.providers import Scripted, call, calls
 
 ATTACKER = "mallory"
 INJECTED = instruction(("transfer_repo", {"repo": "tether", "new_owner": ATTACKER}))
@@ -148,6 +148,32 @@ async def test_an_mcp_tool_that_says_it_is_destructive_is_traced_under_yes() -> 
                      permission_mode="allow") as agent:
         result = await agent.run(PROMPT)
     assert record(result, "k__wipe").status == "blocked"
+
+
+async def test_allowing_a_tool_for_the_session_does_not_answer_a_provenance_question() -> None:
+    # The person allows transfer_repo "always, this session" for the user's own transfer;
+    # the inbox then asks for another, to the attacker: that one is traced, and refused.
+    repos = Repos()
+    approver = Recorder(Decision.allow_for_session())
+    model = Scripted([call("transfer_repo", repo="tether", new_owner="alice"),
+                      call("read_inbox"),
+                      call("transfer_repo", repo="tether", new_owner=ATTACKER), "Done."])
+    result = await Agent(model, repos.tools(), approver=approver).run(
+        "Give tether to alice, then read my inbox.")
+    assert repos.transfers == [("tether", "alice")]
+    assert statuses(result) == ["ok", "ok", "blocked"]
+    assert [r.reason for r in approver.requests] == ["needs_approval"]
+
+
+async def test_a_read_in_the_same_turn_exposes_the_call_beside_it() -> None:
+    # The inbox is read in the very turn of the transfer: its text could not have chosen
+    # the values, but the forecast counts it, so the values must still trace.
+    repos = Repos()
+    model = Scripted([calls(("read_inbox", {}), ("transfer_repo",
+                                                 {"repo": "tether", "new_owner": ATTACKER})),
+                      "Done."])
+    result = await Agent(model, repos.tools(), permission_mode="allow").run("Check the inbox.")
+    assert repos.transfers == [] and statuses(result) == ["ok", "blocked"]
 
 
 # --- on every wire -------------------------------------------------------------------------

@@ -242,3 +242,42 @@ def test_tether_run_sessions_show_and_logs_keep_forged_text_on_its_line(
     assert_no_forged_line(ran.stderr)
     assert_no_forged_line(shown.stdout)
     assert_no_forged_line(logs.stdout)
+
+
+async def test_a_paused_session_lists_and_refuses_forged_ids_on_their_line(
+        tmp_path: Path) -> None:
+    # A run pauses on a call whose id and arguments the model forged; `sessions show`,
+    # `sessions resume` (nobody to ask) and a decision naming no call all stay one line each.
+    from tether.pending import DeferringApprover
+    from tether.store import Session, SQLiteStore
+
+    @tool(needs_approval=True, title=f"Tidy{HOSTILE}")
+    def tidy(scope: str) -> str:
+        """Tidy a scope."""
+        return "tidied"
+
+    with LoopbackServer() as server:
+        env = workspace(tmp_path, server.url)
+        store = SQLiteStore(tmp_path / "sessions.db")
+        session = Session.create(store, id="s1")
+        model = Scripted([calls(("tidy", {"scope": f"all{HOSTILE}"}, f"t1{HOSTILE}"))])
+        result = await Agent(model, [tidy], approver=DeferringApprover()).run(
+            "Tidy.", session=session)
+        assert result.stop_cause == "paused"
+        shown = tether(tmp_path, env, "sessions", "show", "s1")
+        resumed = tether(tmp_path, env, "sessions", "resume", "s1")
+        wrong = tether(tmp_path, env, "sessions", "resume", "s1", "--allow", "nope")
+    assert_no_forged_line(shown.stdout)
+    assert resumed.returncode != 0 and "Traceback" not in resumed.stderr
+    assert_no_forged_line(resumed.stderr)
+    assert wrong.returncode != 0 and "Traceback" not in wrong.stderr
+    assert_no_forged_line(wrong.stderr)
+
+
+def test_a_servers_error_message_cannot_forge_a_line_of_tether_run(tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        server.queue(Canned.json({"error": {"message": f"overloaded{HOSTILE}"}}, 400))
+        env = workspace(tmp_path, server.url)
+        ran = tether(tmp_path, env, "run", "hi")
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr
+    assert_no_forged_line(ran.stderr)

@@ -229,7 +229,10 @@ def _report_error(result: Any, cfg: Any) -> None:
     if isinstance(result.error, ProviderConnectionError):
         error(no_provider_help(cfg, result.error))
     elif result.error is not None:
-        error(str(result.error))
+        from tether.display import inline
+
+        # It quotes what the server said: on one line, whatever that holds.
+        error(inline(result.error))
 
 
 # --- --output-schema --------------------------------------------------------------------------

@@ -161,7 +161,9 @@ def latest_session(store: SessionStore) -> str:
 def refuse_if_paused(session: Session) -> None:
     pending = session.pending
     if pending is not None:
-        calls = ", ".join(f"{c.call_id} ({c.tool})" for c in pending.calls)
+        from tether.display import inline
+
+        calls = ", ".join(f"{inline(c.call_id)} ({inline(c.tool)})" for c in pending.calls)
         raise SessionPaused(f"session {session.id} is paused waiting for approval of {calls}; "
                             f"decide first: tether sessions resume {session.id} "
                             f"--allow CALL_ID | --deny CALL_ID")
@@ -353,7 +355,7 @@ async def _resume(args: argparse.Namespace) -> int:
     from tether.approval import Decision
     from tether.cli.common import exit_code, make_agent, telemetry_export
     from tether.cli.render import EventRenderer
-    from tether.display import literal
+    from tether.display import inline, literal
     from tether.store import Session
 
     store = store_for(args.workspace)
@@ -374,12 +376,13 @@ async def _resume(args: argparse.Namespace) -> int:
     undecided = [c for c in calls if c not in decisions]
     if undecided and not sys.stdin.isatty() and not args.yes:
         for c in undecided:
-            print(literal(f"#{c.position} {c.call_id}  {c.tool} "
-                          f"{json.dumps(c.arguments, ensure_ascii=False, default=str)}  "
-                          f"({c.explanation})"), file=sys.stderr)
+            # Ids, names and explanations a model wrote into: one line per call.
+            print(f"#{c.position} {inline(c.call_id)}  {inline(c.tool)} "
+                  f"{literal(json.dumps(c.arguments, ensure_ascii=False, default=str))}  "
+                  f"({inline(c.explanation)})", file=sys.stderr)
         raise SessionPaused(f"session {session.id} waits for decisions on "
-                            f"{', '.join(c.call_id for c in undecided)}: pass --allow CALL_ID "
-                            f"or --deny CALL_ID (nobody is at a terminal to ask)")
+                            f"{', '.join(inline(c.call_id) for c in undecided)}: pass --allow "
+                            f"CALL_ID or --deny CALL_ID (nobody is at a terminal to ask)")
 
     agent, cfg = make_agent(args)
     renderer = EventRenderer(show_text=not args.json)
@@ -414,9 +417,10 @@ async def _resume(args: argparse.Namespace) -> int:
 def _paused_call(session_id: str, calls: list[PendingCall], key: str) -> PendingCall:
     """The paused call ``--allow``/``--deny`` names: ``#N`` (its position in the paused
     turn, as ``sessions show`` lists it) or its call id, which must name one call."""
+    from tether.display import inline
     from tether.pending import PendingStateError
 
-    waiting = ", ".join(f"{c.call_id} (#{c.position})" for c in calls) or "none"
+    waiting = ", ".join(f"{inline(c.call_id)} (#{c.position})" for c in calls) or "none"
     if key.startswith("#") and key[1:].isdigit():
         match = [c for c in calls if c.position == int(key[1:])]
     else:
@@ -424,11 +428,11 @@ def _paused_call(session_id: str, calls: list[PendingCall], key: str) -> Pending
         if len(match) > 1:
             raise PendingStateError(
                 f"session {session_id}: paused calls {', '.join(f'#{c.position}' for c in match)}"
-                f" share the id {key!r}; name each by its position instead (--allow "
+                f" share the id {inline(repr(key))}; name each by its position instead (--allow "
                 f"'#{match[0].position}')")
     if not match:
-        raise PendingStateError(f"session {session_id} has no paused call {key}; waiting: "
-                                f"{waiting}")
+        raise PendingStateError(f"session {session_id} has no paused call {inline(key)}; "
+                                f"waiting: {waiting}")
     return match[0]
 
 

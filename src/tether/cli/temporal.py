@@ -172,9 +172,10 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
 
 
 def _say(message: str) -> None:
-    from tether.display import literal
+    from tether.display import inline
 
-    print(f"tether: {literal(message)}", file=sys.stderr, flush=True)
+    # One line each: they name tools, ids and errors a model or a server wrote.
+    print(f"tether: {inline(message)}", file=sys.stderr, flush=True)
 
 
 # --- tether batch --engine temporal -----------------------------------------------------------
