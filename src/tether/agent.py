@@ -560,15 +560,14 @@ class _Run:
             conv.pending = []  # a new prompt: no earlier pause can be answered any more
             if any(isinstance(p, Image) for p in prompt.parts):
                 conv.grow_taint(Taint(private=True))  # a user's picture is private data
-            origins = sorted({p.origin for p in prompt.parts
-                              if isinstance(p, Text) and p.origin is not None})
-            if origins and not conv.taint.untrusted:
+            outside_sources = prompt.outside_sources
+            if outside_sources and not conv.taint.untrusted:
                 # Outside text given with the prompt: untrusted before the model reads it
                 # (and stored so, with the message and as the event below).
                 before = conv.taint
                 conv.grow_taint(Taint(untrusted=True))
                 outside = ev.TaintChanged(before, conv.taint, "outside text given with the "
-                                          f"prompt ({', '.join(origins)})")
+                                          f"prompt ({', '.join(outside_sources)})")
             conv.append(prompt)
             self.prompt_sent = True
         self.tools = self._tools()

@@ -189,6 +189,13 @@ class Message:
         return "".join(p.text for p in self.parts if isinstance(p, Text))
 
     @property
+    def outside_sources(self) -> tuple[str, ...]:
+        """Where the outside text in this message came from (its texts' ``origin``), each
+        once, sorted: empty for a message that is all its author's words."""
+        return tuple(sorted({p.origin for p in self.parts
+                             if isinstance(p, Text) and p.origin is not None}))
+
+    @property
     def tool_calls(self) -> list[ToolCall]:
         return [p for p in self.parts if isinstance(p, ToolCall)]
 

@@ -63,8 +63,7 @@ def _own_words(message: Any) -> str:
     from tether.messages import Text
 
     words = "".join(p.text for p in message.parts if isinstance(p, Text) and p.origin is None)
-    outside = sorted({p.origin for p in message.parts
-                      if isinstance(p, Text) and p.origin is not None})
+    outside = message.outside_sources
     if outside and words.strip():
         return f"{words} (with outside text: {', '.join(outside)})"
     return words
