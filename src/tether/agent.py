@@ -27,7 +27,7 @@ from tether.context import ContextConfig, ContextFitter, ContextStrategy
 from tether.conversation import Conversation, PendingCall, SessionLike
 from tether.errors import ConfigError, MalformedResponseError, TetherError
 from tether.execution import Allowed, Done, run_calls, settled
-from tether.interrupts import closing, until_interrupted
+from tether.interrupts import abandon, until_interrupted
 from tether.messages import Image, Message, Part, Text, ToolCall, ToolResult
 from tether.outcome import TEXT_ENDING, Ending, Final, Paused, RunAgain, Stopped, TurnOutcome
 from tether.providers.base import (
@@ -463,10 +463,13 @@ def _raised(result: RunResult) -> RunResult:
 async def _recorded(events: AsyncIterator[ev.Event],
                     session: SessionLike) -> AsyncGenerator[ev.Event, None]:
     """The events, each handed to ``session.record`` (a stored session) before it is seen."""
-    async with closing(events):
+    try:
         async for event in events:
             session.record(event)
             yield event
+    except BaseException:
+        await abandon(events)
+        raise
 
 
 def _observed(run: _Run, prompt: Message | None,
@@ -586,12 +589,16 @@ class _Run:
             # A paused run resumes with the calls it stopped on (they passed the bounds when
             # the model asked for them); the host's decisions are used up by this turn.
             decisions, self.decisions = self.decisions, {}
-            async with closing(self._calls(conv.unanswered_calls, decisions)) as items:
+            items = self._calls(conv.unanswered_calls, decisions)
+            try:
                 async for item in items:
                     if isinstance(item, _OUTCOMES):
                         outcome = item
                     else:
                         yield item
+            except BaseException:
+                await abandon(items)
+                raise
         while isinstance(outcome, RunAgain):
             if outcome.say is not None:
                 conv.append(Message.user(outcome.say))
@@ -599,12 +606,16 @@ class _Run:
             if reached is not None:
                 outcome = Stopped(reached.bound.cause)
                 break
-            async with closing(self._turn()) as items:
+            items = self._turn()
+            try:
                 async for item in items:
                     if isinstance(item, _OUTCOMES):
                         outcome = item
                     else:
                         yield item
+            except BaseException:
+                await abandon(items)
+                raise
         yield self._finish(outcome)
 
     async def _turn(self) -> AsyncIterator[ev.Event | TurnOutcome]:
@@ -620,10 +631,11 @@ class _Run:
         response: ModelResponse | None = None
         try:
             within = None if self.observer is None else self.observer.model_context()
-            answer = until_interrupted(self.interrupt, self._send(), within)
-            # Closed with this turn: a reader that leaves the run early hangs up on the
-            # model now, not when a finalizer finds the answer abandoned.
-            async with closing(answer) as chunks:
+            # Closed as soon as this turn is left early (its reader stopped, the run was
+            # closed at one of these yields): the model is hung up on now, not when a
+            # finalizer finds the answer abandoned. So is every stream read below.
+            chunks = until_interrupted(self.interrupt, self._send(), within)
+            try:
                 async for chunk in chunks:
                     if isinstance(chunk, ev.ContextFitted):
                         self.spend.add(chunk.usage)  # what a summary cost
@@ -637,6 +649,9 @@ class _Run:
                                                            chunk.error))
                     elif isinstance(chunk, Completed):
                         response = chunk.response
+            except BaseException:
+                await abandon(chunks)
+                raise
         except TetherError as error:  # ProviderError and a scripted model's exhaustion
             yield Stopped(StopCause.ERROR, error=error)
             return
@@ -672,9 +687,13 @@ class _Run:
             yield self._close_unrun(calls, reached.why)
             yield Stopped(reached.bound.cause)
             return
-        async with closing(self._calls(calls)) as items:
+        items = self._calls(calls)
+        try:
             async for item in items:
                 yield item
+        except BaseException:
+            await abandon(items)
+            raise
 
     async def _calls(
         self, calls: Sequence[ToolCall],
@@ -688,9 +707,13 @@ class _Run:
         needs. ``decisions`` (a resumed turn) are a host's answers, by position."""
         done: dict[int, Done] = {}
         try:
-            async with closing(self._judge_and_run(calls, decisions or {}, done)) as items:
+            items = self._judge_and_run(calls, decisions or {}, done)
+            try:
                 async for item in items:
                     yield item
+            except BaseException:
+                await abandon(items)
+                raise
         finally:
             # The run's records of the turn in call order, whatever order the calls finished
             # in (so a run reads the same replayed, durable or not); kept on a pause or a
@@ -733,13 +756,16 @@ class _Run:
                     given = None
                 elif given is not None and answer is not None:
                     decided.append(answer[0])
-                asked = gate.decide(call, position, verdict, asking, conv.taint, given)
-                async with closing(asked) as items:
+                items = gate.decide(call, position, verdict, asking, conv.taint, given)
+                try:
                     async for item in items:
                         if isinstance(item, gate.Run | gate.Refuse | gate.Defer):
                             verdict = item
                         else:
                             yield self._event(item)
+                except BaseException:
+                    await abandon(items)
+                    raise
             if isinstance(verdict, gate.Refuse):
                 done[position] = refused = settled(call, verdict.status, verdict.text)
                 yield self._event(ev.ToolFinished(call.id, call.name, verdict.status,
@@ -763,11 +789,14 @@ class _Run:
 
         # Allowed calls side by side; their events (a sub-agent's) stream through.
         observer = self.observer
-        running = run_calls(allowed, conv, settings, self._scope, done,
-                            None if observer is None else observer.tool_context)
-        async with closing(running) as events:
+        events = run_calls(allowed, conv, settings, self._scope, done,
+                           None if observer is None else observer.tool_context)
+        try:
             async for event in events:
                 yield self._event(event)
+        except BaseException:
+            await abandon(events)
+            raise
         conv.pending = []
         conv.append(Message("tool", tuple(done[i].result for i in range(len(calls)))))
         yield self.ending.after_calls()

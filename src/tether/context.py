@@ -42,7 +42,7 @@ from typing import Literal, TypeAlias
 
 from tether import events as ev
 from tether.errors import ContextOverflowError, TetherError
-from tether.interrupts import closing
+from tether.interrupts import abandon
 from tether.messages import (
     Image,
     Message,
@@ -589,9 +589,13 @@ class ContextFitter:
         """``request`` fitted, then sent; see the class docstring."""
         if self.config.strategy == "off":
             try:
-                async with closing(self.provider.stream(request)) as chunks:
+                chunks = self.provider.stream(request)
+                try:
                     async for chunk in chunks:
                         yield chunk
+                except BaseException:
+                    await abandon(chunks)
+                    raise
             except ContextOverflowError as error:
                 raise with_advice(error, "The conversation no longer fits the model's "
                                   "context window and context fitting is off: set [agent] "
@@ -602,9 +606,13 @@ class ContextFitter:
         if event is not None:
             yield event
         try:
-            async with closing(self._send(sent)) as chunks:
+            chunks = self._send(sent)
+            try:
                 async for chunk in chunks:
                     yield chunk
+            except BaseException:
+                await abandon(chunks)
+                raise
             return
         except _Overflow as overflow:
             self._learn(overflow.error, sent)
@@ -612,9 +620,13 @@ class ContextFitter:
         if event is not None:
             yield event
         try:
-            async with closing(self._send(sent)) as chunks:
+            chunks = self._send(sent)
+            try:
                 async for chunk in chunks:
                     yield chunk
+            except BaseException:
+                await abandon(chunks)
+                raise
         except _Overflow as overflow:
             window = f"{self.window} tokens" if self.window else "unknown"
             raise with_advice(overflow.error, (
@@ -626,13 +638,17 @@ class ContextFitter:
     async def _send(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         started = False
         try:
-            async with closing(self.provider.stream(request)) as chunks:
+            chunks = self.provider.stream(request)
+            try:
                 async for chunk in chunks:
                     if not isinstance(chunk, Retrying):
                         started = True
                     if isinstance(chunk, Completed):
                         self.observe(request, chunk.response.usage)
                     yield chunk
+            except BaseException:
+                await abandon(chunks)
+                raise
         except ContextOverflowError as error:
             if started:
                 raise

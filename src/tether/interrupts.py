@@ -1,5 +1,5 @@
-"""A model's answer read until the run's interrupt is set, then abandoned at once; and
-closed as soon as its reader is done with it (``closing``)."""
+"""A model's answer read until the run's interrupt is set, then abandoned at once; and a
+stream a reader leaves early closed then and there (``abandon``)."""
 
 from __future__ import annotations
 
@@ -10,30 +10,28 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any, Generic, TypeVar
 
 _Chunk = TypeVar("_Chunk")
-_Iterator = TypeVar("_Iterator", bound=AsyncIterator[Any])
 _T = TypeVar("_T")
 
 
-class closing(Generic[_Iterator]):  # lower case: used as a function, as contextlib.aclosing
-    """``async with closing(chunks) as chunks:``: ``chunks``, closed when the block ends,
-    however it ends. An async generator left in the middle of an ``async for`` (its reader
-    stopped early, or was itself closed at a ``yield``) is otherwise closed only when a
-    finalizer finds it, later: a provider's stream would keep its connection open, and the
-    server writing, until then. (``contextlib.aclosing`` wants an ``aclose``; a provider's
-    ``stream`` may be any async iterator.)"""
+async def abandon(chunks: AsyncIterator[Any]) -> None:
+    """Close ``chunks`` now, if it can be closed (an async generator). Called where the
+    loop, the fitter or a provider leaves an ``async for`` early (an exception, or its own
+    reader closing it at a ``yield``)::
 
-    __slots__ = ("_chunks",)
+        try:
+            async for chunk in chunks:
+                yield chunk
+        except BaseException:
+            await abandon(chunks)
+            raise
 
-    def __init__(self, chunks: _Iterator) -> None:
-        self._chunks = chunks
-
-    async def __aenter__(self) -> _Iterator:
-        return self._chunks
-
-    async def __aexit__(self, *exc: object) -> None:
-        close = getattr(self._chunks, "aclose", None)
-        if close is not None:
-            await close()
+    An async generator left in the middle of an ``async for`` is otherwise closed only when
+    a finalizer finds it, later: a provider's stream would keep its connection open (and
+    the server writing) until then, a tool running in a turn would go on. A stream that
+    ran to its end needs nothing, so the path every run takes costs nothing."""
+    close = getattr(chunks, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def until_interrupted(
