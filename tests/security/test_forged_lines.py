@@ -281,3 +281,15 @@ def test_a_servers_error_message_cannot_forge_a_line_of_tether_run(tmp_path: Pat
         ran = tether(tmp_path, env, "run", "hi")
     assert ran.returncode == 1 and "Traceback" not in ran.stderr
     assert_no_forged_line(ran.stderr)
+
+
+def test_batch_progress_keeps_an_item_id_and_a_servers_error_on_their_line(
+        tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        server.queue(Canned.json({"error": {"message": f"overloaded{HOSTILE}"}}, 400))
+        env = workspace(tmp_path, server.url)
+        items = tmp_path / "in.jsonl"
+        items.write_text(json.dumps({"id": f"item{HOSTILE}", "prompt": "hi"}) + "\n")
+        ran = tether(tmp_path, env, "batch", str(items), "-o", str(tmp_path / "out.jsonl"))
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr
+    assert_no_forged_line(ran.stderr)
