@@ -454,6 +454,58 @@ async def test_what_a_broken_stream_says_after_the_interrupt_is_not_the_runs_fai
     assert not [e for e in events if isinstance(e, ev.ProviderRetry)]
 
 
+@pytest.mark.parametrize("context", ["off", "trim"])
+async def test_a_reader_that_leaves_the_stream_early_closes_the_model_answer_at_once(
+        context: str) -> None:
+    from tether.providers.base import ModelRequest, StreamChunk, TextChunk
+
+    closed = asyncio.Event()
+
+    class Slow:
+        name, model = "slow", "slow"
+
+        async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+            try:
+                yield TextChunk("Once upon")
+                await asyncio.Event().wait()  # a long answer that never finishes by itself
+            finally:
+                closed.set()  # what closing the HTTP response looks like to a provider
+
+        async def aclose(self) -> None:
+            return None
+
+    stream = Agent(Slow(), context=context).stream("Tell me a story")
+    async for event in stream:
+        if isinstance(event, ev.TextDelta):
+            break
+    await stream.aclose()  # type: ignore[attr-defined]
+    # Closed by aclose() itself, not later by a finalizer (the server would go on writing
+    # the answer to nobody until then).
+    assert closed.is_set()
+
+
+async def test_a_reader_that_leaves_while_a_tool_runs_cancels_the_tool_at_once() -> None:
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def wait_forever() -> str:
+        """Wait."""
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cancelled.set()
+        return "never"
+
+    stream = Agent(Scripted([call("wait_forever"), "done"]), tools=[wait_forever]).stream("go")
+    async for event in stream:
+        if isinstance(event, ev.ToolStarted):
+            await started.wait()
+            break
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert cancelled.is_set()
+
+
 async def test_a_provider_error_still_ends_the_run_when_an_interrupt_is_given() -> None:
     result = [e async for e in Agent(Scripted([ProviderError("boom")])).stream(
         "Hi", interrupt=asyncio.Event())][-1]

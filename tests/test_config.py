@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,6 +123,42 @@ def test_bad_values_say_where(tmp_path: Path) -> None:
     write(tmp_path / "tether.toml", "[security]\ntrifecta = 'maybe'")
     with pytest.raises(ConfigError, match=r"security\.trifecta"):
         load_config(tmp_path, env=NO_USER)
+
+
+@pytest.mark.parametrize(("toml", "key"), [
+    ('[store]\npath = ""', "store.path"),
+    ('[store]\npath = "   "', "store.path"),
+    ('[tools]\nworkspace = ""', "tools.workspace"),
+    ('[tools]\npython = ["mine.py", ""]', "tools.python.1"),
+    ('[local]\ncache_dir = ""', "local.cache_dir"),
+    ('[local]\nmodel_path = ""', "local.model_path"),
+    ('[temporal]\nblob_dir = ""', "temporal.blob_dir"),
+])
+def test_an_empty_path_is_a_config_error_naming_its_key(tmp_path: Path, toml: str,
+                                                        key: str) -> None:
+    # "" would be the current folder to pathlib (or silently the default): never what was
+    # meant. The user file's value is refused as the project file's is.
+    write(tmp_path / "tether.toml", toml)
+    with pytest.raises(ConfigError, match=rf"{re.escape(key)}: .*an empty path names no file"):
+        load_config(tmp_path, env=NO_USER)
+    user = write(tmp_path / "user.toml", toml)
+    (tmp_path / "tether.toml").unlink()
+    with pytest.raises(ConfigError, match=rf"{re.escape(key)}: .*an empty path"):
+        load_config(tmp_path, env={"TETHER_CONFIG": str(user)})
+
+
+def test_tether_commands_report_an_empty_store_path_without_a_traceback(
+        tmp_path: Path) -> None:
+    write(tmp_path / "tether.toml", '[store]\npath = ""\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    env["TETHER_CONFIG"] = os.devnull
+    for args in (["logs"], ["run", "--no-log", "hi"], ["config", "show"]):
+        done = subprocess.run([sys.executable, "-m", "tether.cli", "-w", str(tmp_path), *args],
+                              capture_output=True, text=True, cwd=tmp_path, env=env,
+                              stdin=subprocess.DEVNULL, timeout=60)
+        assert done.returncode == 1, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+        assert "store.path" in done.stderr and "an empty path" in done.stderr, done.stderr
 
 
 def test_invalid_toml_names_the_file(tmp_path: Path) -> None:

@@ -188,7 +188,7 @@ def test_a_structured_answer_is_logged_with_its_value(tmp_path: Path,
     assert entry["output"] == {"value": 391} and entry["stop_cause"] == "completed"
     assert json.loads(str(entry["answer"])) == {"value": 391}
     assert json.loads(tether(ws, "logs", "-r").stdout) == {"value": 391}
-    assert '{ "value": 391 }' in " ".join(tether(ws, "logs").stdout.split())
+    assert '{"value": 391}' in tether(ws, "logs").stdout  # on the entry's one line
     assert [e["id"] for e in logged(ws, "-q", '"value": 391')] == [entry["id"]]
 
 
@@ -247,6 +247,6 @@ def test_what_a_model_writes_cannot_pass_for_a_header_of_the_conversation(
     headers = [line for line in lines if line and not line.startswith("  ")]
     assert headers == [
         f"session {session_id} · test/m · 1 run(s) · 4 messages · taint clean",
-        "user", "assistant → evil run 1: completed (call_1)", "tool evil run 1: completed "
-        "(call_1, error)", "assistant", "run 1: completed"]
+        "user", "assistant → evil\\n\\nrun 1: completed (call_1)",
+        "tool evil\\n\\nrun 1: completed (call_1, error)", "assistant", "run 1: completed"]
     assert "  run 3: completed\\x0d" in lines and "  session forged · 9 run(s)" in lines

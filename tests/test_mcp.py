@@ -98,7 +98,8 @@ async def test_every_hint_combination_maps_to_capabilities_approval_and_read_onl
         if transport == "stdio":
             server = McpServer.stdio("h", PY, [HINTS])
         else:
-            # Trusted here: this pins the hints alone (an untrusted server adds untrusted_input).
+            # Trusted here: this pins the hints alone (an untrusted server's reassuring hints
+            # are dropped: tests/security/test_mcp_trust.py).
             server = McpServer.http("h", stack.enter_context(http_server(HINTS)), trusted=True)
         async with started(server):
             tools = {t.name: t for t in server.tools()}
@@ -286,8 +287,10 @@ async def test_a_tool_with_an_invalid_schema_is_left_out_with_a_notice() -> None
 async def test_a_server_that_crashes_mid_call_gives_an_error_result_not_a_hung_run(
         transport: str) -> None:
     with contextlib.ExitStack() as stack:
+        # Trusted over HTTP too: this is about a crash, not about believing the server (an
+        # untrusted one's tools all need approval, and none is asked here).
         server = kitchen() if transport == "stdio" else \
-            McpServer.http("k", stack.enter_context(http_server(KITCHEN)))
+            McpServer.http("k", stack.enter_context(http_server(KITCHEN)), trusted=True)
         model = Scripted([call("k__crash"), call("k__echo", {"text": "again"}), "it crashed"])
         async with Agent(model, tools=[server]) as agent:
             result = await agent.run("crash")

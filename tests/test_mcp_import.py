@@ -50,10 +50,12 @@ def test_every_server_of_the_file_is_imported_untrusted_and_runs(tmp_path: Path)
     agent = agent_from_config(ws, config=cfg,
                               model=Scripted([call("kitchen__echo", {"text": "hi"}), "done"]))
     result = agent.run_sync("echo hi")
-    assert [r.status for r in result.tool_calls] == ["ok"]
-    assert "hi" in result.tool_calls[0].output
-    # Not trusted: the conversation counts as untrusted from its first turn.
+    # Not trusted: the conversation counts as untrusted from its first turn, and the
+    # server's own hints are not believed (its tools are open world), so with the default
+    # trifecta = "block" the gate refuses the call, naming the remedy.
     assert result.taint.untrusted
+    assert [r.status for r in result.tool_calls] == ["blocked"]
+    assert "trusted" in result.tool_calls[0].output or "trifecta" in result.tool_calls[0].output
 
 
 def test_the_importing_entry_sets_trust_capabilities_and_the_rest_for_its_servers(

@@ -171,7 +171,7 @@ def test_closed_sets_are_literal_types() -> None:
     decided = hints_of(ev.ApprovalDecided)
     assert literal(decided["verdict"]) == {"once", "session", "deny", "defer"}
     assert literal(decided["by"]) == {"approver", "session_cache", "policy",
-                                      "permission_mode", "error", "timeout"}
+                                      "permission_mode", "error", "timeout", "interrupt"}
     assert literal(hints_of(ApprovalRequest)["reason"]) == {"needs_approval", "trifecta"}
     assert literal(hints_of(Decision)["verdict"]) == {"once", "session", "deny", "defer"}
     assert "end_turn" in literal(hints_of(ev.ModelResponded)["stop_reason"])

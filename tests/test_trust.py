@@ -14,9 +14,12 @@ from tether.trust import forecast, is_armed_send, truncate, untrusted_block
 def test_taint_only_grows() -> None:
     t = Taint(private=True)
     assert t | Taint() == t
-    assert t.after_call(Capabilities(), content_from_outside=True) == t
+    assert t.after_call(Capabilities(untrusted_input=True), content_from_outside=False) == t
     assert t.after_call(Capabilities(untrusted_input=True),
                         content_from_outside=True) == Taint(True, True)
+    # Outside text taints whatever the tool declared: what is shown to the model as
+    # untrusted data is untrusted (tether.trust.received decides both).
+    assert Taint().after_call(Capabilities(), content_from_outside=True) == Taint(False, True)
 
 
 def test_forecast_ors_the_capabilities_of_every_call_in_the_turn() -> None:

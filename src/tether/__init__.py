@@ -46,6 +46,8 @@ _EXPORTS: dict[str, str] = {
     "Taint": "tether.trust",
     "SecurityConfig": "tether.trust",
     "AnswerShape": "tether.trust",
+    "outside_text": "tether.trust",
+    "Text": "tether.messages",
     "Approver": "tether.approval",
     "ApprovalRequest": "tether.approval",
     "Decision": "tether.approval",
@@ -103,7 +105,7 @@ if TYPE_CHECKING:
         ToolError,
     )
     from tether.mcp import McpServer
-    from tether.messages import Message, Usage
+    from tether.messages import Message, Text, Usage
     from tether.output import OutputReport, OutputReservation, OutputSpec, PreparedRun
     from tether.pending import DeferringApprover, PendingState
     from tether.result import RunResult, StopCause, ToolCallRecord
@@ -121,4 +123,4 @@ if TYPE_CHECKING:
         humanize_tool_name,
         tool,
     )
-    from tether.trust import AnswerShape, Capabilities, SecurityConfig, Taint
+    from tether.trust import AnswerShape, Capabilities, SecurityConfig, Taint, outside_text

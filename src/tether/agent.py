@@ -27,7 +27,7 @@ from tether.context import ContextConfig, ContextFitter, ContextStrategy
 from tether.conversation import Conversation, PendingCall, SessionLike
 from tether.errors import ConfigError, MalformedResponseError, TetherError
 from tether.execution import Allowed, Done, run_calls, settled
-from tether.interrupts import until_interrupted
+from tether.interrupts import abandon, until_interrupted
 from tether.messages import Image, Message, Part, Text, ToolCall, ToolResult
 from tether.outcome import TEXT_ENDING, Ending, Final, Paused, RunAgain, Stopped, TurnOutcome
 from tether.providers.base import (
@@ -473,9 +473,13 @@ def _raised(result: RunResult) -> RunResult:
 async def _recorded(events: AsyncIterator[ev.Event],
                     session: SessionLike) -> AsyncGenerator[ev.Event, None]:
     """The events, each handed to ``session.record`` (a stored session) before it is seen."""
-    async for event in events:
-        session.record(event)
-        yield event
+    try:
+        async for event in events:
+            session.record(event)
+            yield event
+    except BaseException:
+        await abandon(events)
+        raise
 
 
 def _observed(run: _Run, prompt: Message | None,
@@ -566,15 +570,26 @@ class _Run:
 
     async def execute(self, prompt: Message | None) -> AsyncGenerator[ev.Event, None]:
         conv = self.conversation
+        outside: ev.Event | None = None
         if prompt is not None:
             conv.pending = []  # a new prompt: no earlier pause can be answered any more
             if any(isinstance(p, Image) for p in prompt.parts):
                 conv.grow_taint(Taint(private=True))  # a user's picture is private data
+            outside_sources = prompt.outside_sources
+            if outside_sources and not conv.taint.untrusted:
+                # Outside text given with the prompt: untrusted before the model reads it
+                # (and stored so, with the message and as the event below).
+                before = conv.taint
+                conv.grow_taint(Taint(untrusted=True))
+                outside = ev.TaintChanged(before, conv.taint, "outside text given with the "
+                                          f"prompt ({', '.join(outside_sources)})")
             conv.append(prompt)
             self.prompt_sent = True
         self.tools = self._tools()
         yield self._event(ev.RunStarted(prompt.text if prompt else "", self.agent.model.model,
                                         tuple(self.tools), conv.taint))
+        if outside is not None:
+            yield self._event(outside)
         for notice in self.agent.take_notices():
             yield self._event(notice)
         offered = self._offered_taint()  # before a resumed turn's calls are checked, too
@@ -586,11 +601,16 @@ class _Run:
             # A paused run resumes with the calls it stopped on (they passed the bounds when
             # the model asked for them); the host's decisions are used up by this turn.
             decisions, self.decisions = self.decisions, {}
-            async for item in self._calls(conv.unanswered_calls, decisions):
-                if isinstance(item, _OUTCOMES):
-                    outcome = item
-                else:
-                    yield item
+            items = self._calls(conv.unanswered_calls, decisions)
+            try:
+                async for item in items:
+                    if isinstance(item, _OUTCOMES):
+                        outcome = item
+                    else:
+                        yield item
+            except BaseException:
+                await abandon(items)
+                raise
         while isinstance(outcome, RunAgain):
             if outcome.say is not None:
                 conv.append(Message.user(outcome.say))
@@ -598,11 +618,16 @@ class _Run:
             if reached is not None:
                 outcome = Stopped(reached.bound.cause)
                 break
-            async for item in self._turn():
-                if isinstance(item, _OUTCOMES):
-                    outcome = item
-                else:
-                    yield item
+            items = self._turn()
+            try:
+                async for item in items:
+                    if isinstance(item, _OUTCOMES):
+                        outcome = item
+                    else:
+                        yield item
+            except BaseException:
+                await abandon(items)
+                raise
         yield self._finish(outcome)
 
     async def _turn(self) -> AsyncIterator[ev.Event | TurnOutcome]:
@@ -618,20 +643,28 @@ class _Run:
         response: ModelResponse | None = None
         try:
             within = None if self.observer is None else self.observer.model_context()
-            async for chunk in until_interrupted(self.interrupt, self._send(), within):
-                if isinstance(chunk, ev.ContextFitted):
-                    self.spend.add(chunk.usage)  # what a summary cost
-                    yield self._event(chunk)
-                elif isinstance(chunk, TextChunk):
-                    yield self._event(ev.TextDelta(chunk.text))
-                elif isinstance(chunk, ReasoningChunk):
-                    yield self._event(ev.ReasoningDelta(chunk.text))
-                elif isinstance(chunk, Retrying):
-                    if not self._interrupted():  # see below
-                        yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
-                                                           chunk.error))
-                elif isinstance(chunk, Completed):
-                    response = chunk.response
+            # Closed as soon as this turn is left early (its reader stopped, the run was
+            # closed at one of these yields): the model is hung up on now, not when a
+            # finalizer finds the answer abandoned. So is every stream read below.
+            chunks = until_interrupted(self.interrupt, self._send(), within)
+            try:
+                async for chunk in chunks:
+                    if isinstance(chunk, ev.ContextFitted):
+                        self.spend.add(chunk.usage)  # what a summary cost
+                        yield self._event(chunk)
+                    elif isinstance(chunk, TextChunk):
+                        yield self._event(ev.TextDelta(chunk.text))
+                    elif isinstance(chunk, ReasoningChunk):
+                        yield self._event(ev.ReasoningDelta(chunk.text))
+                    elif isinstance(chunk, Retrying):
+                        if not self._interrupted():  # see below
+                            yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
+                                                               chunk.error))
+                    elif isinstance(chunk, Completed):
+                        response = chunk.response
+            except BaseException:
+                await abandon(chunks)
+                raise
         except TetherError as error:  # ProviderError and a scripted model's exhaustion
             # Once the run is interrupted, a failure (or a retry) is not the run's: a model
             # server in the terminal's process group gets the same Ctrl-C, and its broken
@@ -680,8 +713,13 @@ class _Run:
             for item in self._gave_up(calls, *repeated):
                 yield item
             return
-        async for item in self._calls(calls):
-            yield item
+        items = self._calls(calls)
+        try:
+            async for item in items:
+                yield item
+        except BaseException:
+            await abandon(items)
+            raise
 
     async def _calls(
         self, calls: Sequence[ToolCall],
@@ -695,8 +733,13 @@ class _Run:
         needs. ``decisions`` (a resumed turn) are a host's answers, by position."""
         done: dict[int, Done] = {}
         try:
-            async for item in self._judge_and_run(calls, decisions or {}, done):
-                yield item
+            items = self._judge_and_run(calls, decisions or {}, done)
+            try:
+                async for item in items:
+                    yield item
+            except BaseException:
+                await abandon(items)
+                raise
         finally:
             # The run's records of the turn in call order, whatever order the calls finished
             # in (so a run reads the same replayed, durable or not); kept on a pause or a
@@ -740,12 +783,16 @@ class _Run:
                     given = None
                 elif given is not None and answer is not None:
                     decided.append(answer[0])
-                async for item in gate.decide(call, position, verdict, asking, conv.taint,
-                                              given):
-                    if isinstance(item, gate.Run | gate.Refuse | gate.Defer):
-                        verdict = item
-                    else:
-                        yield self._event(item)
+                items = gate.decide(call, position, verdict, asking, conv.taint, given)
+                try:
+                    async for item in items:
+                        if isinstance(item, gate.Run | gate.Refuse | gate.Defer):
+                            verdict = item
+                        else:
+                            yield self._event(item)
+                except BaseException:
+                    await abandon(items)
+                    raise
             if isinstance(verdict, gate.Refuse):
                 done[position] = refused = settled(
                     call, verdict.status, self._noted(call, verdict.status, verdict.text))
@@ -779,10 +826,14 @@ class _Run:
             allowed = []
         # Allowed calls side by side; their events (a sub-agent's) stream through.
         observer = self.observer
-        async for event in run_calls(allowed, conv, settings, self._scope, done,
-                                     None if observer is None else observer.tool_context,
-                                     self._noted):
-            yield self._event(event)
+        events = run_calls(allowed, conv, settings, self._scope, done,
+                           None if observer is None else observer.tool_context, self._noted)
+        try:
+            async for event in events:
+                yield self._event(event)
+        except BaseException:
+            await abandon(events)
+            raise
         conv.pending = []
         conv.append(Message("tool", tuple(done[i].result for i in range(len(calls)))))
         yield self.ending.after_calls()

@@ -36,7 +36,9 @@ class ApprovalRequest:
     ``reason`` is why it is asked: ``needs_approval`` (the tool is gated) or ``trifecta``
     (the call could send data out while the conversation holds private data and untrusted
     text); ``explanation`` says it in words. ``can_cache`` says whether
-    ``Decision.allow_for_session()`` will be honoured for this tool.
+    ``Decision.allow_for_session()`` will be honoured for this tool. ``content_params`` are
+    the arguments the tool declares as content (a file's text, a message's body): the
+    panel shows such a text as its lines; every other value stays on one line.
     """
 
     call_id: str
@@ -48,6 +50,7 @@ class ApprovalRequest:
     taint: Taint
     capabilities: Capabilities = field(default_factory=Capabilities)
     can_cache: bool = True
+    content_params: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,28 +308,36 @@ def _current_text(workspace: Path | None, request: ApprovalRequest) -> str | Non
 
 def approval_text(request: ApprovalRequest, *, current: str | None = None) -> Any:
     """What a person is shown before they decide (a rich ``Text``), every piece literal: the
-    display title with the machine name beside it, and the exact arguments that will run:
-    each in full, a multi-line text as its lines, an edit (``old_text`` -> ``new_text``) as
-    the lines it removes and adds, and a file write over an existing file (``current``, its
-    text now) as a diff against it. Nothing is shortened."""
+    display title with the machine name beside it, and the exact arguments that will run,
+    each in full. A text the tool declares as content is shown as its lines, each behind a
+    gutter (``│ ``; ``- `` and ``+ `` in a diff): an edit (``old_text`` -> ``new_text``) as
+    the lines it removes and adds, a file write over an existing file (``current``, its text
+    now) as a diff against it. Every other value, key, name and the explanation is on one
+    line, newlines and hidden characters made visible: no line a model or a server wrote
+    can stand outside a gutter and pass for one of tether's. Nothing is shortened."""
     from rich.text import Text
 
-    from tether.display import json_text, shown
+    from tether.display import inline, json_text, shown
 
+    # Every name, key and sentence here is on one line (``inline``): a title, a key or a
+    # call id can hold a newline, and must not pose as a line of its own.
     body = Text()
-    body.append_text(shown((request.display_name, "bold"), " ", (f"({request.tool})", "dim")))
+    body.append_text(shown((inline(request.display_name), "bold"), " ",
+                           (f"({inline(request.tool)})", "dim")))
     flags = request.capabilities.flags()
     body.append("\n")
     body.append_text(shown(("can: ", "dim"), ", ".join(flags) or "nothing declared"))
     arguments = request.arguments
     body.append("\n")
     if not isinstance(arguments, dict):
-        body.append_text(shown(("arguments: ", "dim"), json_text(arguments, indent=2)))
+        body.append_text(shown(("arguments: ", "dim"), json_text(arguments)))
+        arguments = {}
     elif not arguments:
         body.append("(no arguments)", style="dim")
-    edit = isinstance(arguments.get("old_text"), str) and isinstance(arguments.get("new_text"),
-                                                                     str)
-    for key, value in arguments.items() if isinstance(arguments, dict) else ():
+    content = set(request.content_params)
+    edit = {"old_text", "new_text"} <= content and isinstance(arguments.get("old_text"), str) \
+        and isinstance(arguments.get("new_text"), str)
+    for key, value in arguments.items():
         if edit and key == "new_text":
             continue
         if edit and key == "old_text":
@@ -334,26 +345,32 @@ def approval_text(request: ApprovalRequest, *, current: str | None = None) -> An
             body.append("\n")
             _diff(body, arguments["old_text"], arguments["new_text"])
             continue
-        if key == "content" and current is not None and isinstance(value, str):
+        if key not in content or not isinstance(value, str):
+            # JSON on one line: a newline in a string is written \n, as is one in a key.
+            body.append_text(shown((f"{inline(key)}: ", "dim"), json_text(value)))
+            body.append("\n")
+            continue
+        if key == "content" and current is not None:
             if value == current:
-                body.append_text(shown((f"{key}: the same as the file's text now "
+                body.append_text(shown((f"{inline(key)}: the same as the file's text now "
                                         f"({len(value)} characters)", "dim")))
                 body.append("\n")
                 continue
-            body.append_text(shown((f"{key}: replaces the file; against its text now "
+            body.append_text(shown((f"{inline(key)}: replaces the file; against its text now "
                                     f"(- removed, + added):", "dim")))
             body.append("\n")
             _diff(body, current, value)
             continue
-        if isinstance(value, str) and ("\n" in value or len(value) > 60):
-            body.append_text(shown((f"{key}:", "dim"), (f" ({len(value)} characters)", "dim")))
+        if "\n" in value or len(value) > 60:
+            body.append_text(shown((f"{inline(key)}:", "dim"),
+                                   (f" ({len(value)} characters)", "dim")))
             body.append("\n")
             _lines(body, value, "│ ", "")
             continue
-        body.append_text(shown((f"{key}: ", "dim"), json_text(value, indent=2)))
+        body.append_text(shown((f"{inline(key)}: ", "dim"), json_text(value)))
         body.append("\n")
     body.append("\n")
-    body.append_text(shown((request.explanation, "yellow")))
+    body.append_text(shown((inline(request.explanation), "yellow")))
     return body
 
 
@@ -381,7 +398,7 @@ def _diff(body: Any, old: str, new: str) -> None:
     matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
-            _lines(body, "\n".join(before[i1:i2]), "  ", "", marker=False)
+            _lines(body, "\n".join(before[i1:i2]), "│ ", "", marker=False)
             continue
         if i2 > i1:
             _lines(body, "\n".join(before[i1:i2]), "- ", "red", marker=False)

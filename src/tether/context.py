@@ -42,6 +42,7 @@ from typing import Literal, TypeAlias
 
 from tether import events as ev
 from tether.errors import ContextOverflowError, TetherError
+from tether.interrupts import abandon
 from tether.messages import (
     Image,
     Message,
@@ -491,7 +492,8 @@ def _digest(message: Message) -> str:
 
 
 def _holds_untrusted(messages: Sequence[Message]) -> bool:
-    return any(isinstance(p, ToolResult) and p.trust == "untrusted"
+    return any((isinstance(p, ToolResult) and p.trust == "untrusted")
+               or (isinstance(p, Text) and p.origin is not None)
                for m in messages for p in m.parts)
 
 
@@ -587,8 +589,13 @@ class ContextFitter:
         """``request`` fitted, then sent; see the class docstring."""
         if self.config.strategy == "off":
             try:
-                async for chunk in self.provider.stream(request):
-                    yield chunk
+                chunks = self.provider.stream(request)
+                try:
+                    async for chunk in chunks:
+                        yield chunk
+                except BaseException:
+                    await abandon(chunks)
+                    raise
             except ContextOverflowError as error:
                 raise with_advice(error, "The conversation no longer fits the model's "
                                   "context window and context fitting is off: set [agent] "
@@ -599,8 +606,13 @@ class ContextFitter:
         if event is not None:
             yield event
         try:
-            async for chunk in self._send(sent):
-                yield chunk
+            chunks = self._send(sent)
+            try:
+                async for chunk in chunks:
+                    yield chunk
+            except BaseException:
+                await abandon(chunks)
+                raise
             return
         except _Overflow as overflow:
             self._learn(overflow.error, sent)
@@ -608,8 +620,13 @@ class ContextFitter:
         if event is not None:
             yield event
         try:
-            async for chunk in self._send(sent):
-                yield chunk
+            chunks = self._send(sent)
+            try:
+                async for chunk in chunks:
+                    yield chunk
+            except BaseException:
+                await abandon(chunks)
+                raise
         except _Overflow as overflow:
             window = f"{self.window} tokens" if self.window else "unknown"
             raise with_advice(overflow.error, (
@@ -621,12 +638,17 @@ class ContextFitter:
     async def _send(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         started = False
         try:
-            async for chunk in self.provider.stream(request):
-                if not isinstance(chunk, Retrying):
-                    started = True
-                if isinstance(chunk, Completed):
-                    self.observe(request, chunk.response.usage)
-                yield chunk
+            chunks = self.provider.stream(request)
+            try:
+                async for chunk in chunks:
+                    if not isinstance(chunk, Retrying):
+                        started = True
+                    if isinstance(chunk, Completed):
+                        self.observe(request, chunk.response.usage)
+                    yield chunk
+            except BaseException:
+                await abandon(chunks)
+                raise
         except ContextOverflowError as error:
             if started:
                 raise

@@ -4,9 +4,10 @@ A model, a tool or a server writes whatever it likes: rich markup (``[conceal]``
 escapes (``\\x1b[2J``), a carriage return that hides the start of a line, bidi overrides
 that reorder what is read (U+202E), zero-width and tag characters that hide text, lone
 surrogates that crash an encoder. ``literal`` turns every such character into a visible
-escape (``\\x1b``, ``\\u202e``); ``plain`` wraps the result in a rich ``Text``, which rich
-prints as it is (no markup, no emoji codes). Every surface that shows such text to a
-person (approval panels, tool lists, the run's progress, sessions) goes through these.
+escape (``\\x1b``, ``\\u202e``); ``inline`` makes newlines and tabs visible too, for such
+a string inside a sentence of tether's own; ``plain`` wraps the result in a rich ``Text``,
+which rich prints as it is (no markup, no emoji codes). Every surface that shows such text
+to a person (approval panels, tool lists, the run's progress, sessions) goes through these.
 ``mask_url`` shows a URL without its password (a database URL in ``tether config show``,
 ``tether doctor`` and the store's errors).
 
@@ -63,10 +64,27 @@ def literal(text: object) -> str:
     return "".join(out)
 
 
+# literal already writes a carriage return as \x0d; these two it keeps for layout.
+_LINE_BREAKS = str.maketrans({"\n": "\\n", "\t": "\\t"})
+
+
+def inline(text: object) -> str:
+    """``literal(text)`` that stays on one line: newlines and tabs are written as ``\\n``
+    and ``\\t`` too (a carriage return is ``\\x0d`` already). For a string a model, a
+    tool or a server wrote (a call id, a tool name, an argument, a title, a server's error)
+    inside a text of tether's own (a refusal, the approval panel's explanation, a notice, a
+    progress line): whatever it holds, it cannot start a line of its own, so it cannot pose
+    as a line of tether's explanation ("✓ every value traced, safe to approve")."""
+    shown = literal(text)
+    if "\n" in shown or "\t" in shown:
+        shown = shown.translate(_LINE_BREAKS)
+    return shown
+
+
 def one_line(text: object, limit: int | None = None) -> str:
-    """``literal(text)`` on one line (runs of whitespace become one space), cut to ``limit``
-    characters with an ellipsis."""
-    shown = " ".join(literal(text).split())
+    """``inline(text)`` (newlines and tabs made visible: a preview of a text never breaks
+    a line), cut to ``limit`` characters with an ellipsis."""
+    shown = inline(text)
     if limit is not None and len(shown) > limit:
         shown = shown[: limit - 1] + "…"
     return shown
@@ -149,4 +167,5 @@ def mask_url(url: str) -> str:
     return f"{scheme}{sep}{authority}" + _URL_SECRET.sub(r"\1***", tail)
 
 
-__all__ = ["json_dumps", "json_text", "literal", "mask_url", "one_line", "plain", "shown"]
+__all__ = ["inline", "json_dumps", "json_text", "literal", "mask_url", "one_line", "plain",
+           "shown"]

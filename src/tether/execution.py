@@ -17,13 +17,14 @@ from typing import Any
 
 from tether import events as ev
 from tether.conversation import Conversation
+from tether.display import inline
 from tether.events import ToolStatus
-from tether.messages import ToolCall, ToolResult, Trust
+from tether.messages import ToolCall, ToolResult
 from tether.provenance import GATE_LABELS, result_labels
 from tether.result import ToolCallRecord
 from tether.settings import AgentSettings
 from tether.tools import RunScope, ThreadedHandler, Tool, ToolContext, ToolOutput
-from tether.trust import truncate, untrusted_block
+from tether.trust import received
 
 # What the model reads of a finished call's result, given the call, its status and content.
 Note = Callable[[ToolCall, ToolStatus, str], str]
@@ -177,27 +178,26 @@ def _finished(entry: _Running, output: ToolOutput, conversation: Conversation,
     events: list[ev.Event] = []
     if output.usage is not None:
         entry.scope.spend.add(output.usage)
-    from_outside = output.from_outside if output.from_outside is not None \
-        else tool.capabilities.untrusted_input
+    # One decision: what the model is shown as untrusted data is what taints (and what
+    # provenance counts as untrusted), never one without the other.
+    seen = received(output.content, claimed=output.from_outside, caps=tool.capabilities,
+                    source=tool.spec.display_name, security=settings.security)
     before = conversation.taint
     conversation.grow_taint(before.after_call(tool.capabilities,
-                                              content_from_outside=from_outside))
+                                              content_from_outside=seen.outside))
     if output.taint is not None:  # a sub-agent's own exposure
         conversation.grow_taint(output.taint)
     if conversation.taint != before:
         events.append(ev.TaintChanged(before, conversation.taint, call.name))
-    content = truncate(output.content, settings.security.max_result_chars)
-    trust: Trust = "untrusted" if from_outside else "trusted"
-    if trust == "untrusted" and settings.security.mark_untrusted_output:
-        content = untrusted_block(tool.spec.display_name, content)
-    labels = result_labels(private=tool.capabilities.private_data, from_outside=from_outside,
+    labels = result_labels(private=tool.capabilities.private_data, from_outside=seen.outside,
                            arguments_traced=item.arguments_traced,
                            delegated=tool.origin == "subagent")
     status: ToolStatus = "error" if output.is_error else "ok"
+    content = seen.content
     if noted is not None:
         content = noted(call, status, content)
-    result = ToolResult(call.id, call.name, content, output.is_error, trust, output.structured,
-                        labels=labels)
+    result = ToolResult(call.id, call.name, content, output.is_error, seen.trust,
+                        output.structured, labels=labels)
     done[item.position] = Done(result, ToolCallRecord(call.id, call.name, item.arguments,
                                                       status, result.content))
     events.append(ev.ToolFinished(call.id, call.name, status, result,
@@ -276,8 +276,9 @@ def _abandon(handler: asyncio.Future[Any]) -> None:
 
 
 def _described(error: Exception) -> str:
+    # A tool's exception can quote anything (a server's answer, a page): on one line.
     try:
-        return f"{type(error).__name__}: {error}"
+        return f"{type(error).__name__}: {inline(error)}"
     except Exception:  # an exception whose own message fails
         return f"{type(error).__name__} (its message could not be shown)"
 

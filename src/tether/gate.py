@@ -36,6 +36,7 @@ from tether.approval import (
     ask,
 )
 from tether.conversation import PendingCall
+from tether.display import inline
 from tether.events import ToolStatus
 from tether.messages import ToolCall
 from tether.tools import ArgumentError, Tool
@@ -132,7 +133,7 @@ def look_up(call: ToolCall, turn: TurnView) -> Tool | Refuse:
     if tool is not None:
         return tool
     available = ", ".join(sorted(turn.tools)) or "none"
-    return Refuse("unknown_tool", f"Error: there is no tool named {call.name!r}. "
+    return Refuse("unknown_tool", f"Error: there is no tool named {inline(repr(call.name))}. "
                                   f"Available tools: {available}.")
 
 
@@ -143,11 +144,12 @@ def validate(call: ToolCall, tool: Tool) -> dict[str, Any] | Refuse:
         return tool.validate(call.parsed_arguments())
     except ValueError as e:  # json's errors and ArgumentError are both ValueErrors
         if tool.on_invalid is not None:
-            return Refuse("invalid_args", tool.on_invalid(str(e)))
+            return Refuse("invalid_args", tool.on_invalid(inline(e)))
         what = ("the arguments are not valid JSON" if not isinstance(e, ArgumentError)
                 else "the arguments do not match the tool's schema")
-        return Refuse("invalid_args", f"Error: {what}: {e}. Call {call.name} again with "
-                                      f"corrected arguments.")
+        # The error quotes what the model wrote: on one line, whatever it holds.
+        return Refuse("invalid_args", f"Error: {what}: {inline(e)}. Call {call.name} again "
+                                      f"with corrected arguments.")
 
 
 _LEAK = ("this call can send data out, and the conversation holds private data and "
@@ -178,8 +180,12 @@ def interlock(call: ToolCall, position: int, tool: Tool, arguments: dict[str, An
 
 
 def consequential(tool: Tool) -> bool:
-    """A call whose effect reaches past the conversation: a send, or a change."""
-    return tool.capabilities.external_send or tool.capabilities.destructive
+    """A call whose effect reaches past the conversation: a send, a change, or anything
+    its tool says a person must approve (``needs_approval``, the side-effecting flag; a
+    destructive tool needs approval, and an MCP tool does unless a trusted server says it
+    changes nothing). Provenance traces such a call, so no permission mode (``--yes``)
+    runs one whose control values only untrusted text chose."""
+    return tool.capabilities.external_send or tool.needs_approval
 
 
 def trace_call(tool: Tool, arguments: dict[str, Any], turn: TurnView) -> list[pv.Trace]:
@@ -223,13 +229,13 @@ _UNANCHORED = ("the call acts while the conversation holds untrusted text, and n
 def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[str, Any],
                      turn: TurnView) -> Checked:
     """3. Provenance (``security.rule = "provenance"``). A consequential call (a send, a
-    destructive call) made while untrusted text could have steered the model, or a send
-    that the trifecta arms (it could leak private data), runs only if each of its
-    destination and control values, and each address written in a send's content, occurs
-    in a trusted text; and at least one such value must be there to trace (a call with
-    content alone is not vouched for by anything). Otherwise it is refused, asked about or
-    waived, as ``security.trifecta`` says; the events and the text name every value and
-    where it was (or was not) found. Other calls pass."""
+    destructive call, a call that needs approval) made while untrusted text could have
+    steered the model, or a send that the trifecta arms (it could leak private data), runs
+    only if each of its destination and control values, and each address written in a
+    send's content, occurs in a trusted text; and at least one such value must be there to
+    trace (a call with content alone is not vouched for by anything). Otherwise it is
+    refused, asked about or waived, as ``security.trifecta`` says; the events and the text
+    name every value and where it was (or was not) found. Other calls pass."""
     leak = turn.armed.get(position, False)
     if not consequential(tool) or not (leak or turn.exposed.get(position, True)):
         return Checked(Run(tool, arguments))
@@ -292,13 +298,14 @@ def permit(call: ToolCall, passed: Run | Ask, turn: TurnView) -> Checked:
     tool = passed.tool
     if turn.permission_mode == "read-only" and not tool.read_only:
         return Checked(
-            Refuse("denied", f"Blocked by policy: {tool.spec.display_name} can change things "
-                             f"and the agent runs in read-only mode. It was not run."),
+            Refuse("denied", f"Blocked by policy: {inline(tool.spec.display_name)} can "
+                             f"change things and the agent runs in read-only mode. It was "
+                             f"not run."),
             (ev.ApprovalDecided(call.id, call.name, False, "deny", "permission_mode",
                                 "read-only mode"),))
     if isinstance(passed, Run) and tool.needs_approval:
         return Checked(Ask(tool, passed.arguments, "needs_approval",
-                           f"{tool.spec.display_name} needs approval before it runs."))
+                           f"{inline(tool.spec.display_name)} needs approval before it runs."))
     return Checked(passed)
 
 
@@ -357,22 +364,23 @@ async def decide(
                "= \"allow\"; on the command line, --yes)")
         why = f" ({asked.told})" if asked.told else ""
         decision, by = Decision.deny(
-            f"Blocked by policy: {tool.spec.display_name} needs approval{why} and there is "
-            f"nobody to ask. It was not run. To allow it, {how}."), "policy"
+            f"Blocked by policy: {inline(tool.spec.display_name)} needs approval{why} and "
+            f"there is nobody to ask. It was not run. To allow it, {how}."), "policy"
     else:
         request = ApprovalRequest(call.id, call.name, tool.spec.display_name, arguments,
                                   reason, asked.explanation, taint, tool.capabilities,
-                                  tool.cache_approval)
+                                  tool.cache_approval, tool.content_params)
         yield ev.ApprovalRequested(call.id, call.name, tool.spec.display_name, arguments,
                                    reason, taint)
         decision, by = await ask(asking.approver, request, asking.timeout_secs,
                                  asking.interrupt)
         if decision.verdict == "deny":
-            said = decision.reason or "no reason given"
+            said = inline(decision.reason or "no reason given")
             # An approver that failed or timed out did not refuse: the gate failed closed.
             who = {"approver": "Denied by the user", "interrupt": "Denied"}.get(
                 by, "Blocked by policy")
-            decision = Decision.deny(f"{who}: {said}. {tool.spec.display_name} was not run.")
+            decision = Decision.deny(f"{who}: {said}. {inline(tool.spec.display_name)} was "
+                                     f"not run.")
     if decision.verdict == "session" and reason == "needs_approval" and tool.cache_approval:
         asking.session_approvals.add(call.name)
     yield ev.ApprovalDecided(call.id, call.name, decision.allowed, decision.verdict, by,
@@ -400,10 +408,11 @@ def given_decision(
         and same_arguments(asked.tool, pending.arguments, asked.arguments)
     if same:
         return decision
-    return ev.Notice("warning", f"the decision given for pending call {pending.call_id} "
-                                f"({pending.tool}) was not applied: the call in its place is "
-                                f"{call.name} with other arguments or another reason to ask; "
-                                f"it is asked about anew", source="approval")
+    return ev.Notice("warning", f"the decision given for pending call "
+                                f"{inline(pending.call_id)} ({inline(pending.tool)}) was not "
+                                f"applied: the call in its place is {inline(call.name)} with "
+                                f"other arguments or another reason to ask; it is asked about "
+                                f"anew", source="approval")
 
 
 def same_arguments(tool: Tool, decided: Any, arguments: dict[str, Any]) -> bool:

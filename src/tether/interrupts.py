@@ -1,4 +1,5 @@
-"""A model's answer read until the run's interrupt is set, then abandoned at once."""
+"""A model's answer read until the run's interrupt is set, then abandoned at once; and a
+stream a reader leaves early closed then and there (``abandon``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,27 @@ from typing import Any, Generic, TypeVar
 
 _Chunk = TypeVar("_Chunk")
 _T = TypeVar("_T")
+
+
+async def abandon(chunks: AsyncIterator[Any]) -> None:
+    """Close ``chunks`` now, if it can be closed (an async generator). Called where the
+    loop, the fitter or a provider leaves an ``async for`` early (an exception, or its own
+    reader closing it at a ``yield``)::
+
+        try:
+            async for chunk in chunks:
+                yield chunk
+        except BaseException:
+            await abandon(chunks)
+            raise
+
+    An async generator left in the middle of an ``async for`` is otherwise closed only when
+    a finalizer finds it, later: a provider's stream would keep its connection open (and
+    the server writing) until then, a tool running in a turn would go on. A stream that
+    ran to its end needs nothing, so the path every run takes costs nothing."""
+    close = getattr(chunks, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def until_interrupted(

@@ -30,8 +30,15 @@ StopReason: TypeAlias = Literal[
 
 @dataclass(frozen=True, slots=True)
 class Text:
+    """Text in a message. ``origin`` marks outside text given with a user's prompt (text
+    piped to ``tether run``: ``"standard input"``), which the user did not write: it is
+    delimited for the model (``tether.trust.outside_text``), taints the conversation as
+    untrusted, and is never a trusted source of a call's values. ``None``: the words of
+    the message's author (the user's own prompt, the model's answer)."""
+
     text: str
     kind: Literal["text"] = "text"
+    origin: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +189,13 @@ class Message:
         return "".join(p.text for p in self.parts if isinstance(p, Text))
 
     @property
+    def outside_sources(self) -> tuple[str, ...]:
+        """Where the outside text in this message came from (its texts' ``origin``), each
+        once, sorted: empty for a message that is all its author's words."""
+        return tuple(sorted({p.origin for p in self.parts
+                             if isinstance(p, Text) and p.origin is not None}))
+
+    @property
     def tool_calls(self) -> list[ToolCall]:
         return [p for p in self.parts if isinstance(p, ToolCall)]
 
@@ -230,6 +244,8 @@ class Usage:
 
 def part_to_dict(part: Part) -> dict[str, Any]:
     if isinstance(part, Text):
+        if part.origin is not None:
+            return {"kind": "text", "text": part.text, "origin": part.origin}
         return {"kind": "text", "text": part.text}
     if isinstance(part, ToolCall):
         d: dict[str, Any] = {
@@ -263,7 +279,8 @@ def part_to_dict(part: Part) -> dict[str, Any]:
 def part_from_dict(d: dict[str, Any]) -> Part:
     kind = d.get("kind")
     if kind == "text":
-        return Text(d["text"])
+        origin = d.get("origin")
+        return Text(d["text"], origin=str(origin) if origin is not None else None)
     if kind == "tool_call":
         return ToolCall(d["id"], d["name"], d["arguments"], d.get("provider_data"))
     if kind == "tool_result":

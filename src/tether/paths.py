@@ -44,6 +44,8 @@ def default_cache(env: Mapping[str, str]) -> Path:
 def store_files(store: str | Path) -> list[Path]:
     """A SQLite store and the files SQLite keeps beside it."""
     path = Path(store).expanduser()
+    if not path.name:  # "/" or ".": a folder, which no store opens; nothing beside it
+        return [path]
     return [path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm",
                                                                       "-journal"))]
 

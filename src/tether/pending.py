@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tether.approval import ApprovalRequest, Decision
+from tether.display import inline
 from tether.errors import TetherError
 
 if TYPE_CHECKING:
@@ -68,15 +69,17 @@ def pending_call_from_dict(d: Mapping[str, Any]) -> PendingCall:
         raise PendingStateError(f"a pending call must be an object, not {type(d).__name__}")
     missing = [k for k in ("call_id", "tool") if not isinstance(d.get(k), str)]
     if missing:
-        raise PendingStateError(f"a pending call lacks {', '.join(missing)}: {dict(d)!r}")
+        raise PendingStateError(f"a pending call lacks {', '.join(missing)}: "
+                                f"{inline(repr(dict(d)))}")
     reason = d.get("reason", "needs_approval")
     if reason not in ("needs_approval", "trifecta"):
-        raise PendingStateError(f"pending call {d['call_id']}: unknown reason {reason!r}")
+        raise PendingStateError(f"pending call {inline(d['call_id'])}: unknown reason "
+                                f"{inline(repr(reason))}")
     position = d.get("position")
     if position is not None and (not isinstance(position, int) or isinstance(position, bool)
                                  or position < 0):
-        raise PendingStateError(f"pending call {d['call_id']}: position must be a whole "
-                                f"number from 0, not {position!r}")
+        raise PendingStateError(f"pending call {inline(d['call_id'])}: position must be a "
+                                f"whole number from 0, not {inline(repr(position))}")
     return PendingCall(d["call_id"], d["tool"], d.get("arguments"), reason,
                        str(d.get("explanation", "")), position)
 
@@ -230,7 +233,7 @@ def bind_decisions(
             match = [c for c in calls if c.call_id == key]
             if len(match) > 1:
                 raise PendingStateError(
-                    f"call id {key!r} is shared by pending calls "
+                    f"call id {inline(repr(key))} is shared by pending calls "
                     f"{', '.join(_describe(c) for c in match)}: an id cannot say which one a "
                     f"decision answers. Key each decision by its PendingCall "
                     f"(result.pending[i] or state.calls[i]) instead.")
@@ -264,16 +267,18 @@ def check_decisions(calls: Sequence[PendingCall], decisions: Decisions) -> None:
 
 
 def _describe(call: PendingCall) -> str:
-    return call.call_id if call.position is None else \
-        f"{call.call_id} (#{call.position} {call.tool})"
+    # Ids and tool names a model or a server wrote: on one line, hidden characters visible.
+    return inline(call.call_id) if call.position is None else \
+        f"{inline(call.call_id)} (#{call.position} {inline(call.tool)})"
 
 
 def _key(key: Any) -> str:
     from tether.agent import PendingCall
 
     if isinstance(key, PendingCall):
-        return key.call_id if key.position is None else f"{key.call_id} (#{key.position})"
-    return str(key)
+        return inline(key.call_id) if key.position is None else \
+            f"{inline(key.call_id)} (#{key.position})"
+    return inline(key)
 
 
 def _check_version(d: Mapping[str, Any]) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from tether.addresses import named, places
+from tether.display import inline
 from tether.messages import Labels, Message, Text, ToolResult
 
 Role: TypeAlias = Literal["content", "destination", "control"]
@@ -64,16 +65,20 @@ class Trace:
         return self.value if len(self.value) <= 80 else self.value[:77] + "..."
 
     def describe(self, *, with_value: bool = True) -> str:
-        """One line: the argument, its value, and where it was (or was not) found."""
+        """One line: the argument, its value, and where it was (or was not) found. The
+        model wrote the argument's path (an object's keys) and the value, and call ids
+        name the sources: each is shown with newlines and hidden characters made visible,
+        so none can start a line of its own in the explanation a person reads."""
         if self.trusted_sources:
-            where = "traced to " + ", ".join(self.trusted_sources)
+            where = "traced to " + ", ".join(inline(s) for s in self.trusted_sources)
         elif self.untrusted_sources:
-            where = "found only in untrusted text: " + ", ".join(self.untrusted_sources)
+            where = "found only in untrusted text: " + ", ".join(
+                inline(s) for s in self.untrusted_sources)
         else:
             where = "found in no text the model has seen (written by the model)"
         if not with_value:
-            return f"{self.argument} ({where})"
-        return f"{self.argument} = {self.shown!r} ({where})"
+            return f"{inline(self.argument)} ({where})"
+        return f"{inline(self.argument)} = {inline(repr(self.shown))} ({where})"
 
 
 # --- the sources of a conversation --------------------------------------------------------
@@ -81,6 +86,7 @@ class Trace:
 
 SYSTEM_PROMPT = "the system prompt"
 USER_PROMPT = "the user's prompt"
+OUTSIDE_TEXT = "outside text given with the prompt"
 UNKNOWN_ORIGIN = "a result of unknown origin"
 
 
@@ -88,7 +94,8 @@ def sources_of(messages: Sequence[Message], system_prompt: str | None = None, *,
                prompts_trusted: bool = True,
                inherited: Iterable[Source] = ()) -> tuple[Source, ...]:
     """The sources in ``messages``: the system prompt, the user's messages (trusted unless
-    ``prompts_trusted`` is false: a child's task, which a model wrote), and each tool result
+    ``prompts_trusted`` is false: a child's task, which a model wrote; outside text given
+    with a prompt, ``Text.origin``, never), and each tool result
     with its labels (a result without labels, saved by an older tether, is untrusted).
     ``inherited`` are sources a delegating run hands its child (the parent's trusted
     texts)."""
@@ -97,10 +104,15 @@ def sources_of(messages: Sequence[Message], system_prompt: str | None = None, *,
         out.append(Source(SYSTEM_PROMPT, system_prompt, True))
     for message in messages:
         if message.role == "user":
-            text = "".join(p.text for p in message.parts if isinstance(p, Text))
-            if text:
+            # Each text apart: two are never one token by being written side by side.
+            own = "\n".join(p.text for p in message.parts
+                             if isinstance(p, Text) and p.origin is None)
+            if own:
                 out.append(Source(USER_PROMPT if prompts_trusted else
-                                  "the task the delegating model wrote", text, prompts_trusted))
+                                  "the task the delegating model wrote", own, prompts_trusted))
+            # Outside text given with the prompt (piped to tether run) is not the user's.
+            out.extend(Source(f"{OUTSIDE_TEXT} ({p.origin})", p.text, False)
+                       for p in message.parts if isinstance(p, Text) and p.origin is not None)
         elif message.role == "tool":
             for part in message.parts:
                 if isinstance(part, ToolResult):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether import events as ev
+from tether.display import inline
 from tether.errors import ConfigError
 from tether.tools import RunScope, Tool, ToolContext, ToolOutput, ToolSpec, collect_tools
 from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities, Taint
@@ -279,7 +280,8 @@ def delegation_answer(profile: SubagentProfile, caps: Capabilities,
     raw = result.text
     shape = profile.shape
     if result.stop_cause is StopCause.ERROR:
-        content, trusted, why = (f"The sub-agent {profile.name} failed: {result.error}",
+        content, trusted, why = (f"The sub-agent {profile.name} failed: "
+                                 f"{inline(result.error)}",
                                  not could_read_untrusted, "the child failed")
         is_error = True
     elif result.stop_cause is StopCause.MAX_TURNS:

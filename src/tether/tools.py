@@ -127,8 +127,10 @@ class ArgumentError(ValueError):
 class ToolOutput:
     """What a handler may return instead of a plain value, for full control of the result.
 
-    ``from_outside`` says whether the content carries text from outside (it decides the
-    untrusted taint for tools that declare ``untrusted_input``); ``None`` means "assume yes".
+    ``from_outside`` says whether the content carries text from outside: the model is then
+    shown it as untrusted data, provenance counts it as untrusted, and it taints the
+    conversation, all three from this one answer (``tether.trust.received``), whatever the
+    tool declares; ``None`` means "as the tool declares" (``untrusted_input``).
     ``usage`` is model usage spent inside the tool (a sub-agent), added to the run's.
     ``taint`` is exposure the call brought back beyond what the tool declares (a
     sub-agent's own taint); it joins the conversation's, which it can only grow.

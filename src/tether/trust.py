@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeAlias
 
+from tether.messages import Text
+
 TrifectaPolicy: TypeAlias = Literal["block", "ask", "allow"]
-# Which rule judges a consequential call: per-value provenance (``tether.provenance``), or
-# the conversation-wide trifecta interlock alone.
+# Which rule judges a consequential call (a send, a change, a call that needs approval):
+# per-value provenance (``tether.provenance``), or the conversation-wide trifecta
+# interlock alone.
 GateRule: TypeAlias = Literal["provenance", "interlock"]
 
 
@@ -63,14 +66,13 @@ class Taint:
     def after_call(self, caps: Capabilities, *, content_from_outside: bool) -> Taint:
         """The taint after a call with ``caps`` ran.
 
-        Private data counts as seen whenever a private tool ran. Untrusted counts only when
-        the result really carried outside content; an error result from an open-world tool
-        counts too (an error page is outside text).
+        Private data counts as seen whenever a private tool ran. Untrusted counts exactly
+        when the result is outside text (``content_from_outside``, what ``received`` says:
+        the same decision that shows it to the model as untrusted data), whatever the
+        tool declared; an error result from an open-world tool counts too (an error page
+        is outside text).
         """
-        return Taint(
-            self.private or caps.private_data,
-            self.untrusted or (caps.untrusted_input and content_from_outside),
-        )
+        return Taint(self.private or caps.private_data, self.untrusted or content_from_outside)
 
     @property
     def armed(self) -> bool:
@@ -98,7 +100,8 @@ def _default_protected() -> tuple[Path, ...]:
 class SecurityConfig:
     """Security settings of an agent: values passed in, never process-wide switches.
 
-    - ``rule``: how a consequential call (a send, a destructive call) is judged.
+    - ``rule``: how a consequential call (a send, a destructive call, a call that needs
+      approval) is judged.
       ``provenance`` (default): once the conversation holds untrusted text, each of its
       control and destination values (and each address inside a send's content) must occur
       in a trusted text (the user's prompt, the system prompt, a trusted tool result); the
@@ -186,6 +189,35 @@ def armed_calls(taint: Taint, capabilities: Sequence[Capabilities]) -> list[bool
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Received:
+    """How the model receives a tool's output, decided once (``received``): ``content`` as
+    it reads it, ``outside`` whether that is outside text. Outside text is shown as
+    untrusted data (delimited, unless ``mark_untrusted_output`` is off), is an untrusted
+    source for provenance, and taints the conversation (``Taint.after_call``): the three
+    follow from this one value, so they never disagree."""
+
+    content: str
+    outside: bool
+
+    @property
+    def trust(self) -> Literal["trusted", "untrusted"]:
+        return "untrusted" if self.outside else "trusted"
+
+
+def received(content: str, *, claimed: bool | None, caps: Capabilities, source: str,
+             security: SecurityConfig) -> Received:
+    """A tool's output as the model will see it. It is outside text when the tool says so
+    for this output (``ToolOutput.from_outside``: an MCP server's result, a page; or not: a
+    refusal tether wrote), else when the tool declares ``untrusted_input``. Truncated to
+    ``max_result_chars``, then delimited when outside (``source`` names it)."""
+    outside = claimed if claimed is not None else caps.untrusted_input
+    content = truncate(content, security.max_result_chars)
+    if outside and security.mark_untrusted_output:
+        content = untrusted_block(source, content)
+    return Received(content, outside)
+
+
 def untrusted_block(source: str, content: str) -> str:
     """Wrap outside text so the model can see where data starts and ends.
 
@@ -199,6 +231,18 @@ def untrusted_block(source: str, content: str) -> str:
         f"{content}\n"
         f"</untrusted-data>"
     )
+
+
+def outside_text(content: str, origin: str) -> Text:
+    """Outside text to give with a prompt (``agent.run([outside_text(page, "a web page"),
+    Text("Summarize it.")])``): text the user did not write (``tether run`` gives what is
+    piped to it so, as ``"standard input"``). The model sees it delimited as data; the
+    conversation counts as having seen untrusted text from the start (a ``TaintChanged``
+    event, kept by the session store); and provenance never counts it as the user's words:
+    a value found only there does not trace."""
+    # The blank line keeps it apart from the prompt after it (Chat Completions joins a
+    # message's texts as they are).
+    return Text(untrusted_block(origin, content) + "\n\n", origin=origin)
 
 
 _OPEN = "<untrusted-data source=\""

@@ -90,7 +90,7 @@ def test_the_approval_panel_shows_the_machine_name_and_every_argument_literally(
     request = ApprovalRequest("c1", "write_file", f"Harmless {text}",
                               {"path": f"notes{text}.txt", "content": content},
                               "needs_approval", f"{text} needs approval.", Taint(),
-                              Capabilities(destructive=True))
+                              Capabilities(destructive=True), content_params=("content",))
     shown = panel(request)
     assert_literal(shown)
     assert "(write_file)" in shown.splitlines()[1]  # beside the title, on its line
@@ -103,7 +103,8 @@ def test_an_edit_is_shown_as_the_lines_it_removes_and_adds() -> None:
     request = ApprovalRequest("c1", "edit_file", "Edit file",
                               {"path": "app.py", "old_text": "a = 1\nb = 2\nc = 3",
                                "new_text": "a = 1\nb = [red]20[/]\x1b[2J\nc = 3"},
-                              "needs_approval", "Edit file needs approval.", Taint())
+                              "needs_approval", "Edit file needs approval.", Taint(),
+                              content_params=("old_text", "new_text"))
     lines = [line.strip("│ ").rstrip() for line in panel(request).splitlines()]
     assert "- b = 2" in lines and "+ b = [red]20[/]\\x1b[2J" in lines
     assert "a = 1" in lines and "c = 3" in lines

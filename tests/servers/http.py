@@ -3,13 +3,16 @@
 Each queued ``Canned`` response is served to the next request, whatever its path; every
 request is recorded (method, path, headers, JSON body). A body may be a list of chunks
 (an SSE stream written piece by piece); a ``threading.Event`` among the chunks makes the
-server wait there (a stalled stream) until the event is set or the server stops.
+server wait there (a stalled stream) until the event is set, the server stops, or the
+client hangs up (``disconnected`` is then set, as it is when a write finds the client gone).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import select
+import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +57,18 @@ class Recorded:
     body: Any
     # The client's (host, port): two requests with the same peer shared one connection.
     peer: tuple[str, int] | None = None
+
+
+def _hung_up(connection: socket.socket) -> bool:
+    """Whether the client closed ``connection`` (an end of file or a reset waits to be
+    read), seen without reading anything it sent."""
+    readable, _, _ = select.select([connection], [], [], 0)
+    if not readable:
+        return False
+    try:
+        return connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:  # reset by the peer
+        return True
 
 
 class LoopbackServer:
@@ -130,6 +145,9 @@ class LoopbackServer:
                 if isinstance(chunk, threading.Event):
                     while not chunk.wait(0.05):
                         if self._stopping.is_set():
+                            return
+                        if _hung_up(handler.connection):
+                            self.disconnected.set()
                             return
                     continue
                 data = chunk.encode() if isinstance(chunk, str) else chunk

@@ -21,13 +21,15 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Say:
-    """One scripted model turn: text, or tool calls ``(name, arguments)``; ``finish`` the
+    """One scripted model turn: text, or tool calls ``(name, arguments)`` (with the ids in
+    ``ids`` when given, as a hostile model writes them; else ``call_TURN_N``); ``finish`` the
     ``finish_reason`` when not the usual one (``"length"``: the limit cut the answer)."""
 
     text: str = ""
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     usage: tuple[int, int] = (20, 5)
     finish: str | None = None
+    ids: tuple[str, ...] = ()
 
 
 def call(name: str, **arguments: Any) -> Say:
@@ -178,7 +180,8 @@ class ScriptedChat:
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
         if say.calls:
             message["tool_calls"] = [
-                {"id": f"call_{seen.turn}_{n}", "type": "function",
+                {"id": say.ids[n] if n < len(say.ids) else f"call_{seen.turn}_{n}",
+                 "type": "function",
                  "function": {"name": name, "arguments": json.dumps(
                      {k: v.replace("{prompt}", seen.prompt) if isinstance(v, str) else v
                       for k, v in arguments.items()})}}

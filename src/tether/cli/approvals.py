@@ -37,7 +37,7 @@ def cmd_approvals(args: argparse.Namespace) -> int:
 
 async def _approvals(args: argparse.Namespace, cfg: Any) -> int:
     from tether.approval import Decision
-    from tether.display import json_dumps, literal
+    from tether.display import inline, json_dumps, literal
     from tether.temporal.client import connect, decide, pending, pending_everywhere, wait_pending
 
     client = await connect(cfg.temporal)
@@ -48,16 +48,20 @@ async def _approvals(args: argparse.Namespace, cfg: Any) -> int:
         if not waiting:
             print("nothing waits for a decision")
         for workflow_id, call in waiting:
-            print(literal(f"#{call['position']} {call.get('display_name', call['tool'])} "
-                          f"({call['tool']}, call {call['call_id']}) in {workflow_id}: "
-                          f"{call.get('explanation', '')}"))
+            # One line per call whatever its id, names or explanation hold (a model and a
+            # server wrote them): nothing can pose as a line of this listing.
+            print(f"#{inline(call['position'])} "
+                  f"{inline(call.get('display_name', call['tool']))} "
+                  f"({inline(call['tool'])}, call {inline(call['call_id'])}) in "
+                  f"{inline(workflow_id)}: {inline(call.get('explanation', ''))}")
             print(literal("  arguments: " + json_dumps(call["arguments"])))
         return 0
     handle = client.get_workflow_handle(args.workflow_id)
     state = await pending(handle)
     chosen = next((c for c in state["pending"] if c["position"] == position), None)
     if chosen is None:
-        shown = ", ".join(f"#{c['position']} {c['tool']}" for c in state["pending"]) or "none"
+        shown = ", ".join(f"#{c['position']} {inline(c['tool'])}"
+                          for c in state["pending"]) or "none"
         raise ConfigError(f"no call #{position} waits in {args.workflow_id} (waiting: "
                           f"{shown}; a sub-agent's calls wait in its own workflow: list them "
                           f"with `tether approvals {args.workflow_id}`)")
@@ -71,7 +75,7 @@ async def _approvals(args: argparse.Namespace, cfg: Any) -> int:
     # The workflow says whether the signal bound (a signal has no answer of its own).
     after = await wait_pending(handle, state["seq"])
     if len(after["rejected"]) > len(state["rejected"]):
-        raise ConfigError(f"the run refused the decision: {after['rejected'][-1]}")
+        raise ConfigError(f"the run refused the decision: {inline(after['rejected'][-1])}")
     print(json.dumps({"workflow_id": args.workflow_id, "position": position,
                       "decision": decision.to_dict()}))
     return 0

@@ -121,14 +121,15 @@ class _PlainProgress:
             return
         width = len(str(p.total))
         head = f"[{p.finished:>{width}}/{p.total}]"
+        from tether.display import inline
+
+        # Ids and errors are outside text (an error quotes a server): one line each.
         if r.ok:
-            line = f"{head} ok     {r.id}  {r.elapsed:.1f}s  tokens {_tokens(r.usage)}"
+            line = f"{head} ok     {inline(r.id)}  {r.elapsed:.1f}s  tokens {_tokens(r.usage)}"
         else:
             why = r.error or f"stopped: {r.stop_cause}"
-            line = f"{head} FAILED {r.id}  {r.elapsed:.1f}s  {why}"
-        from tether.display import literal
-
-        self._line(literal(line))  # ids and errors are outside text
+            line = f"{head} FAILED {inline(r.id)}  {r.elapsed:.1f}s  {inline(why)}"
+        self._line(line)
 
     def _line(self, text: str) -> None:
         # Plain print: a log line is never wrapped or styled.
@@ -161,10 +162,10 @@ class _TerminalProgress:
         self._bar.update(self._task, completed=p.finished, counts=counts)
         r = p.last
         if r is not None and not r.ok:
-            from tether.display import shown
+            from tether.display import inline, shown
 
-            self._bar.console.print(shown(("failed", "red"),
-                                          f" {r.id}: {r.error or f'stopped: {r.stop_cause}'}"))
+            why = r.error or f"stopped: {r.stop_cause}"
+            self._bar.console.print(shown(("failed", "red"), f" {inline(r.id)}: {inline(why)}"))
 
     def close(self) -> None:
         self._bar.stop()

@@ -187,10 +187,10 @@ def _stored(store: Any, session_id: str) -> bool:
 
 
 def _title(message: str) -> str:
-    """A chat's title: its first message, on one line."""
-    from tether.display import one_line
-
-    return one_line(message.strip(), 80)
+    """A chat's title: its first message, its runs of whitespace one space (data, stored as
+    written; every surface that shows it makes hidden characters visible)."""
+    title = " ".join(message.split())
+    return title if len(title) <= 80 else title[:79] + "…"
 
 
 def _model_name(agent: Agent) -> str:
@@ -319,7 +319,7 @@ class _Reader:
 
 async def _command(line: str, talk: _Chat, err: Console) -> bool:
     """Run a /command; False means leave."""
-    from tether.display import shown
+    from tether.display import inline, shown
 
     agent, conversation, session = talk.agent, talk.conversation, talk.session
     word, _, rest = line.partition(" ")
@@ -338,8 +338,8 @@ async def _command(line: str, talk: _Chat, err: Console) -> bool:
         for tool in agent.tools.values():
             flags = ", ".join(tool.capabilities.flags()) or "-"
             gate = " · needs approval" if tool.needs_approval else ""
-            err.print(shown("  ", (tool.name, "bold"), " ",
-                            (f"{tool.spec.display_name} · {flags}{gate}", "dim")))
+            err.print(shown("  ", (inline(tool.name), "bold"), " ",
+                            (f"{inline(tool.spec.display_name)} · {flags}{gate}", "dim")))
         if not agent.tools:
             err.print("  (no tools)")
     elif word == "/session":

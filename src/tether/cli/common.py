@@ -243,8 +243,10 @@ def no_provider_help(cfg: Any, error: Exception | str, provider: str | None = No
     else the default one): a local server to start, or a hosted one to check (network,
     base_url, key). Names the URL tried. ``run``, ``chat`` and ``doctor`` all give it."""
     from tether.config.build import base_url, key_variable
+    from tether.display import inline
 
     name, pcfg = cfg.provider_config(provider)
+    said = inline(error)  # it may quote what a server said: on one line
     url = base_url(pcfg)
     if not _is_local(url):
         key = key_variable(pcfg)
@@ -253,9 +255,9 @@ def no_provider_help(cfg: Any, error: Exception | str, provider: str | None = No
                                                   f"{pcfg.kind} default)")]
         if key:
             checks.append(f"the API key in {key}")
-        return (f"{error}\n\nProvider {name!r} ({pcfg.kind}) could not be reached at {url}. "
+        return (f"{said}\n\nProvider {name!r} ({pcfg.kind}) could not be reached at {url}. "
                 f"Check {', '.join(checks[:-1])} and {checks[-1]}.")
-    return (f"{error}\n\nNo model server answered for provider {name!r} at {url}. "
+    return (f"{said}\n\nNo model server answered for provider {name!r} at {url}. "
             f"Either start one there (`tether local serve`, or `tether run --local ...` for "
             f"a local llama-server), or point tether at a server in ./tether.toml "
             f"(`tether config init` writes one):\n"

@@ -66,15 +66,16 @@ def entry(record: Any) -> dict[str, Any]:
     from tether.messages import message_from_dict
 
     info = record.info
-    prompts = [m for m in (message_from_dict(d) for d in record.messages)
-               if m.role == "user" and m.text.strip()]
+    prompts = [_own_words(m) for m in (message_from_dict(d) for d in record.messages)
+               if m.role == "user"]
+    prompts = [p for p in prompts if p.strip()]
     last = record.outcomes[-1] if record.outcomes else {}
     stop = "paused" if info.paused else (info.last_stop or "not finished")
     return {
         "id": info.id, "time": datetime.datetime.fromtimestamp(info.updated).isoformat(
             timespec="seconds"),
         "provider": info.provider, "model": info.model,
-        "prompt": prompts[-1].text if prompts else info.title,
+        "prompt": prompts[-1] if prompts else info.title,
         "answer": answer_of(last), "stop_cause": stop,
         "error": last.get("error"), "runs": len(record.outcomes),
         "messages": info.message_count, "taint": info.taint.to_dict(),
@@ -91,6 +92,18 @@ def answer_of(outcome: dict[str, Any]) -> str:
 
         return json_dumps(outcome["output"], indent=2)
     return str(outcome.get("text") or "")
+
+
+def _own_words(message: Any) -> str:
+    """A user's message as the user wrote it: outside text given with it (piped to
+    ``tether run``) is named, not quoted as the prompt."""
+    from tether.messages import Text
+
+    words = "".join(p.text for p in message.parts if isinstance(p, Text) and p.origin is None)
+    outside = message.outside_sources
+    if outside and words.strip():
+        return f"{words} (with outside text: {', '.join(outside)})"
+    return words
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -156,7 +169,7 @@ def _say(message: str) -> None:
 
 def _print_entry(item: dict[str, Any], *, usage: bool) -> None:
     from tether.cli.render import excerpt
-    from tether.display import one_line
+    from tether.display import json_dumps, one_line
 
     model = "/".join(x for x in (item["provider"], item["model"]) if x) or "-"
     when = item["time"].replace("T", " ")
@@ -164,7 +177,9 @@ def _print_entry(item: dict[str, Any], *, usage: bool) -> None:
     # Plain lines, never wrapped or styled: prompts, answers and ids came from outside.
     print(one_line(f"{item['id']}  {when}  {model}  {item['stop_cause']}{tag}"))
     print(f"  > {excerpt(item['prompt'], 300)}")
-    answer = item["answer"] or (f"(error: {item['error']})" if item["error"] else "")
+    # A structured answer on one line: its JSON, compact (the indented form is -r's).
+    answer = (json_dumps(item["output"]) if item.get("output") is not None else item["answer"]) \
+        or (f"(error: {item['error']})" if item["error"] else "")
     if answer:
         print(f"  {excerpt(answer, 300)}")
     if usage:
@@ -253,8 +268,13 @@ def _print_conversation(record: Any, *, usage: bool) -> None:
             elif isinstance(part, Image):
                 print(one_line(f"{message.role} [image: {part.media_type}]"))
             elif getattr(part, "kind", "") == "text":
-                print(one_line(message.role))
-                _block(part.text)
+                origin = getattr(part, "origin", None)
+                if origin is None:
+                    print(one_line(message.role))
+                    _block(part.text)
+                else:  # outside text given with the prompt: not the user's words
+                    print(one_line(f"{message.role} (outside text, {origin}: untrusted)"))
+                    _block(untrusted_content(part.text.rstrip("\n")) or part.text)
     if record.outcomes:
         print()
         for n, outcome in enumerate(record.outcomes, 1):

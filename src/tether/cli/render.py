@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from rich.console import Console
 
 from tether import events as ev
-from tether.display import literal, one_line, shown
+from tether.display import inline, literal, one_line, shown
 from tether.tools import humanize_tool_name
 
 # The live answer is drawn again at most this often: each drawing parses the whole answer as
@@ -34,8 +34,9 @@ def _short(value: Any, limit: int = 120) -> str:
 def _named(display_name: str, tool: str) -> str:
     """A tool as the progress lines show it: its display title, and its machine name too
     when the title is not simply derived from it (a server's own title)."""
-    return display_name if display_name == humanize_tool_name(tool) else \
-        f"{display_name} ({tool})"
+    if display_name == humanize_tool_name(tool):
+        return inline(display_name)
+    return f"{inline(display_name)} ({inline(tool)})"
 
 
 def context_line(event: ev.ContextFitted) -> str:
@@ -258,31 +259,33 @@ class EventRenderer:
         elif isinstance(event, ev.ToolFinished):
             self._tool_finished(event, pad)
         elif isinstance(event, ev.TrifectaWaived):
-            err.print(shown(pad, ("trifecta waived", "yellow"), f" {event.tool} ",
+            err.print(shown(pad, ("trifecta waived", "yellow"), f" {inline(event.tool)} ",
                             ("([security] trifecta = \"allow\")", "dim")))
         elif isinstance(event, ev.TrifectaBlocked):
-            err.print(shown(pad, ("⛔ trifecta", "bold red"), f" {event.tool}: {event.reason}"))
+            err.print(shown(pad, ("⛔ trifecta", "bold red"),
+                            f" {inline(event.tool)}: {inline(event.reason)}"))
         elif isinstance(event, ev.ApprovalDecided):
             if event.by != "approver" or not event.allowed:
                 word = "allowed" if event.allowed else "refused"
-                why = f": {event.reason}" if event.reason else ""
-                err.print(shown(pad, (f"approval {word}", "yellow"), f" {event.tool} ",
+                why = f": {inline(event.reason)}" if event.reason else ""
+                err.print(shown(pad, (f"approval {word}", "yellow"), f" {inline(event.tool)} ",
                                 (f"({event.by}{why})", "dim")))
         elif isinstance(event, ev.SubagentStarted):
-            err.print(shown(pad, (f"⇢ sub-agent {event.profile}", "magenta"), " ",
+            err.print(shown(pad, (f"⇢ sub-agent {inline(event.profile)}", "magenta"), " ",
                             (_short(event.task), "dim")))
         elif isinstance(event, ev.SubagentFinished):
             trust = ("trusted", "green") if event.trusted else ("untrusted", "yellow")
-            err.print(shown(pad, (f"⇠ {event.profile}", "magenta"), " ", trust, " ",
-                            (f"({event.reason})", "dim")))
+            err.print(shown(pad, (f"⇠ {inline(event.profile)}", "magenta"), " ", trust, " ",
+                            (f"({inline(event.reason)})", "dim")))
         elif isinstance(event, ev.Notice):
             style = {"info": "dim", "warning": "yellow", "error": "red"}[event.level]
-            err.print(shown(pad, (event.message, style)))
+            err.print(shown(pad, (inline(event.message), style)))
         elif isinstance(event, ev.ContextFitted):
             err.print(shown(pad, (context_line(event), "yellow" if event.note else "dim")))
         elif isinstance(event, ev.RunPaused):
             err.print(shown((f"paused: waiting for decisions on "
-                             f"{', '.join(event.pending_call_ids)}", "yellow")))
+                             f"{', '.join(inline(i) for i in event.pending_call_ids)}",
+                             "yellow")))
         elif isinstance(event, ev.RunFinished) and top:
             self.finish(event)
 
@@ -294,7 +297,7 @@ class EventRenderer:
         if event.status in ("invalid_args", "unknown_tool"):
             # The call never ran: what the model sent, then why it was refused.
             sent = self._arguments.get(event.call_id, "")
-            err.print(shown(pad, (f"✗ {event.tool}", "red"), " ",
+            err.print(shown(pad, (f"✗ {inline(event.tool)}", "red"), " ",
                             (one_line(sent, 300) or "(no arguments)", "dim")))
             err.print(shown(pad, "  ", (_short(result.content, 300), "dim")))
             return
@@ -306,7 +309,7 @@ class EventRenderer:
             # A person reads the data; the notice wrapped around it is written for the model.
             content = untrusted_content(content) or content
             flag = ((" (untrusted)", "yellow"),)
-        err.print(shown(pad, (f"{mark} {event.tool}", style), *flag, " ",
+        err.print(shown(pad, (f"{mark} {inline(event.tool)}", style), *flag, " ",
                         (_short(content, 160), "dim")))
 
     def finish(self, event: ev.RunFinished) -> None:
@@ -326,7 +329,7 @@ class EventRenderer:
             line += f" · taint: {'+'.join(flags)}"
         self.err.print(shown((line, "dim")))
         if r.error is not None and self.show_error:
-            self.err.print(shown(("error:", "red"), f" {r.error}"))
+            self.err.print(shown(("error:", "red"), f" {inline(r.error)}"))
 
 
 def tokens(usage: Any) -> str:

@@ -1,9 +1,11 @@
 """`tether run PROMPT`: one prompt, the answer streamed, the exit code says how it ended.
 
-Text piped in joins the prompt (``git diff | tether run "review this"``); ``-`` reads the
-whole prompt from standard input. Every run is logged to the session store (a session of
-its own, unless ``--session ID`` or ``-c`` continues one; ``--no-log`` keeps nothing), so
-``tether logs`` shows it.
+Text piped in goes with the prompt as outside text (``git diff | tether run "review
+this"``): delimited for the model, the conversation untrusted from the start, never a
+trusted source of a call's values, unless ``--trust-input`` says the user wrote it. ``-``
+reads the whole prompt from standard input: the user's own words, typed through a pipe.
+Every run is logged to the session store (a session of its own, unless ``--session ID`` or
+``-c`` continues one; ``--no-log`` keeps nothing), so ``tether logs`` shows it.
 """
 
 from __future__ import annotations
@@ -35,8 +37,14 @@ from tether.errors import ConfigError, OutputFailure, ProviderConnectionError, T
 def add_cli(sub: Any) -> None:
     run = sub.add_parser("run", help="run one prompt and stream the answer")
     run.add_argument("prompt", nargs="?",
-                     help="what the agent should do; - reads it from standard input (text "
-                          "piped in otherwise joins the prompt)")
+                     help="what the agent should do; - reads it from standard input (your "
+                          "own words, typed through a pipe). Text piped in beside a prompt "
+                          "is outside text: the model sees it marked as data, the "
+                          "conversation counts as untrusted from the start, and no call may "
+                          "act on a value found only there (see --trust-input)")
+    run.add_argument("--trust-input", action="store_true",
+                     help="vouch for the input given beside the prompt (text piped in): you "
+                          "wrote it, so it joins your prompt as your own words, trusted")
     add_run_flags(run)
     run.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     run.add_argument("--output-schema", metavar="SCHEMA",
@@ -55,7 +63,7 @@ def add_cli(sub: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    args.prompt = prompt_of(args.prompt)
+    args.prompt, args.outside = prompt_of(args.prompt, trusted=args.trust_input)
     if args.no_log and (args.session or args.continue_last):
         raise ConfigError("--no-log keeps nothing, so it cannot continue a session "
                           "(--session / -c); drop one of them")
@@ -72,17 +80,44 @@ def cmd_run(args: argparse.Namespace) -> int:
 # --- the prompt -------------------------------------------------------------------------------
 
 
-def prompt_of(given: str | None) -> str:
-    """The prompt: ``given``, with text piped to standard input before it; ``-`` (or no
-    prompt while text is piped) is the piped text alone."""
+STDIN = "standard input"
+
+
+def prompt_of(given: str | None, *, trusted: bool = False) -> tuple[str, str | None]:
+    """The user's prompt and the outside text piped beside it (None: none). ``-`` is the
+    piped text as the whole prompt (the user typing through a pipe). Piped beside a prompt,
+    the text is outside text unless ``trusted`` (``--trust-input``): then it joins the
+    prompt, before it, as it did before outside text existed. Piped with no prompt at all,
+    it is the prompt only when vouched for: text nobody said is the user's would otherwise
+    be taken as the user's instruction."""
     if given == "-":
-        return _read_stdin(required=True)
-    piped = _read_stdin(required=given is None)
+        return _read_stdin(required=True), None
+    piped = _read_stdin(required=given is None and trusted)
     if given is None:
-        return piped
-    if piped.strip():
-        return f"{piped.rstrip()}\n\n{given}"
-    return given
+        if trusted:
+            return piped, None
+        if piped.strip():
+            raise ConfigError("text is piped in but no prompt says what to do with it: give "
+                              "one (git diff | tether run \"review this\"), or - if the piped "
+                              "text is your prompt (echo \"...\" | tether run -), or "
+                              "--trust-input if you wrote it")
+        raise ConfigError("give a prompt: tether run \"...\", or pipe one in: "
+                          "echo \"...\" | tether run -")
+    if not piped.strip():
+        return given, None
+    if trusted:
+        return f"{piped.rstrip()}\n\n{given}", None
+    return given, piped
+
+
+def prompt_parts(prompt: str, outside: str | None) -> Any:
+    """What the agent is given: the prompt, after the outside text piped beside it."""
+    if outside is None:
+        return prompt
+    from tether.messages import Text
+    from tether.trust import outside_text
+
+    return (outside_text(outside, STDIN), Text(prompt))
 
 
 def _read_stdin(required: bool) -> str:
@@ -163,7 +198,8 @@ async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
 
         result = None
         with graceful_interrupt() as interrupt:
-            async for event in agent.stream(args.prompt, session=session, interrupt=interrupt):
+            async for event in agent.stream(prompt_parts(args.prompt, args.outside),
+                                            session=session, interrupt=interrupt):
                 if not quiet:
                     renderer(event)
                 if isinstance(event, RunFinished) and not event.path:
@@ -186,7 +222,10 @@ def _report_error(result: Any, cfg: Any) -> None:
     if isinstance(result.error, ProviderConnectionError):
         error(no_provider_help(cfg, result.error))
     elif result.error is not None:
-        error(str(result.error))
+        from tether.display import inline
+
+        # It quotes what the server said: on one line, whatever that holds.
+        error(inline(result.error))
 
 
 # --- --output-schema --------------------------------------------------------------------------
@@ -196,7 +235,7 @@ async def _run_structured(agent: Any, args: argparse.Namespace, renderer: Any, c
                           spec: Any, session: Any) -> int:
     from tether.display import json_dumps
 
-    run = agent.prepare(args.prompt, output=spec,
+    run = agent.prepare(prompt_parts(args.prompt, args.outside), output=spec,
                         conversation=session.conversation() if session is not None else None)
     async for event in run.stream():
         if session is not None:

@@ -162,7 +162,9 @@ def latest_session(store: SessionStore) -> str:
 def refuse_if_paused(session: Session) -> None:
     pending = session.pending
     if pending is not None:
-        calls = ", ".join(f"{c.call_id} ({c.tool})" for c in pending.calls)
+        from tether.display import inline
+
+        calls = ", ".join(f"{inline(c.call_id)} ({inline(c.tool)})" for c in pending.calls)
         raise SessionPaused(f"session {session.id} is paused waiting for approval of {calls}; "
                             f"decide first: tether sessions resume {session.id} "
                             f"--allow CALL_ID | --deny CALL_ID")
@@ -208,7 +210,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from tether.cli.common import fetch_count, say_more, shown_of
-    from tether.display import json_dumps, literal, plain
+    from tether.display import inline, json_dumps, literal, plain
 
     store = store_for(args.workspace)
     infos, more = shown_of(store.list(fetch_count(args.limit)), args.limit)
@@ -230,8 +232,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     for i in infos:
         last = "paused" if i.paused else (i.last_stop or "-")
         # Titles are the prompts people and hosts wrote; ids and models came from outside.
-        table.add_row(plain(i.id), _when(i.updated), plain(i.model), str(i.message_count),
-                      _taint_words(i.taint), plain(last), plain(i.title))
+        table.add_row(plain(inline(i.id)), _when(i.updated), plain(inline(i.model)),
+                      str(i.message_count), _taint_words(i.taint), plain(inline(last)),
+                      plain(inline(i.title)))
     from tether.cli.render import print_table, stdout_console
 
     console = stdout_console()
@@ -245,7 +248,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from tether.cli.render import stdout_console
-    from tether.display import json_dumps, json_text, shown
+    from tether.display import inline, json_dumps, json_text, shown
     from tether.messages import message_to_dict
     from tether.pending import pending_call_to_dict
     from tether.store import Session
@@ -275,30 +278,31 @@ def cmd_show(args: argparse.Namespace) -> int:
         con.print()
         con.print(shown(("paused, waiting for decisions:", "yellow")))
         for c in pending.calls:
-            con.print(shown(f"  #{c.position} {c.call_id}  {c.tool} {json_text(c.arguments)}  ",
-                            (c.explanation, "dim")))
+            # Ids, names and the explanation quote what a model wrote: each on one line.
+            con.print(shown(f"  #{c.position} {inline(c.call_id)}  {inline(c.tool)} "
+                            f"{json_text(c.arguments)}  ", (inline(c.explanation), "dim")))
         con.print(shown((f"decide with: tether sessions resume {info.id} --allow ID | "
                          f"--deny ID (or '#N' for the call at position N)", "dim")))
     if args.events:
         con.print()
         for e in session.events():
             path = "/".join(map(str, e.get("path") or ()))
-            con.print(shown((e["run_id"], "dim"), f" {e['kind']}",
-                            *((" ", (path, "dim")) if path else ())))
+            con.print(shown((inline(e["run_id"]), "dim"), f" {inline(e['kind'])}",
+                            *((" ", (inline(path), "dim")) if path else ())))
     return 0
 
 
 def _print_message(con: Any, message: Any) -> None:
     from tether.cli.render import excerpt
-    from tether.display import shown
-    from tether.messages import ToolCall, ToolResult
+    from tether.display import inline, shown
+    from tether.messages import Text, ToolCall, ToolResult
     from tether.trust import untrusted_content
 
     style = {"user": "bold cyan", "assistant": "bold green", "tool": "bold magenta"}
     for part in message.parts:
         if isinstance(part, ToolCall):
-            con.print(shown(("assistant", style["assistant"]), f" → {part.name} "
-                            f"{excerpt(part.arguments, 160)} ", (f"({part.id})", "dim")))
+            con.print(shown(("assistant", style["assistant"]), f" → {inline(part.name)} "
+                            f"{excerpt(part.arguments, 160)} ", (f"({inline(part.id)})", "dim")))
         elif isinstance(part, ToolResult):
             flags: list[tuple[str, str]] = []
             if part.is_error:
@@ -308,7 +312,14 @@ def _print_message(con: Any, message: Any) -> None:
                 flags.append((" (untrusted)", "yellow"))
                 # A person reads the data; the notice around it was written for the model.
                 content = untrusted_content(content) or content
-            con.print(shown((part.name, style["tool"]), *flags, f" {excerpt(content, 300)}"))
+            con.print(shown((inline(part.name), style["tool"]), *flags,
+                            f" {excerpt(content, 300)}"))
+        elif isinstance(part, Text) and part.origin is not None:
+            # Outside text given with the prompt: its data, marked as not the user's words.
+            data = untrusted_content(part.text.rstrip("\n")) or part.text
+            con.print(shown((message.role, style.get(message.role, "bold")),
+                            (f" (outside text, {inline(part.origin)}: untrusted)", "yellow"),
+                            f" {excerpt(data, 300)}"))
         elif getattr(part, "kind", "") == "text" and part.text.strip():
             con.print(shown((message.role, style.get(message.role, "bold")),
                             f" {excerpt(part.text, 300)}"))
@@ -350,7 +361,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 async def _resume(args: argparse.Namespace) -> int:
     from tether.approval import Decision
     from tether.cli.common import local_serving, make_agent
-    from tether.display import literal
+    from tether.display import inline, literal
     from tether.store import Session
 
     store = store_for(args.workspace)
@@ -371,12 +382,13 @@ async def _resume(args: argparse.Namespace) -> int:
     undecided = [c for c in calls if c not in decisions]
     if undecided and not sys.stdin.isatty() and not args.yes:
         for c in undecided:
-            print(literal(f"#{c.position} {c.call_id}  {c.tool} "
-                          f"{json.dumps(c.arguments, ensure_ascii=False, default=str)}  "
-                          f"({c.explanation})"), file=sys.stderr)
+            # Ids, names and explanations a model wrote into: one line per call.
+            print(f"#{c.position} {inline(c.call_id)}  {inline(c.tool)} "
+                  f"{literal(json.dumps(c.arguments, ensure_ascii=False, default=str))}  "
+                  f"({inline(c.explanation)})", file=sys.stderr)
         raise SessionPaused(f"session {session.id} waits for decisions on "
-                            f"{', '.join(c.call_id for c in undecided)}: pass --allow CALL_ID "
-                            f"or --deny CALL_ID (nobody is at a terminal to ask)")
+                            f"{', '.join(inline(c.call_id) for c in undecided)}: pass --allow "
+                            f"CALL_ID or --deny CALL_ID (nobody is at a terminal to ask)")
 
     async with local_serving(args):
         agent, cfg = make_agent(args)
@@ -420,9 +432,10 @@ async def _resumed(args: argparse.Namespace, agent: Agent, cfg: Any, session: Se
 def _paused_call(session_id: str, calls: list[PendingCall], key: str) -> PendingCall:
     """The paused call ``--allow``/``--deny`` names: ``#N`` (its position in the paused
     turn, as ``sessions show`` lists it) or its call id, which must name one call."""
+    from tether.display import inline
     from tether.pending import PendingStateError
 
-    waiting = ", ".join(f"{c.call_id} (#{c.position})" for c in calls) or "none"
+    waiting = ", ".join(f"{inline(c.call_id)} (#{c.position})" for c in calls) or "none"
     if key.startswith("#") and key[1:].isdigit():
         match = [c for c in calls if c.position == int(key[1:])]
     else:
@@ -430,11 +443,11 @@ def _paused_call(session_id: str, calls: list[PendingCall], key: str) -> Pending
         if len(match) > 1:
             raise PendingStateError(
                 f"session {session_id}: paused calls {', '.join(f'#{c.position}' for c in match)}"
-                f" share the id {key!r}; name each by its position instead (--allow "
+                f" share the id {inline(repr(key))}; name each by its position instead (--allow "
                 f"'#{match[0].position}')")
     if not match:
-        raise PendingStateError(f"session {session_id} has no paused call {key}; waiting: "
-                                f"{waiting}")
+        raise PendingStateError(f"session {session_id} has no paused call {inline(key)}; "
+                                f"waiting: {waiting}")
     return match[0]
 
 

@@ -73,8 +73,11 @@ async def _run(args: argparse.Namespace, cfg: Any, given: dict[str, Any]) -> int
     from tether.temporal.client import connect, start_run
 
     client = await connect(cfg.temporal)
-    handle = await start_run(client, args.prompt, task_queue=cfg.temporal.task_queue,
-                             overrides=given)
+    from tether.cli.run import prompt_parts
+
+    prompt = prompt_parts(args.prompt, getattr(args, "outside", None))
+    handle = await start_run(client, prompt if isinstance(prompt, str) else [prompt],
+                             task_queue=cfg.temporal.task_queue, overrides=given)
     _say(f"durable run {handle.id} (Ctrl-C stops it; Ctrl-C twice leaves it running)")
     watcher = asyncio.create_task(watch_approvals(client, handle.id, sys.stdin.isatty()))
     try:
@@ -110,15 +113,16 @@ async def _interrupt_on(interrupt: asyncio.Event, handle: Any) -> None:
 
 
 def outcome_exit_code(outcome: dict[str, Any]) -> int:
-    """``tether run``'s exit codes (``common.exit_code``), from a durable run's outcome."""
+    """``tether run``'s exit codes (``common.exit_code``), from a durable run's outcome: a
+    refused call makes it 2 even when the model then answered, as in process."""
     if outcome.get("error"):
         return EXIT_ERROR
     stop = outcome.get("stop_cause")
-    if stop == "completed":
-        return EXIT_OK
-    if outcome.get("refused"):
+    if stop == "interrupted":
+        return EXIT_INTERRUPTED
+    if outcome.get("refused") or stop == "paused":
         return EXIT_REFUSED
-    return EXIT_INTERRUPTED if stop == "interrupted" else EXIT_NO_ANSWER
+    return EXIT_OK if stop == "completed" else EXIT_NO_ANSWER
 
 
 async def watch_approvals(client: Any, workflow_id: str, ask: bool,
@@ -176,9 +180,10 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
 
 
 def _say(message: str) -> None:
-    from tether.display import literal
+    from tether.display import inline
 
-    print(f"tether: {literal(message)}", file=sys.stderr, flush=True)
+    # One line each: they name tools, ids and errors a model or a server wrote.
+    print(f"tether: {inline(message)}", file=sys.stderr, flush=True)
 
 
 # --- tether batch --engine temporal -----------------------------------------------------------

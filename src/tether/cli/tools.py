@@ -59,7 +59,7 @@ async def _tools(args: argparse.Namespace) -> int:
         print(json_dumps(rows, indent=2))
         return EXIT_OK
     from tether.cli.render import print_table
-    from tether.display import plain
+    from tether.display import inline, plain
 
     table = Table(title="tools")
     for col in ("name", "title", "source", "capabilities", "approval", "read-only"):
@@ -68,7 +68,7 @@ async def _tools(args: argparse.Namespace) -> int:
         source = r["source"] if r["server"] is None else \
             f"mcp {r['server']} ({'trusted' if r['server_trusted'] else 'untrusted'})"
         # Names and titles are what servers wrote: cells hold them as plain text.
-        table.add_row(plain(r["name"]), plain(r["title"]), plain(source),
+        table.add_row(plain(inline(r["name"])), plain(inline(r["title"])), plain(source),
                       plain(", ".join(r["capabilities"]) or "-"),
                       "yes" if r["needs_approval"] else "no", "yes" if r["read_only"] else "no")
     print_table(table)

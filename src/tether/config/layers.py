@@ -57,12 +57,12 @@ def load_config(
     user, project = _files(workspace, user_file, env)
     # Both files are tether's own even when absent: one written now is read next time.
     own: list[Any] = [*default_locations(env), user, project]
+    # [[mcp]] file = "...": the servers of that JSON file, as entries of their own.
+    merged["mcp"] = import_servers(merged.get("mcp", []))
+    config = _validate(merged, sources)  # first: a malformed value is an error naming it
     for source, named in layers:
         if source != "environment":
             own.extend(_named_files(named, workspace))
-    # [[mcp]] file = "...": the servers of that JSON file, as entries of their own.
-    merged["mcp"] = import_servers(merged.get("mcp", []))
-    config = _validate(merged, sources)
     return config.model_copy(update={"own_files": [str(p) for p in own]})
 
 
@@ -136,6 +136,12 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
+def _named(value: Any) -> bool:
+    """Whether a configuration value names a file (a layer later overridden is read too,
+    and never validated: "" is no file)."""
+    return isinstance(value, str) and bool(value.strip())
+
+
 def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
     """The files of tether's that one configuration layer names: its store, its cache
     folder, its Temporal blob folder, its tool files. Read loosely: validation reports a
@@ -145,18 +151,18 @@ def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
 
     out: list[Path] = []
     store, local, tools = (layer.get(k) for k in ("store", "local", "tools"))
-    if isinstance(store, Mapping) and isinstance(store.get("path"), str):
+    if isinstance(store, Mapping) and _named(store.get("path")):
         out.extend(store_files(store["path"]))
     out.extend(named_mcp_files(layer))
     temporal = layer.get("temporal")
-    if isinstance(temporal, Mapping) and isinstance(temporal.get("blob_dir"), str):
+    if isinstance(temporal, Mapping) and _named(temporal.get("blob_dir")):
         out.append(Path(temporal["blob_dir"]).expanduser())
-    if isinstance(local, Mapping) and isinstance(local.get("cache_dir"), str):
+    if isinstance(local, Mapping) and _named(local.get("cache_dir")):
         out.append(Path(local["cache_dir"]).expanduser())
     if isinstance(tools, Mapping) and isinstance(tools.get("python"), list):
         given = tools.get("workspace")
-        root = Path(given if isinstance(given, str) else workspace)
-        references = [r for r in tools["python"] if isinstance(r, str)]
+        root = Path(given) if isinstance(given, str) and _named(given) else Path(workspace)
+        references = [r for r in tools["python"] if _named(r)]
         out.extend(python_files(_workspace_path(root, r) for r in references))
     return out
 

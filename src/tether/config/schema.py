@@ -5,9 +5,16 @@ Unknown keys are rejected with their path, so a typo never silently does nothing
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_serializer,
+    model_validator,
+)
 
 from tether.display import mask_url
 from tether.errors import ConfigError
@@ -18,6 +25,19 @@ ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "gemini"]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _names_a_place(value: str) -> str:
+    # "" would be the current folder to pathlib, or the default to a caller that reads it
+    # with ``or``: either way not what was written, so it is refused, naming the key.
+    if not value.strip():
+        raise ValueError("an empty path names no file or folder; leave the key out for the "
+                         "default")
+    return value
+
+
+# A file or folder named in the configuration (or a module, for [tools] python).
+PathText = Annotated[str, AfterValidator(_names_a_place)]
 
 
 class Prices(_Strict):
@@ -63,10 +83,10 @@ class AgentConfig(_Strict):
 class ToolsConfig(_Strict):
     enabled: list[str] | None = None  # None: the default built-ins
     disabled: list[str] = Field(default_factory=list)
-    workspace: str | None = None
+    workspace: PathText | None = None
     permission_mode: Literal["ask", "allow", "read-only"] = "ask"
     # Your own @tool functions: files (relative to the workspace) or modules, as for --tools.
-    python: list[str] = Field(default_factory=list)
+    python: list[PathText] = Field(default_factory=list)
 
 
 class SecuritySection(_Strict):
@@ -143,7 +163,7 @@ class StoreSection(_Strict):
     """Where sessions live: a SQLite file (``path``, the default) or a PostgreSQL database
     that many processes and machines share (``url = "postgresql://user@host:5432/db"``)."""
 
-    path: str | None = None
+    path: PathText | None = None
     url: str | None = Field(default=None, repr=False)  # it may hold a password
 
     @model_validator(mode="after")
@@ -163,8 +183,8 @@ class StoreSection(_Strict):
 
 
 class LocalSection(_Strict):
-    cache_dir: str | None = None
-    model_path: str | None = None
+    cache_dir: PathText | None = None
+    model_path: PathText | None = None
     port: int = 8080
 
 
@@ -194,7 +214,7 @@ class TemporalSection(_Strict):
     approval_timeout_secs: float | None = Field(default=None, gt=0)
     # The content-addressed folder for what is passed by reference (every worker must
     # reach the same folder); unset: $XDG_DATA_HOME/tether/temporal-blobs.
-    blob_dir: str | None = None
+    blob_dir: PathText | None = None
     # Messages at least this large travel by reference, not inline in workflow history.
     inline_limit_bytes: int = Field(default=16 * 1024, ge=0)
 

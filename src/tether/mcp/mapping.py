@@ -38,6 +38,19 @@ class GateFlags:
     read_only: bool
 
 
+def believed(hints: Hints, *, trusted: bool) -> Hints:
+    """The hints tether acts on. A trusted server's, as given. An untrusted server's can
+    only add caution (the MCP specification: annotations from untrusted servers are
+    untrusted): ``readOnlyHint: true``, ``destructiveHint: false`` and ``openWorldHint:
+    false`` are dropped, so its tools are open world and destructive (approval) by the
+    specification's defaults, and never read-only; ``destructiveHint: true`` and
+    ``openWorldHint: true`` are kept."""
+    if trusted:
+        return hints
+    return Hints(read_only=None, destructive=True if hints.destructive is True else None,
+                 open_world=True if hints.open_world is True else None)
+
+
 def map_hints(hints: Hints, widen: Capabilities = NO_CAPABILITIES) -> GateFlags:
     """The gate flags of an MCP tool.
 
@@ -68,7 +81,9 @@ def output_from_result(result: CallToolResult) -> ToolOutput:
     Text parts are joined in order; every other part (image, audio, embedded resource,
     resource link) is named as omitted in its place, so nothing disappears silently.
     ``structuredContent`` is kept; ``isError`` makes an error result. The content came from
-    the server, so it is marked as from outside.
+    the server, so it is outside text whatever the tool's hints say (a server that says a
+    tool is closed world is believed about where the tool reaches, not about the text it
+    returns): shown to the model as untrusted data, and so it taints the conversation.
     """
     pieces = [_render_part(part) for part in result.content]
     content = "\n".join(pieces)

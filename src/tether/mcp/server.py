@@ -14,10 +14,11 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
+from tether.display import inline
 from tether.errors import ConfigError
 from tether.events import Notice
 from tether.mcp.environment import child_environment
-from tether.mcp.mapping import Hints, map_hints, output_from_result, schema_problem
+from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
 from tether.tools import Tool, ToolContext, ToolOutput
 from tether.trust import NO_CAPABILITIES, Capabilities
 
@@ -377,8 +378,9 @@ class McpServer:
                 # An invalid schema sent to a provider can fail every request of the run,
                 # so the tool is left out, and the user is told.
                 self.notices.append(Notice(
-                    "warning", f"MCP server {self.name!r}: tool {mcp_tool.name!r} is not "
-                               f"available: {problem}.", source=f"mcp:{self.name}"))
+                    "warning", f"MCP server {self.name!r}: tool {inline(repr(mcp_tool.name))} "
+                               f"is not available: {inline(problem)}.",
+                    source=f"mcp:{self.name}"))
                 continue
             tools[name] = self._tool(name, mcp_tool)
         return tuple(tools.values())
@@ -392,10 +394,8 @@ class McpServer:
         annotations = mcp_tool.annotations
         hints = Hints() if annotations is None else Hints(
             annotations.read_only_hint, annotations.destructive_hint, annotations.open_world_hint)
-        # An untrusted server's results are outside text, whatever its hints claim.
-        widen = self.capabilities if self.trusted else \
-            self.capabilities | Capabilities(untrusted_input=True)
-        flags = map_hints(hints, widen)
+        # An untrusted server is not believed about itself: its hints can only add caution.
+        flags = map_hints(believed(hints, trusted=self.trusted), self.capabilities)
         title = (annotations.title if annotations is not None else None) or mcp_tool.title
         original = mcp_tool.name
 
@@ -416,35 +416,44 @@ class McpServer:
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+        # Named as the model knows it (prefixed, only [A-Za-z0-9_-]), never by the server's
+        # own spelling: these texts are tether's, and may be trusted sources.
+        name = self._tool_name(tool_name)
         session = self._session
         if session is None:
             why = self._down or "it is not started"
             return ToolOutput(f"Error: the MCP server {self.name!r} is not running ({why}); "
-                              f"{tool_name} was not run.", is_error=True, from_outside=False)
+                              f"{name} was not run.", is_error=True, from_outside=False)
         try:
             result = await session.call_tool(tool_name, arguments,
                                              read_timeout_seconds=self.timeout_secs)
         except MCPError as e:
             if e.code == CONNECTION_CLOSED:
                 if self._down is None:  # else its exit, seen first, already says how
-                    self.error = f"the server stopped during a call to {tool_name}" \
+                    self.error = f"the server stopped during a call to {name}" \
                                  f"{self._stderr_tail()}"
                     self._down = "it stopped during an earlier call"
                 self._session = None
                 return ToolOutput(f"Error: the MCP server {self.name!r} stopped during the "
-                                  f"call (it crashed or exited); {tool_name} may or may not "
+                                  f"call (it crashed or exited); {name} may or may not "
                                   f"have done its work. The server's tools are unavailable "
                                   f"for the rest of this session.",
                                   is_error=True, from_outside=False)
             if e.code == REQUEST_TIMEOUT:
-                return ToolOutput(f"Error: {tool_name} (MCP server {self.name!r}) did not "
+                return ToolOutput(f"Error: {name} (MCP server {self.name!r}) did not "
                                   f"answer within {self.timeout_secs:g}s. The server was "
                                   f"asked to cancel the call, but it may still finish, and "
                                   f"what it does may still take effect.",
                                   is_error=True, from_outside=False)
             return ToolOutput(f"Error: the MCP server {self.name!r} refused the call to "
-                              f"{tool_name}: {e.error.message}", is_error=True,
+                              f"{name}: {inline(e.error.message)}", is_error=True,
                               from_outside=True)
+        except Exception as e:
+            # The SDK's word on what the server sent (structured content that does not
+            # match the tool's output schema, a result that is not one) quotes the server's
+            # values: outside text, as the server's own results are.
+            return ToolOutput(f"Error: the call to {name} (MCP server {self.name!r}) "
+                              f"failed: {inline(_said(e))}", is_error=True, from_outside=True)
         # A call that changed the tool list (the server said so before it answered) returns
         # once the new list is in, so the next turn offers the new tools.
         await self._refresh_settled()
@@ -487,7 +496,7 @@ class McpServer:
                 # The old list stays; a call to a tool that is gone gets the server's refusal.
                 self.notices.append(Notice(
                     "warning", f"MCP server {self.name!r} changed its tools but listing them "
-                               f"again failed: {e}", source=f"mcp:{self.name}"))
+                               f"again failed: {inline(e)}", source=f"mcp:{self.name}"))
 
     async def _refresh_settled(self) -> None:
         if not self._refreshing:
@@ -505,7 +514,15 @@ class McpServer:
         self._stderr.seek(max(0, size - _STDERR_TAIL))
         tail = self._stderr.read().strip()
         self._stderr.seek(0, os.SEEK_END)
-        return f" (its stderr ends with: {tail})" if tail else ""
+        # The server wrote it: on one line, so no line of it poses as tether's.
+        return f" (its stderr ends with: {inline(tail)})" if tail else ""
+
+
+def _said(error: Exception) -> str:
+    try:
+        return f"{type(error).__name__}: {inline(error)}"
+    except Exception:  # an exception whose own message fails
+        return type(error).__name__
 
 
 def _fail(ready: asyncio.Future[None], failure: _StartFailure) -> None:
@@ -527,7 +544,7 @@ def _describe(error: BaseException, timeout: float) -> str:
             return "the server closed the connection before it was ready (did it exit?)"
         if error.code == REQUEST_TIMEOUT:
             return f"the server did not answer within {timeout:g}s"
-        return f"the server answered with an error: {error.error.message}"
+        return f"the server answered with an error: {inline(error.error.message)}"
     if isinstance(error, FileNotFoundError):
         return f"cannot run the command: {error}"
-    return f"{type(error).__name__}: {error}"
+    return f"{type(error).__name__}: {inline(error)}"

@@ -116,9 +116,15 @@ class SwitchesModel(Protocol):
 
 async def complete(provider: Provider, request: ModelRequest) -> ModelResponse:
     """Run one request to the end and return the response (for callers that want no deltas)."""
-    async for chunk in provider.stream(request):
-        if isinstance(chunk, Completed):
-            return chunk.response
+    chunks = provider.stream(request)
+    try:
+        async for chunk in chunks:
+            if isinstance(chunk, Completed):
+                return chunk.response
+    finally:
+        close = getattr(chunks, "aclose", None)
+        if close is not None:  # now, not when a finalizer finds it: it holds a connection
+            await close()
     raise MalformedResponseError(
         f"{provider.name}: the response ended without completing", provider=provider.name
     )

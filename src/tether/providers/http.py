@@ -150,7 +150,7 @@ async def retry_before_first_chunk(
     open_stream: Callable[[], AsyncGenerator[StreamChunk, None]],
     budget: RetryBudget,
     sleep: Sleep,
-) -> AsyncIterator[StreamChunk]:
+) -> AsyncGenerator[StreamChunk, None]:
     """The chunks of ``open_stream()``, opened again when it raises a retryable
     ``ProviderError`` before any content came out.
 

@@ -202,15 +202,21 @@ class HTTPModel(Generic[Codec]):
         """
         budget = self._transport.budget(self.request_body(request), self._codec.revise)
         name, secrets = self.name, self._secrets
+        attempts = retry_before_first_chunk(
+            lambda: checked(self._attempt(request, budget), name, request.stream),
+            budget, self._transport.sleep)
         try:
-            async for chunk in retry_before_first_chunk(
-                    lambda: checked(self._attempt(request, budget), name, request.stream),
-                    budget, self._transport.sleep):
+            async for chunk in attempts:
                 if secrets and type(chunk) is Retrying:
                     chunk = replace(chunk, error=self._hide(chunk.error))
                 yield chunk
-        except ProviderError as error:
-            if secrets:
+        except BaseException as error:
+            # Left early (a caller that abandons the stream: a cancelled run): the attempt
+            # is closed now, so the connection is hung up now, not when a finalizer finds
+            # it, and the server stops generating (a llama-server with one slot would
+            # otherwise write the whole answer to nobody).
+            await attempts.aclose()
+            if secrets and isinstance(error, ProviderError):
                 _hide_in(error, self._hide)
             raise
 

@@ -31,6 +31,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from tether import events as ev
+from tether.interrupts import abandon
 from tether.messages import Message, ToolCall
 from tether.telemetry.genai import (
     DURATION_BUCKETS,
@@ -99,12 +100,16 @@ class RunTelemetry:
 
     async def record(self, events: AsyncIterator[ev.Event]) -> AsyncGenerator[ev.Event, None]:
         try:
-            async for event in events:
-                if event.path == self.path:
-                    handler = _HANDLERS.get(event.kind)
-                    if handler is not None:
-                        handler(self, event)
-                yield event
+            try:
+                async for event in events:
+                    if event.path == self.path:
+                        handler = _HANDLERS.get(event.kind)
+                        if handler is not None:
+                            handler(self, event)
+                    yield event
+            except BaseException:
+                await abandon(events)
+                raise
         except BaseException as error:
             # The reader stopped early (GeneratorExit), the run was cancelled, or the loop
             # raised: every span still open ends here, none is left dangling.

@@ -18,6 +18,7 @@ from typing import Any
 
 from tether.approval import ApprovalRequest, Decision
 from tether.conversation import Conversation, PendingCall
+from tether.display import inline
 from tether.pending import pending_call_to_dict
 
 from .payloads import canonical, jsonable
@@ -48,7 +49,7 @@ def shown(call: PendingCall, request: ApprovalRequest | None = None) -> dict[str
     if request is not None:
         d.update(display_name=request.display_name, taint=request.taint.to_dict(),
                  capabilities=capabilities_to_dict(request.capabilities),
-                 can_cache=request.can_cache)
+                 can_cache=request.can_cache, content_params=list(request.content_params))
     return d
 
 
@@ -63,7 +64,8 @@ def request_of(d: Mapping[str, Any]) -> ApprovalRequest:
                            d.get("reason", "needs_approval"),
                            str(d.get("explanation", "")), Taint.from_dict(d.get("taint", {})),
                            capabilities_from_dict(d.get("capabilities", {})),
-                           bool(d.get("can_cache", True)))
+                           bool(d.get("can_cache", True)),
+                           tuple(str(p) for p in d.get("content_params") or ()))
 
 
 def bind_signal(waiting: Sequence[PendingCall], payload: Any) -> Bound | str:
@@ -99,9 +101,11 @@ def bind_signal(waiting: Sequence[PendingCall], payload: Any) -> Bound | str:
         if call.position == position and call.call_id == call_id and call.tool == tool \
                 and canonical(jsonable(call.arguments)) == arguments:
             return Bound(call, decision)
-    names = ", ".join(f"#{c.position} {c.tool} ({c.call_id})" for c in waiting) or "none"
-    return (f"no waiting call is #{position!r} {tool!r} ({call_id!r}) with those arguments; "
-            f"waiting: {names}")
+    # Ids and names a model or a server wrote, and whatever the signal said: one line each.
+    names = ", ".join(f"#{c.position} {inline(c.tool)} ({inline(c.call_id)})"
+                      for c in waiting) or "none"
+    return (f"no waiting call is #{inline(repr(position))} {inline(repr(tool))} "
+            f"({inline(repr(call_id))}) with those arguments; waiting: {names}")
 
 
 class SignalApprover:
@@ -152,7 +156,7 @@ class SignalApprover:
             self.rejected = [*self.rejected[-19:], bound]
             return bound
         if id(bound.call) in self._answers:
-            why = f"call #{bound.call.position} {bound.call.tool} is already decided"
+            why = f"call #{bound.call.position} {inline(bound.call.tool)} is already decided"
             self.rejected = [*self.rejected[-19:], why]
             return why
         self._answers[id(bound.call)] = bound.decision

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tether.approval import Decision
+from tether.messages import Part
 
 from . import WORKFLOW, require
 from .approvals import signal_payload
@@ -32,19 +33,23 @@ __all__ = ["connect", "decide", "pending", "pending_everywhere", "run", "start_r
            "wait_pending"]
 
 
-async def start_run(client: Any, prompt: str | Sequence[str], *, task_queue: str,
-                    overrides: Mapping[str, Any] | None = None, id: str | None = None,
-                    ask: bool = True) -> Any:
-    """Start a run (a list of prompts runs them as turns of one conversation); returns its
-    workflow handle. With ``id``, a run of that id that is running or completed is the one
-    returned: it is never started twice. ``ask=False`` runs with nobody to ask: calls that
-    need approval are refused (as in an unattended batch) instead of waiting for a
-    signal."""
+async def start_run(client: Any, prompt: str | Sequence[str | Sequence[Part]], *,
+                    task_queue: str, overrides: Mapping[str, Any] | None = None,
+                    id: str | None = None, ask: bool = True) -> Any:
+    """Start a run (a list of prompts runs them as turns of one conversation; a turn may be
+    a sequence of message parts, such as outside text given with the prompt:
+    ``[(outside_text(page, "a web page"), Text("Summarize it."))]``); returns its workflow
+    handle. With ``id``, a run of that id that is running or completed is the one returned:
+    it is never started twice. ``ask=False`` runs with nobody to ask: calls that need
+    approval are refused (as in an unattended batch) instead of waiting for a signal."""
     require()
     from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
-    turns = [prompt] if isinstance(prompt, str) else list(prompt)
+    from tether.messages import part_to_dict
+
+    turns = [prompt] if isinstance(prompt, str) else [
+        turn if isinstance(turn, str) else [part_to_dict(p) for p in turn] for turn in prompt]
     workflow_id = id or f"tether-run-{uuid.uuid4().hex}"
     try:
         return await client.start_workflow(

@@ -119,6 +119,7 @@ def tool_entry(tool: Tool) -> dict[str, Any]:
             "cache_approval": tool.cache_approval, "source": tool.source,
             "read_only_hint": tool.read_only_hint, "source_name": tool.source_name,
             "spec_from_outside": tool.spec_from_outside, "idempotent": tool.idempotent,
+            # What provenance traces and the approval panel lays out as text.
             "content_params": list(tool.content_params),
             "destination_params": list(tool.destination_params)}
 

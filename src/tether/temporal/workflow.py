@@ -9,10 +9,11 @@ waits, and the ``wait_pending`` update returns when that changes. A sub-agent is
 workflow of this same type.
 
 Input (a dict): ``{"prompt": [turn, ...], "overrides": {...}, "approvals": "signal"}`` for a
-run (the overrides are flag values, as ``tether run`` makes them; ``approvals: "refuse"``
-runs with nobody to ask, as an unattended ``tether batch`` does), or ``{"child": {...},
-"plan": {...}}`` for a sub-agent. Output: the run's outcome (``RunResult.to_dict`` fields,
-summed over turns).
+run (a turn is a string, or a list of message parts as ``part_to_dict`` writes them: outside
+text given with the prompt stays outside text; the overrides are flag values, as ``tether
+run`` makes them; ``approvals: "refuse"`` runs with nobody to ask, as an unattended ``tether
+batch`` does), or ``{"child": {...}, "plan": {...}}`` for a sub-agent. Output: the run's
+outcome (``RunResult.to_dict`` fields, summed over turns).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from tether.agent import Agent
     from tether.conversation import Conversation
     from tether.errors import TetherError
-    from tether.messages import Usage, usage_to_dict
+    from tether.messages import Part, Usage, part_from_dict, usage_to_dict
     from tether.provenance import Source
     from tether.result import Prices, RunResult, StopCause
     from tether.settings import DEFAULT_MAX_REPEATED_FAILURES, AgentSettings
@@ -88,7 +89,10 @@ class TetherRun:
         child = request.get("child")
         if child is None:
             plan = await _describe(request.get("overrides") or {})
-            turns = [str(t) for t in request["prompt"]]
+            # A turn is the user's words, or message parts (outside text given with them).
+            turns: list[str | tuple[Part, ...]] = [
+                str(t) if isinstance(t, str) else tuple(part_from_dict(p) for p in t)
+                for t in request["prompt"]]
             conversation = Conversation()
         else:
             plan = request["plan"]
@@ -246,7 +250,8 @@ class TetherRun:
 
     # --- turns ----------------------------------------------------------------------------------
 
-    async def _turns(self, agent: Agent, turns: list[str], conversation: Conversation,
+    async def _turns(self, agent: Agent, turns: list[str | tuple[Part, ...]],
+                     conversation: Conversation,
                      streamed: bool) -> dict[str, Any]:
         """Each turn on the one conversation, stopping at the first that does not complete;
         the outcome sums them (as ``tether batch`` does for a list of turns). ``streamed``
@@ -285,7 +290,7 @@ class TetherRun:
                 "cost_usd": cost, "error": error, "error_type": error_type}
 
 
-async def _run(agent: Agent, prompt: str, conversation: Conversation,
+async def _run(agent: Agent, prompt: str | tuple[Part, ...], conversation: Conversation,
                interrupt: asyncio.Event, streamed: bool) -> RunResult:
     if not streamed:
         return await agent.run(prompt, conversation=conversation, interrupt=interrupt)
