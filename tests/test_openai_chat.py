@@ -574,6 +574,53 @@ def test_the_parse_error_retry_temperature_is_at_least_the_floor(asked: float | 
     assert warmer_after_parse_error(ServerError("boom"), body) is body
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "streamed"])
+async def test_a_parse_error_with_tools_offered_is_asked_again_without_them(
+        server: LoopbackServer, sleep: FakeSleep, streamed: bool):
+    # The 0.5B model "calls" a tool nobody offered when it means to answer in words; asked
+    # again the same way at temperature 0 it would do so again.
+    failed = (Canned.sse([LLAMA_PARSE_ERROR], done=False) if streamed
+              else Canned.json(LLAMA_PARSE_ERROR, 500))
+    answered = (Canned.sse([chunk({"content": "Paris."}), chunk(finish="stop")]) if streamed
+                else Canned.json(completion("Paris.")))
+    server.queue(failed, answered)
+    chunks = [c async for c in chat(server, sleep, profile="llama-server").stream(
+        ask("What is the capital of France?", stream=streamed, tools=[ADD],
+            temperature=0.0))]
+    assert isinstance(chunks[-1], Completed)
+    assert chunks[-1].response.message == Message("assistant", (Text("Paris."),))
+    first, retried = server.bodies()
+    assert first["tools"] and first["tool_choice"] == "auto"
+    assert "tools" not in retried and "tool_choice" not in retried
+    assert retried["temperature"] == 0.0 and retried["messages"] == first["messages"]
+    assert sleep.waits == [0.0]  # the server is not busy: nothing to wait for
+
+
+@pytest.mark.parametrize("choice", ["required", NamedToolChoice("add")])
+async def test_a_parse_error_when_a_call_is_required_keeps_the_tools_and_samples_warmer(
+        server: LoopbackServer, sleep: FakeSleep, choice: Any):
+    server.queue(Canned.json(LLAMA_PARSE_ERROR, 500),
+                 Canned.json(completion(None, [wire_call("add", '{"a": 2, "b": 3}')],
+                                        finish="tool_calls")))
+    response = await complete(chat(server, sleep, profile="llama-server"),
+                              ask(tools=[ADD], tool_choice=choice, temperature=0.0))
+    assert response.message.tool_calls[0].name == "add"
+    first, retried = server.bodies()
+    assert retried["tools"] == first["tools"] and retried["tool_choice"] == first["tool_choice"]
+    assert retried["temperature"] == PARSE_RETRY_TEMPERATURE
+
+
+def test_a_parse_error_says_what_happened_and_what_to_try():
+    error = OpenAIChat("http://127.0.0.1:1/v1", "qwen")._codec.classify(
+        500, {}, '{"error": {"code": 500, "message": "The model produced output that does not '
+                 'match the expected peg-native format", "type": "server_error"}}')
+    assert isinstance(error, ModelOutputParseError) and error.retryable
+    message = str(error)
+    assert "could not read the model's output as an answer or as a call" in message
+    assert "does not match the expected peg-native format" in message  # the server's words
+    assert "Try rephrasing" in message and "fewer tools" in message and "larger model" in message
+
+
 async def test_a_streamed_parse_error_before_any_content_is_retried_warmer(
         server: LoopbackServer, sleep: FakeSleep):
     # llama-server, streaming, answers 200 and then sends the parse error as an event.

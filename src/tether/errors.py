@@ -108,9 +108,12 @@ class ServerError(ProviderError):
 
 
 class ModelOutputParseError(ServerError):
-    """The server could not parse the model's own output as a tool call (llama-server's 500).
+    """The server could not read the model's own output as an answer or as a call of an
+    offered tool (llama-server's HTTP 500, or an ``error`` event in its stream).
 
-    Sampling again can produce parseable output, so the retry policy tries it once more.
+    It is retried once, with a request that can succeed where the same one would fail again
+    (Chat Completions: the tools withheld, or sampling warmer when a call is required); the
+    message says what to try when that fails too.
     """
 
     retryable = True

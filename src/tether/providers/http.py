@@ -92,8 +92,9 @@ def retry_wait(
     """
     if not error.retryable or attempt > policy.max_retries:
         return None
-    if isinstance(error, ModelOutputParseError) and parse_retries >= 1:
-        return None
+    if isinstance(error, ModelOutputParseError):
+        # The server is not busy, the model's output was unreadable: no wait helps.
+        return None if parse_retries >= 1 else 0.0
     retry_after = getattr(error, "retry_after", None)
     if retry_after is not None:
         if retry_after > policy.retry_after_cap:
@@ -511,9 +512,18 @@ def classify_status(
         return BadRequestError(text, **kw)
     if status >= 500:
         if any(h in lowered for h in _PARSE_HINTS):
-            return ModelOutputParseError(text, **kw)
+            return ModelOutputParseError(unreadable_output(provider, status, detail), **kw)
         return ServerError(text, **kw)
     return BadRequestError(text, **kw)
+
+
+def unreadable_output(provider: str, status: int, detail: str) -> str:
+    """What a server's failure to read its own model's output means, and what to try."""
+    return (f"{provider}: the server could not read the model's output as an answer or as a "
+            f"call of one of the offered tools (HTTP {status}: {detail}). Small models do "
+            f"this when they call a tool that does not exist or write code the server takes "
+            f"for a call. Try rephrasing the request or naming the tool to use, offering "
+            f"fewer tools, or a larger model")
 
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024

@@ -119,7 +119,7 @@ class _ChatCodec(WireCodec):
         return request_body(request, model, self.profile)
 
     def revise(self, error: ProviderError, body: Any) -> Any:
-        return warmer_after_parse_error(error, body)
+        return after_parse_error(error, body)
 
     def completion(self, data: Any, request: ModelRequest, model: str) -> ModelResponse:
         return _completion(data, len(request.messages), model)
@@ -149,9 +149,9 @@ class OpenAIChat(HTTPModel[_ChatCodec]):
     (tests pass a recorder).
 
     A retryable error before any content is retried (see ``HTTPModel.stream``). The retry
-    after a ``ModelOutputParseError`` samples warmer: it carries ``temperature =
-    max(PARSE_RETRY_TEMPERATURE, the request's)``, because a server at temperature 0 would
-    produce the same unparseable output again.
+    after a ``ModelOutputParseError`` is not the same request, which a server at temperature
+    0 would fail the same way: it withholds the tools when the model was free to answer in
+    words, else it samples warmer (``after_parse_error``).
     """
 
     name = NAME
@@ -675,13 +675,36 @@ def _usage(raw: Any) -> Usage:
 # --- errors ------------------------------------------------------------------------------
 
 
+def after_parse_error(error: ProviderError, body: dict[str, Any]) -> dict[str, Any]:
+    """The body for the retry after ``error``: after a ``ModelOutputParseError``, the same
+    request with the tools withheld when the model was free to answer in words (tools
+    offered with ``tool_choice`` "auto"), else ``warmer_after_parse_error``'s; after any
+    other error, ``body`` unchanged.
+
+    llama-server answers HTTP 500 when the model's output is neither plain text nor a call
+    of an offered tool. Small models write that when they mean to answer in words: a call
+    of a tool nobody offered (measured with the 0.5B default model: "capital" for "What is
+    the capital of France?", "hello" for "Say hello."), or code whose braces the server
+    reads as the start of a call. Asked again without tools, the server cannot fail to
+    read the answer, and the model answers in words; the run's next turn offers the tools
+    again. Sent again as it was, at temperature 0 the server would only repeat the failure.
+    """
+    if not isinstance(error, ModelOutputParseError):
+        return body
+    if body.get("tools") and body.get("tool_choice", "auto") == "auto":
+        return {k: v for k, v in body.items()
+                if k not in ("tools", "tool_choice", "parallel_tool_calls")}
+    return warmer_after_parse_error(error, body)
+
+
 def warmer_after_parse_error(error: ProviderError, body: dict[str, Any]) -> dict[str, Any]:
     """The body for the retry after ``error``: after a ``ModelOutputParseError``, with the
     temperature raised to at least ``PARSE_RETRY_TEMPERATURE``; otherwise unchanged.
 
     llama-server at temperature 0 (tether's local default) is deterministic: the same
     request would get the same unparseable output. A body without a temperature gets one
-    too, since the server's own default may be 0 (``--temp 0``).
+    too, since the server's own default may be 0 (``--temp 0``). Used where the tools cannot
+    be withheld: a call is required (``tool_choice`` "required" or a named tool).
     """
     if not isinstance(error, ModelOutputParseError):
         return body
@@ -708,5 +731,5 @@ def _stream_error(data: Mapping[str, Any]) -> ProviderError:
     return _classify(status, {}, json.dumps(data))
 
 
-__all__ = ["NAME", "PARSE_RETRY_TEMPERATURE", "OpenAIChat", "is_fence_debris",
-           "warmer_after_parse_error", "wire_messages"]
+__all__ = ["NAME", "PARSE_RETRY_TEMPERATURE", "OpenAIChat", "after_parse_error",
+           "is_fence_debris", "warmer_after_parse_error", "wire_messages"]
