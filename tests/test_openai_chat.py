@@ -46,6 +46,7 @@ from tether.providers.openai_chat import (
     is_fence_debris,
     warmer_after_parse_error,
 )
+from tether.providers.profiles import OpenAICompatProfile
 from tether.tools import ToolSpec
 
 ADD = ToolSpec("add", "Add two integers.", {
@@ -179,18 +180,54 @@ async def test_two_calls_in_one_json_answer_keep_their_order(server: LoopbackSer
     assert [(c.id, c.name) for c in response.message.tool_calls] == [("c1", "add"), ("c2", "mul")]
 
 
-async def test_usage_absent_from_a_stream_counts_the_request_with_zero_tokens(
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "streamed"])
+async def test_usage_a_server_did_not_report_is_unknown_not_zero(server: LoopbackServer,
+                                                                 streamed: bool):
+    server.queue(Canned.sse([chunk({"content": "hi"}), chunk(finish="stop")]) if streamed
+                 else Canned.json(completion("hi")))
+    _, response = await collect(chat(server), ask(stream=streamed))
+    usage = response.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (None, None, None)
+    assert (usage.requests, usage.unreported_requests) == (1, 1)
+
+
+async def test_a_stream_asks_for_usage_even_on_a_server_no_profile_names(
         server: LoopbackServer):
-    server.queue(Canned.sse([chunk({"content": "hi"}), chunk(finish="stop")]))
-    _, response = await collect(chat(server), ask(stream=True))
-    assert (response.usage.input_tokens, response.usage.output_tokens,
-            response.usage.requests) == (0, 0, 1)
+    # The README's example names no profile: its streamed runs counted 0 tokens.
+    server.queue(Canned.sse([chunk({"content": "hi"}), chunk(finish="stop"),
+                             chunk(usage=USAGE, choices=False)]))
+    model = chat(server)
+    assert model.profile.name == "generic"
+    _, response = await collect(model, ask(stream=True))
+    assert server.requests[0].body["stream_options"] == {"include_usage": True}
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (20, 5)
 
 
-async def test_usage_absent_from_a_json_answer_is_tolerated(server: LoopbackServer):
-    server.queue(Canned.json(completion("hi")))
-    _, response = await collect(chat(server), ask())
-    assert response.usage.total_tokens == 0 and response.usage.requests == 1
+@pytest.mark.parametrize("status", [400, 422])
+async def test_a_server_that_refuses_stream_options_is_asked_again_without_them_for_good(
+        server: LoopbackServer, sleep: FakeSleep, status: int):
+    refusal = error_body("Unrecognized request argument supplied: stream_options",
+                         code=status, type="invalid_request_error")
+    plain = Canned.sse([chunk({"content": "hi"}), chunk(finish="stop")])
+    server.queue(Canned.json(refusal, status), plain, plain)
+    model = chat(server, sleep, retry=RetryPolicy(max_retries=0))
+    chunks, response = await collect(model, ask(stream=True))
+    assert response.message.text == "hi"
+    assert response.usage.input_tokens is None  # the server reports none: unknown
+    (notice,) = [c for c in chunks if isinstance(c, Retrying)]
+    assert "stream_options" in notice.error and notice.usage.requests == 0
+    await collect(model, ask(stream=True))  # the next request leaves them out at once
+    sent = list(server.bodies())
+    assert "stream_options" in sent[0] and "stream_options" not in sent[1]
+    assert "stream_options" not in sent[2] and len(sent) == 3
+
+
+async def test_a_refusal_that_is_not_about_stream_options_is_not_resent(
+        server: LoopbackServer, sleep: FakeSleep):
+    server.queue(Canned.json(error_body("model not loaded", code=400), 400))
+    with pytest.raises(BadRequestError, match="model not loaded"):
+        await collect(chat(server, sleep), ask(stream=True))
+    assert len(server.requests) == 1
 
 
 async def test_empty_content_beside_tool_calls_adds_no_text_part(server: LoopbackServer):
@@ -425,12 +462,15 @@ async def test_required_on_ollama_falls_back_to_auto(server: LoopbackServer):
     assert [t["function"]["name"] for t in named["tools"]] == ["add"]
 
 
-async def test_stream_options_are_sent_only_where_the_profile_supports_them(
+async def test_stream_options_are_sent_only_where_the_profile_asks_for_them(
         server: LoopbackServer):
+    silent = OpenAICompatProfile(name="silent", supports_stream_usage=False)
     generic = chat(server).request_body(ask(stream=True))
     llama = chat(server, profile="llama-server").request_body(ask(stream=True))
-    assert generic["stream"] is True and "stream_options" not in generic
-    assert llama["stream_options"] == {"include_usage": True}
+    assert generic["stream_options"] == llama["stream_options"] == {"include_usage": True}
+    body = chat(server, profile=silent).request_body(ask(stream=True))
+    assert body["stream"] is True and "stream_options" not in body
+    assert "stream_options" not in chat(server).request_body(ask())
 
 
 async def test_openai_gets_max_completion_tokens(server: LoopbackServer):

@@ -25,7 +25,7 @@ from tether.approval import Approver, Decision, PermissionMode
 from tether.bounds import Progress, Reached, Spend, first_reached
 from tether.context import ContextConfig, ContextFitter, ContextStrategy
 from tether.conversation import Conversation, PendingCall, SessionLike
-from tether.errors import ConfigError, MalformedResponseError, TetherError
+from tether.errors import ConfigError, MalformedResponseError, ProviderError, TetherError
 from tether.execution import Allowed, Done, run_calls, settled
 from tether.interrupts import until_interrupted
 from tether.messages import Image, Message, Part, Text, ToolCall, ToolResult
@@ -40,6 +40,7 @@ from tether.providers.base import (
     Retrying,
     StreamChunk,
     TextChunk,
+    attempt_usage,
 )
 from tether.result import RunResult, StopCause, ToolCallRecord
 from tether.settings import AgentSettings, Prices, Setting
@@ -615,11 +616,15 @@ class _Run:
                 elif isinstance(chunk, ReasoningChunk):
                     yield self._event(ev.ReasoningDelta(chunk.text))
                 elif isinstance(chunk, Retrying):
+                    # A failed attempt's tokens are spent too (or unknown, never 0).
+                    self.spend.add(chunk.usage)
                     yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
-                                                       chunk.error))
+                                                       chunk.error, usage=chunk.usage))
                 elif isinstance(chunk, Completed):
                     response = chunk.response
         except TetherError as error:  # ProviderError and a scripted model's exhaustion
+            if isinstance(error, ProviderError):
+                self.spend.add(attempt_usage(error))  # the last attempt's, as for a retry
             yield Stopped(StopCause.ERROR, error=error)
             return
         if response is None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from tether.textrepair import repair
 
 if TYPE_CHECKING:
+    from tether.messages import Usage
     from tether.result import RunResult
 
 # Why a structured-output run has no answer (``OutputFailure.reason``).
@@ -41,9 +42,15 @@ class ToolError(TetherError):
 
 
 class ProviderError(TetherError):
-    """A model provider failed. ``retryable`` says whether trying again may help."""
+    """A model provider failed. ``retryable`` says whether trying again may help.
+
+    ``usage`` is what the failed request is known to have spent: the tokens a server
+    reported before it failed (an Anthropic stream's input tokens before an
+    ``overloaded_error``), ``Usage()`` when it cannot have spent any (no connection was
+    made), None when nobody knows."""
 
     retryable: bool = False
+    usage: Usage | None = None
 
     def __init__(
         self,

@@ -62,6 +62,8 @@ async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) ->
 
 
 def _tokens(usage: Usage) -> str:
+    if usage.input_tokens is None or usage.output_tokens is None:
+        return "tokens unknown"  # the server reported none: not 0
     return f"in {usage.input_tokens} · out {usage.output_tokens}"
 
 

@@ -55,7 +55,8 @@ from tether.errors import (
     RateLimitError,
     ServerError,
 )
-from tether.providers.base import Retrying, StreamChunk
+from tether.messages import Usage
+from tether.providers.base import Retrying, StreamChunk, attempt_usage
 from tether.textrepair import repair
 
 
@@ -80,6 +81,11 @@ Sleep = Callable[[float], Awaitable[None]]
 Revise = Callable[[ProviderError, Any], Any]
 """How a request body changes for the attempt after ``error`` (return it unchanged to resend
 it as it was)."""
+
+Resend = Callable[[ProviderError, Any], Any | None]
+"""The body to send at once after ``error`` instead, whatever the retry policy says, or None:
+a server that refused an optional field tether added (``stream_options``) is asked again
+without it."""
 
 
 def retry_wait(
@@ -115,18 +121,23 @@ class RetryBudget:
     response, ``retry_before_first_chunk`` inside a 200), so the request makes at most
     ``1 + policy.max_retries`` attempts in all and retries a ``ModelOutputParseError`` at
     most once, whichever layer saw the failures. ``attempts`` counts the requests sent.
-    ``revise`` gives the body for the attempt after an error (``OpenAIChat`` raises the
-    temperature after a parse error); without it every attempt sends the same body.
+    ``revise`` gives the body for the attempt after an error (``OpenAIChat`` withholds the
+    tools after a parse error); without it every attempt sends the same body. ``resend``
+    may answer an error the policy would not retry with a body to send at once instead
+    (it does not count against ``max_retries``).
     """
 
-    __slots__ = ("_refused", "_revise", "attempts", "body", "parse_retries", "policy")
+    __slots__ = ("_refused", "_resend", "_revise", "attempts", "body", "parse_retries",
+                 "policy")
 
-    def __init__(self, policy: RetryPolicy, body: Any, revise: Revise | None = None) -> None:
+    def __init__(self, policy: RetryPolicy, body: Any, revise: Revise | None = None,
+                 resend: Resend | None = None) -> None:
         self.policy = policy
         self.body = body
         self.attempts = 0
         self.parse_retries = 0
         self._revise = revise
+        self._resend = resend
         self._refused: ProviderError | None = None
 
     def wait_for(self, error: ProviderError) -> float | None:
@@ -136,6 +147,11 @@ class RetryBudget:
             # The transport gave up on it and it surfaced through the stream: one verdict
             # per error (a second would also name a Retry-After wait twice).
             return None
+        if self._resend is not None:
+            instead = self._resend(error, self.body)
+            if instead is not None:
+                self.body = instead
+                return 0.0
         wait = retry_wait(self.policy, error, self.attempts, self.parse_retries)
         if wait is None:
             self._refused = error
@@ -175,7 +191,7 @@ async def retry_before_first_chunk(
             wait = None if content else budget.wait_for(error)
             if wait is None:
                 raise
-            notice = Retrying(budget.attempts, wait, str(error))
+            notice = Retrying(budget.attempts, wait, str(error), usage=attempt_usage(error))
         finally:
             await chunks.aclose()
         # Only a retried error gets here: a finished stream returned, any other error raised.
@@ -185,10 +201,18 @@ async def retry_before_first_chunk(
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:
+    """How long a request may take, in seconds.
+
+    - ``connect``: to open the connection;
+    - ``read``: a streamed request's silence, until its response starts and then between two
+      reads of it (``stream_idle_timeout_secs`` in tether.toml);
+    - ``total``: a whole (non-streamed) request, from sending it to the end of its answer
+      (``timeout_secs``). A server sends nothing until it has written the whole answer, so
+      no read timeout applies to it: only this one.
+    """
+
     connect: float = 10.0
-    # Between two reads of a response: the stream idle timeout for SSE.
     read: float = 120.0
-    # A whole non-streamed request.
     total: float = 600.0
 
 
@@ -243,6 +267,9 @@ class HTTPTransport:
         # Each URL requested, parsed: httpx parsing a URL string took half the time of
         # building the rest of a request.
         self._urls: dict[str, httpx.URL] = {}
+        # A whole answer's reads wait as long as the request may take (the client's own
+        # read timeout is the stream's idle timeout).
+        self._whole = httpx.Timeout(timeouts.total, connect=timeouts.connect)
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -266,9 +293,10 @@ class HTTPTransport:
         if client is not None and (not self._owned or self._loop is _running_loop()):
             await client.aclose()
 
-    def budget(self, body: Any, revise: Revise | None = None) -> RetryBudget:
+    def budget(self, body: Any, revise: Revise | None = None,
+               resend: Resend | None = None) -> RetryBudget:
         """A fresh ``RetryBudget`` for one request with this transport's policy."""
-        return RetryBudget(self.retry, body, revise)
+        return RetryBudget(self.retry, body, revise, resend)
 
     async def send(
         self,
@@ -302,7 +330,7 @@ class HTTPTransport:
                 wait = budget.wait_for(error)
                 if wait is None:
                     raise
-                yield Retrying(budget.attempts, wait, str(error))
+                yield Retrying(budget.attempts, wait, str(error), usage=attempt_usage(error))
                 await self.sleep(wait)
                 if budget.body is not body:
                     body = budget.body
@@ -316,24 +344,35 @@ class HTTPTransport:
         params: Mapping[str, str] | None, stream: bool,
     ) -> httpx.Response:
         client = self.client  # one client for the whole exchange, whatever another loop does
+        timeouts = self.timeouts
         try:
-            request = client.build_request("POST", self._url(url), content=content,
-                                           headers=headers, params=params)
             if stream:
+                request = client.build_request("POST", self._url(url), content=content,
+                                               headers=headers, params=params)
                 response = await client.send(request, stream=True)
             else:
-                async with asyncio.timeout(self.timeouts.total):
+                request = client.build_request("POST", self._url(url), content=content,
+                                               headers=headers, params=params,
+                                               timeout=self._whole)
+                async with asyncio.timeout(timeouts.total):
                     response = await client.send(request, stream=True)
                     response = await read_whole(response, self.provider)
-        except (httpx.TimeoutException, TimeoutError):
-            raise ProviderTimeout(
-                f"{self.provider}: no answer from {url} in time", provider=self.provider
-            ) from None
+        except (httpx.TimeoutException, TimeoutError) as e:
+            if isinstance(e, httpx.ConnectTimeout):
+                waited = f"could not connect to {url} within {timeouts.connect:g} s"
+            elif stream:
+                waited = (f"no answer from {url} within {timeouts.read:g} s "
+                          f"(stream_idle_timeout_secs)")
+            else:
+                waited = f"no answer from {url} within {timeouts.total:g} s (timeout_secs)"
+            raise ProviderTimeout(f"{self.provider}: {waited}", provider=self.provider) from None
         except httpx.TransportError as e:
-            raise ProviderConnectionError(
+            error = ProviderConnectionError(
                 f"{self.provider}: cannot reach {url}: {e or type(e).__name__}",
-                provider=self.provider,
-            ) from None
+                provider=self.provider)
+            if isinstance(e, httpx.ConnectError):
+                error.usage = Usage()  # no connection, no request: nothing spent
+            raise error from None
         except httpx.InvalidURL as e:
             raise ConfigError(f"{self.provider}: {url} is not a usable URL: {e}") from None
         except httpx.HTTPError as e:  # a body that did not decode, and any other kind
@@ -686,18 +725,20 @@ def load_json(text: str, provider: str, what: str = "response") -> Any:
 
 
 async def read_stream_errors(
-    response: httpx.Response, provider: str
+    response: httpx.Response, provider: str, idle: float | None = None
 ) -> AsyncIterator[tuple[str, str]]:
-    """``iter_sse`` with transport failures mid-stream mapped to tether's errors."""
+    """``iter_sse`` with transport failures mid-stream mapped to tether's errors (``idle``:
+    the idle timeout in seconds, named when the stream stalls)."""
     try:
         async for item in iter_sse(response):
             yield item
     except ResponseTooLarge as e:
         raise MalformedResponseError(f"{provider}: {e}", provider=provider) from None
     except httpx.ReadTimeout:
+        within = "the idle timeout" if idle is None else f"{idle:g} s"
         raise ProviderTimeout(
-            f"{provider}: the stream stalled (no data within the idle timeout)", provider=provider
-        ) from None
+            f"{provider}: the stream stalled (no data within {within}, "
+            f"stream_idle_timeout_secs)", provider=provider) from None
     except httpx.TransportError as e:
         raise ProviderConnectionError(
             f"{provider}: the stream broke: {e or type(e).__name__}", provider=provider

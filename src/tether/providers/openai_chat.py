@@ -17,10 +17,11 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tether.errors import (
+    BadRequestError,
     ConfigError,
     ContextOverflowError,
     MalformedResponseError,
@@ -93,10 +94,14 @@ _FENCE_DEBRIS = re.compile(r"(?>\s+|`{3,}[\w.+-]*|`+)*")
 
 @dataclass(frozen=True, slots=True)
 class _ChatCodec(WireCodec):
-    """The Chat Completions wire, shaped to what ``profile`` says the server honours."""
+    """The Chat Completions wire, shaped to what ``profile`` says the server honours.
+
+    ``refused`` holds the optional fields this server refused (``stream_options``): they
+    are left out of every later request to it."""
 
     name: ClassVar[str] = NAME
     profile: OpenAICompatProfile
+    refused: set[str] = field(default_factory=set)
 
     def model_name(self, model: str, base_url: str) -> str:
         if not model:
@@ -116,10 +121,22 @@ class _ChatCodec(WireCodec):
         return "/chat/completions", None
 
     def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
-        return request_body(request, model, self.profile)
+        body = request_body(request, model, self.profile)
+        for refused in self.refused:
+            body.pop(refused, None)
+        return body
 
     def revise(self, error: ProviderError, body: Any) -> Any:
         return after_parse_error(error, body)
+
+    def resend(self, error: ProviderError, body: Any) -> Any | None:
+        # A server that does not know stream_options (an older or stricter one) may refuse
+        # the request for it: usage in the stream is worth asking for, not worth failing.
+        if (isinstance(error, BadRequestError) and "stream_options" in body
+                and "stream_options" in (error.body or error.message)):
+            self.refused.add("stream_options")
+            return {k: v for k, v in body.items() if k != "stream_options"}
+        return None
 
     def completion(self, data: Any, request: ModelRequest, model: str) -> ModelResponse:
         return _completion(data, len(request.messages), model)
@@ -386,6 +403,10 @@ class _ChatDecoder:
 
     def refusal(self, refusal: Any) -> None:
         self.refusals.append(_optional_text(refusal, "refusal"))
+
+    def reported(self) -> Usage | None:
+        """The usage a chunk reported before the answer failed (None: none did)."""
+        return None if self.usage is None else _usage(self.usage)
 
     def finish(self) -> ModelResponse:
         finish = self.finish_reason
@@ -654,7 +675,7 @@ def _stop_reason(finish: Any, has_calls: bool, refused: bool) -> StopReason:
 
 def _usage(raw: Any) -> Usage:
     if raw is None:
-        return Usage(requests=1, unreported_requests=1)  # tokens unknown, not 0
+        return Usage.unreported()  # tokens unknown, not 0
     if not isinstance(raw, dict):
         raise wrong_type(NAME, "usage", raw)
     prompt = count(raw.get("prompt_tokens"), NAME, "prompt_tokens")

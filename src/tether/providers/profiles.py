@@ -30,8 +30,10 @@ class OpenAICompatProfile:
     - ``supports_named_tool_choice``: ``tool_choice: {"type": "function", ...}`` forces that
       tool. When False the adapter offers only that tool, with ``"required"`` where supported.
     - ``supports_parallel_calls``: the server can return several tool calls in one turn.
-    - ``supports_stream_usage``: ``stream_options: {"include_usage": true}`` is understood;
-      when False it is not sent and a stream may end without usage.
+    - ``supports_stream_usage``: ask for usage at the end of a stream with
+      ``stream_options: {"include_usage": true}`` (every profile does, ``generic`` too: a
+      server that refuses the field is asked again without it, and then never sent it).
+      When False it is not sent, and a stream may end without usage (unknown, not 0).
     - ``supports_json_schema_output``: ``response_format: {"type": "json_schema"}`` works.
     - ``max_tokens_field``: the request field for the output token limit.
     - ``quirks``: what a user debugging this server should know.
@@ -49,8 +51,10 @@ class OpenAICompatProfile:
 
 GENERIC = OpenAICompatProfile(
     name="generic",
-    quirks=("Unknown server: named tool_choice and stream_options are not sent; usage may "
-            "be missing from streams.",),
+    supports_stream_usage=True,
+    quirks=("Unknown server: a named tool_choice is not sent; stream_options asks for usage "
+            "in streams (left out from then on if the server refuses it), and a server "
+            "that still reports none has unknown usage.",),
 )
 
 PROFILES: dict[str, OpenAICompatProfile] = {
