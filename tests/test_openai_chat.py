@@ -707,6 +707,47 @@ async def test_an_error_after_text_went_out_is_not_retried(server: LoopbackServe
     assert len(server.requests) == 1 and sleep.waits == []
 
 
+@pytest.mark.parametrize("echoed", [True, False], ids=["echoed", "not-echoed"])
+async def test_llama_server_goes_on_from_the_text_shown_when_it_cannot_read_what_followed(
+        server: LoopbackServer, sleep: FakeSleep, echoed: bool):
+    # The model's code had a brace llama-server took for the start of a tool call; the
+    # text before it had streamed out.
+    shown = "To declare a struct in Go, write "
+    rest = "`type P struct { Name string }`."
+    server.queue(Canned.sse([chunk({"content": "To declare a struct "}),
+                             chunk({"content": "in Go, write "}), LLAMA_PARSE_ERROR],
+                            done=False),
+                 # llama-server sends the text it continues again; another server may not.
+                 Canned.sse([chunk({"content": shown + "`type P" if echoed else "`type P"}),
+                             chunk({"content": " struct { Name string }`."}),
+                             chunk(finish="stop")]))
+    chunks = [c async for c in chat(server, sleep, profile="llama-server").stream(
+        ask("How do I declare a struct in Go?", stream=True, tools=[ADD], temperature=0.0))]
+    texts = [c.text for c in chunks if isinstance(c, TextChunk)]
+    assert "".join(texts) == shown + rest  # nothing shown twice
+    assert isinstance(chunks[2], Retrying) and chunks[2].usage.unreported_requests == 1
+    assert isinstance(chunks[-1], Completed)
+    assert chunks[-1].response.message == Message("assistant", (Text(shown + rest),))
+    first, continued = server.bodies()
+    assert "tools" not in continued and "tool_choice" not in continued
+    assert continued["messages"] == [*first["messages"],
+                                     {"role": "assistant", "content": shown}]
+
+
+async def test_an_answer_broken_off_twice_is_not_continued_again(server: LoopbackServer,
+                                                                  sleep: FakeSleep):
+    server.queue(Canned.sse([chunk({"content": "The"}), LLAMA_PARSE_ERROR], done=False),
+                 Canned.sse([chunk({"content": " answer"}), LLAMA_PARSE_ERROR], done=False),
+                 Canned.sse([chunk({"content": "never"}), chunk(finish="stop")]))
+    seen: list[StreamChunk] = []
+    with pytest.raises(ModelOutputParseError):
+        async for c in chat(server, sleep, profile="llama-server").stream(
+                ask(stream=True, tools=[ADD])):
+            seen.append(c)
+    assert [c.text for c in seen if isinstance(c, TextChunk)] == ["The", " answer"]
+    assert len(server.requests) == 2
+
+
 async def test_an_error_after_a_tool_call_delta_is_not_retried(server: LoopbackServer,
                                                                sleep: FakeSleep):
     server.queue(Canned.sse([chunk(tc_delta(0, '{"a":', id="c", name="add")),

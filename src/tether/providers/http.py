@@ -34,7 +34,7 @@ import re
 import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -55,8 +55,8 @@ from tether.errors import (
     RateLimitError,
     ServerError,
 )
-from tether.messages import Usage
-from tether.providers.base import Retrying, StreamChunk, attempt_usage
+from tether.messages import Message, Text, Usage
+from tether.providers.base import Completed, Retrying, StreamChunk, TextChunk, attempt_usage
 from tether.textrepair import repair
 
 
@@ -81,6 +81,10 @@ Sleep = Callable[[float], Awaitable[None]]
 Revise = Callable[[ProviderError, Any], Any]
 """How a request body changes for the attempt after ``error`` (return it unchanged to resend
 it as it was)."""
+
+Resume = Callable[[ProviderError, Any, str], Any | None]
+"""The body that asks the server to go on from ``text``, an answer's text that has gone out
+before ``error`` broke it off, or None (it cannot be continued)."""
 
 Resend = Callable[[ProviderError, Any], Any | None]
 """The body to send at once after ``error`` instead, whatever the retry policy says, or None:
@@ -124,21 +128,44 @@ class RetryBudget:
     ``revise`` gives the body for the attempt after an error (``OpenAIChat`` withholds the
     tools after a parse error); without it every attempt sends the same body. ``resend``
     may answer an error the policy would not retry with a body to send at once instead
-    (it does not count against ``max_retries``).
+    (it does not count against ``max_retries``). ``resume`` continues an answer whose text
+    went out before it broke off (``resume_after``).
     """
 
-    __slots__ = ("_refused", "_resend", "_revise", "attempts", "body", "parse_retries",
-                 "policy")
+    __slots__ = ("_refused", "_resend", "_resume", "_revise", "attempts", "body",
+                 "parse_retries", "policy")
 
     def __init__(self, policy: RetryPolicy, body: Any, revise: Revise | None = None,
-                 resend: Resend | None = None) -> None:
+                 resend: Resend | None = None, resume: Resume | None = None) -> None:
         self.policy = policy
         self.body = body
         self.attempts = 0
         self.parse_retries = 0
         self._revise = revise
         self._resend = resend
+        self._resume = resume
         self._refused: ProviderError | None = None
+
+    @property
+    def resumable(self) -> bool:
+        """Whether an answer broken off after some text can be continued at all."""
+        return self._resume is not None
+
+    def resume_after(self, error: ProviderError, text: str) -> float | None:
+        """The answer broke off with ``error`` after ``text`` went out: seconds to wait
+        before asking the server to go on from it, or None to give up (the retry policy
+        says no, or the wire cannot continue it)."""
+        if self._resume is None or error is self._refused:
+            return None
+        wait = retry_wait(self.policy, error, self.attempts, self.parse_retries)
+        body = None if wait is None else self._resume(error, self.body, text)
+        if body is None:
+            self._refused = error
+            return None
+        if isinstance(error, ModelOutputParseError):
+            self.parse_retries += 1
+        self.body = body
+        return wait
 
     def wait_for(self, error: ProviderError) -> float | None:
         """The current attempt failed with ``error``: seconds to wait before the next one,
@@ -178,17 +205,50 @@ async def retry_before_first_chunk(
     is retried by ``budget``'s rules, announced with a ``Retrying`` notice.
     ``open_stream`` must send ``budget.body`` through ``HTTPTransport.send(...,
     budget=budget)`` so both layers spend the same budget.
+
+    One exception: an answer that broke off after only text went out is continued where
+    the wire can ask for that (``RetryBudget.resume_after``; llama-server's parse error
+    after text). The next attempt asks the server to go on from the text shown; what of it
+    the server sends again is dropped, and its ``Completed`` holds the whole text.
     """
+    shown = ""  # the text already out, of an answer being continued
     while True:
         chunks = open_stream()
         content = False
+        # This attempt's text, while it is only text (None: nothing to continue from).
+        texts: list[str] | None = [] if budget.resumable else None
+        echo = shown  # what the server may send again of the text it continues
         try:
             async for chunk in chunks:
-                content = content or not isinstance(chunk, Retrying)
+                if isinstance(chunk, Retrying):
+                    yield chunk
+                    continue
+                content = True
+                if isinstance(chunk, TextChunk):
+                    if echo:
+                        unechoed, echo = _unechoed(chunk, echo)
+                        if unechoed is None:
+                            continue
+                        chunk = unechoed
+                    if texts is not None:
+                        texts.append(chunk.text)
+                elif isinstance(chunk, Completed):
+                    if shown:
+                        chunk = _continued(chunk, shown)
+                else:
+                    texts = None  # reasoning or a call went out: no text to go on from
                 yield chunk
             return
         except ProviderError as error:
-            wait = None if content else budget.wait_for(error)
+            if not content:
+                wait = budget.wait_for(error)
+            elif texts:
+                so_far = shown + "".join(texts)
+                wait = budget.resume_after(error, so_far)
+                if wait is not None:
+                    shown = so_far
+            else:
+                wait = None
             if wait is None:
                 raise
             notice = Retrying(budget.attempts, wait, str(error), usage=attempt_usage(error))
@@ -197,6 +257,31 @@ async def retry_before_first_chunk(
         # Only a retried error gets here: a finished stream returned, any other error raised.
         yield notice
         await sleep(wait)
+
+
+def _unechoed(chunk: TextChunk, echo: str) -> tuple[TextChunk | None, str]:
+    """``chunk`` without what it repeats of ``echo`` (the text a continued answer already
+    showed, which some servers send again first), and what of ``echo`` is still to come."""
+    text = chunk.text
+    if echo.startswith(text):
+        return None, echo[len(text):]
+    if text.startswith(echo):
+        return TextChunk(text[len(echo):]), ""
+    return chunk, ""  # this server does not send it again
+
+
+def _continued(completed: Completed, shown: str) -> Completed:
+    """The ``Completed`` of a continued answer, holding the text shown before it too."""
+    message = completed.response.message
+    if message.text.startswith(shown):
+        return completed  # the server's answer already holds it
+    parts = list(message.parts)
+    at = next((i for i, p in enumerate(parts) if isinstance(p, Text)), None)
+    if at is None:
+        parts.insert(0, Text(shown))
+    else:
+        parts[at] = Text(shown + parts[at].text)  # type: ignore[union-attr]
+    return Completed(replace(completed.response, message=Message(message.role, tuple(parts))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,10 +378,10 @@ class HTTPTransport:
         if client is not None and (not self._owned or self._loop is _running_loop()):
             await client.aclose()
 
-    def budget(self, body: Any, revise: Revise | None = None,
-               resend: Resend | None = None) -> RetryBudget:
+    def budget(self, body: Any, revise: Revise | None = None, resend: Resend | None = None,
+               resume: Resume | None = None) -> RetryBudget:
         """A fresh ``RetryBudget`` for one request with this transport's policy."""
-        return RetryBudget(self.retry, body, revise, resend)
+        return RetryBudget(self.retry, body, revise, resend, resume)
 
     async def send(
         self,

@@ -129,6 +129,12 @@ class _ChatCodec(WireCodec):
     def revise(self, error: ProviderError, body: Any) -> Any:
         return after_parse_error(error, body)
 
+    def resumes(self) -> bool:
+        return self.profile.continues_assistant_text
+
+    def resume(self, error: ProviderError, body: Any, text: str) -> Any | None:
+        return continue_after_parse_error(error, body, text)
+
     def resend(self, error: ProviderError, body: Any) -> Any | None:
         # A server that does not know stream_options (an older or stricter one) may refuse
         # the request for it: usage in the stream is worth asking for, not worth failing.
@@ -718,6 +724,24 @@ def after_parse_error(error: ProviderError, body: dict[str, Any]) -> dict[str, A
     return warmer_after_parse_error(error, body)
 
 
+def continue_after_parse_error(error: ProviderError, body: dict[str, Any],
+                               text: str) -> dict[str, Any] | None:
+    """The body that has the server go on from ``text`` after a ``ModelOutputParseError``
+    that came once ``text`` had streamed out (None after any other error).
+
+    llama-server streams the text before what it takes for a call, then fails to read the
+    call: code whose ``{`` it took for one ("To declare a struct in Go, use ``type P struct
+    {``..."). The text is shown already; asked again without the tools and with it as the
+    start of the assistant's answer, the server continues it.
+    """
+    if not isinstance(error, ModelOutputParseError):
+        return None
+    out = {k: v for k, v in body.items() if k not in ("tools", "tool_choice",
+                                                      "parallel_tool_calls")}
+    out["messages"] = [*body["messages"], {"role": "assistant", "content": text}]
+    return out
+
+
 def warmer_after_parse_error(error: ProviderError, body: dict[str, Any]) -> dict[str, Any]:
     """The body for the retry after ``error``: after a ``ModelOutputParseError``, with the
     temperature raised to at least ``PARSE_RETRY_TEMPERATURE``; otherwise unchanged.
@@ -753,4 +777,5 @@ def _stream_error(data: Mapping[str, Any]) -> ProviderError:
 
 
 __all__ = ["NAME", "PARSE_RETRY_TEMPERATURE", "OpenAIChat", "after_parse_error",
-           "is_fence_debris", "warmer_after_parse_error", "wire_messages"]
+           "continue_after_parse_error", "is_fence_debris", "warmer_after_parse_error",
+           "wire_messages"]

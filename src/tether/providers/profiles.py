@@ -35,6 +35,10 @@ class OpenAICompatProfile:
       server that refuses the field is asked again without it, and then never sent it).
       When False it is not sent, and a stream may end without usage (unknown, not 0).
     - ``supports_json_schema_output``: ``response_format: {"type": "json_schema"}`` works.
+    - ``continues_assistant_text``: a conversation that ends with an assistant message is
+      continued from its text rather than answered anew (llama-server's default; its
+      ``--no-prefill-assistant`` turns it off). tether uses it to finish an answer the
+      server broke off after text went out (a model-output parse error in a stream).
     - ``max_tokens_field``: the request field for the output token limit.
     - ``quirks``: what a user debugging this server should know.
     """
@@ -45,6 +49,7 @@ class OpenAICompatProfile:
     supports_parallel_calls: bool = True
     supports_stream_usage: bool = False
     supports_json_schema_output: bool = False
+    continues_assistant_text: bool = False
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     quirks: tuple[str, ...] = ()
 
@@ -67,12 +72,15 @@ PROFILES: dict[str, OpenAICompatProfile] = {
             supports_parallel_calls=True,
             supports_stream_usage=True,
             supports_json_schema_output=True,
+            continues_assistant_text=True,
             quirks=(
                 "Tool calling needs --jinja and a chat template with tool support; without it "
                 "the server ignores `tools` silently.",
                 "`content: \"\"` beside tool calls; call ids are random strings.",
-                "A model output that does not parse as a tool call comes back as HTTP 500 "
-                "(\"does not match the expected ... format\"); tether retries it once.",
+                "A model output that is neither plain text nor a call of an offered tool comes "
+                "back as HTTP 500 (\"does not match the expected ... format\"), or as an "
+                "error event after the text before it streamed out; tether asks once more "
+                "without the tools (going on from the text shown, in a stream).",
                 "A named tool_choice is ignored: tether offers only that tool, with "
                 "tool_choice \"required\".",
                 "Reasoning models stream `reasoning_content`.",

@@ -122,6 +122,16 @@ class WireCodec(ABC):
         request (None: none). For an optional field the server refused."""
         return None
 
+    def resumes(self) -> bool:
+        """Whether ``resume`` can ever continue an answer (checked once per request, so the
+        stream keeps its text only where it can)."""
+        return False
+
+    def resume(self, error: ProviderError, body: Any, text: str) -> Any | None:
+        """The body that asks the server to go on from ``text``, the text of an answer that
+        ``error`` broke off after it went out (None: it cannot be continued)."""
+        return None
+
     @abstractmethod
     def completion(self, data: Any, request: ModelRequest, model: str) -> ModelResponse:
         """A whole answer (its JSON already parsed)."""
@@ -208,7 +218,8 @@ class HTTPModel(Generic[Codec]):
         body, a stream cut short): see ``retry_before_first_chunk``.
         """
         codec = self._codec
-        budget = self._transport.budget(self.request_body(request), codec.revise, codec.resend)
+        budget = self._transport.budget(self.request_body(request), codec.revise, codec.resend,
+                                        codec.resume if codec.resumes() else None)
         name, secrets = self.name, self._secrets
         try:
             async for chunk in retry_before_first_chunk(
