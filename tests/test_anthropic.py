@@ -583,6 +583,24 @@ async def test_an_agent_stream_reports_an_in_stream_overload_as_a_provider_retry
     assert isinstance(events[-1], RunFinished) and events[-1].result.text == "Hi there."
 
 
+async def test_the_tokens_a_failed_stream_reported_before_its_error_are_counted(server,
+                                                                               sleep):
+    # message_start reported the prompt the server read (40 tokens) before it overloaded.
+    server.queue(sse(start(input_tokens=40, output_tokens=1),
+                     ("error", error_json("overloaded_error", "Overloaded"))),
+                 text_stream("Hi there."))
+    agent = Agent(claude(server, sleep))
+    events = [e async for e in agent.stream("Hi")]
+    await agent.aclose()
+    (retry,) = [e for e in events if isinstance(e, ProviderRetry)]
+    assert (retry.usage.input_tokens, retry.usage.output_tokens, retry.usage.requests) == (
+        40, 1, 1)
+    assert isinstance(events[-1], RunFinished)
+    usage = events[-1].result.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.requests) == (50, 8, 2)
+    assert usage.unreported_requests == 0
+
+
 @pytest.mark.parametrize(("kind", "error"), [
     ("rate_limit_error", RateLimitError), ("invalid_request_error", BadRequestError),
     ("api_error", ServerError),

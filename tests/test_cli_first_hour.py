@@ -219,10 +219,34 @@ def test_unreported_usage_is_shown_as_unknown_not_zero(tmp_path: Path,
         "id": "c1", "object": "chat.completion", "created": 1, "model": "m",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
                      "finish_reason": "stop"}]})
-    server.queue(no_usage)
-    out = tether(workspace(tmp_path, server.url + "/v1"), "run", "hi")
+    server.queue(no_usage, no_usage)
+    ws = workspace(tmp_path, server.url + "/v1")
+    out = tether(ws, "run", "hi")
     assert out.returncode == 0, out.stderr
     assert "tokens unknown" in out.stderr and "tokens in 0" not in out.stderr
+    usage = json.loads(tether(ws, "run", "--json", "hi").stdout)["usage"]
+    assert usage["input_tokens"] is None and usage["output_tokens"] is None  # null, not 0
+    assert usage["unreported_requests"] == usage["requests"] == 1
+
+
+def test_a_retried_request_is_shown_and_its_unknown_tokens_are_in_the_usage_line(
+        tmp_path: Path, server: LoopbackServer) -> None:
+    unreadable = Canned.json({"error": {"code": 500, "type": "server_error", "message":
+                              "The model produced output that does not match the expected "
+                              "peg-native format"}}, 500)
+    server.queue(unreadable, answer("Paris."), unreadable, answer("Paris."))
+    ws = workspace(tmp_path, server.url + "/v1")
+    (ws / "tether.toml").write_text((ws / "tether.toml").read_text().replace(
+        "max_retries = 0", "max_retries = 1"))
+    out = tether(ws, "run", "Capital of France?")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Paris."
+    assert "retrying in 0.0s (attempt 1)" in out.stderr
+    # The answer's reported tokens, and the failed attempt's, which nobody reported.
+    assert "tokens in 20 · out 5 (+ 1 request(s) that reported none)" in out.stderr
+    usage = json.loads(tether(ws, "run", "--json", "Capital of France?").stdout)["usage"]
+    assert (usage["input_tokens"], usage["requests"], usage["unreported_requests"]) == (
+        20, 2, 1)
 
 
 def test_an_unnamed_server_profile_is_said_to_be_assumed(tmp_path: Path,

@@ -78,3 +78,6 @@ def test_the_readme_python_example_runs_as_written_from_a_file(tmp_path: Path) -
     assert lines[0] == "5 completed 24 2" and lines[1] == "add {'a': 2, 'b': 3} ok"
     assert "tool_finished" in lines and lines[-1] == "run_finished"
     assert [m["content"] for m in sent[1]["messages"] if m["role"] == "tool"] == ["5"]
+    # The streamed run asks for usage, though the example names no profile.
+    assert "stream_options" not in sent[0]
+    assert sent[2]["stream"] is True and sent[2]["stream_options"] == {"include_usage": True}

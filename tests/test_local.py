@@ -207,14 +207,21 @@ def test_the_server_command_has_the_measured_flags(tmp_path: Path) -> None:
         assert piece in joined
 
 
-def test_the_bundled_chat_template_is_the_measured_one_plus_an_answer_hint() -> None:
+def test_the_bundled_chat_template_is_the_measured_one_plus_when_to_call_and_an_answer_hint(
+) -> None:
     shipped = bundled_chat_template().read_text().splitlines()
     measured = (SHARED / "qwen25-bare.jinja").read_text().splitlines()
-    # One line differs: after tool results the template asks for an answer in words,
-    # without which the 0.5B model calls the same tool again and again.
+    # Three lines differ, nothing else: the tools' preamble and its instruction say to call
+    # a function only when the user asks for a tool and otherwise to answer in words (the
+    # bare-JSON calls make llama-server read any answer's first "{" as a call), and after
+    # tool results the template asks for an answer in words, without which the 0.5B model
+    # calls the same tool again and again.
     changed = [(a, b) for a, b in zip(measured, shipped, strict=True) if a != b]
-    assert len(changed) == 1
-    assert "Use this result to answer my question in words." in changed[0][1]
+    assert len(changed) == 3
+    preamble, instruction, after_result = (b for _, b in changed)
+    assert "when the user asks you to use it" in preamble
+    assert "Otherwise answer in plain words." in instruction
+    assert "Use this result to answer my question in words." in after_result
 
 
 def test_a_model_of_your_own_uses_its_own_template(tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ from tether.providers.openai_chat import (
     is_fence_debris,
     warmer_after_parse_error,
 )
+from tether.providers.profiles import OpenAICompatProfile
 from tether.tools import ToolSpec
 
 ADD = ToolSpec("add", "Add two integers.", {
@@ -179,18 +180,54 @@ async def test_two_calls_in_one_json_answer_keep_their_order(server: LoopbackSer
     assert [(c.id, c.name) for c in response.message.tool_calls] == [("c1", "add"), ("c2", "mul")]
 
 
-async def test_usage_absent_from_a_stream_counts_the_request_with_zero_tokens(
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "streamed"])
+async def test_usage_a_server_did_not_report_is_unknown_not_zero(server: LoopbackServer,
+                                                                 streamed: bool):
+    server.queue(Canned.sse([chunk({"content": "hi"}), chunk(finish="stop")]) if streamed
+                 else Canned.json(completion("hi")))
+    _, response = await collect(chat(server), ask(stream=streamed))
+    usage = response.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (None, None, None)
+    assert (usage.requests, usage.unreported_requests) == (1, 1)
+
+
+async def test_a_stream_asks_for_usage_even_on_a_server_no_profile_names(
         server: LoopbackServer):
-    server.queue(Canned.sse([chunk({"content": "hi"}), chunk(finish="stop")]))
-    _, response = await collect(chat(server), ask(stream=True))
-    assert (response.usage.input_tokens, response.usage.output_tokens,
-            response.usage.requests) == (0, 0, 1)
+    # The README's example names no profile: its streamed runs counted 0 tokens.
+    server.queue(Canned.sse([chunk({"content": "hi"}), chunk(finish="stop"),
+                             chunk(usage=USAGE, choices=False)]))
+    model = chat(server)
+    assert model.profile.name == "generic"
+    _, response = await collect(model, ask(stream=True))
+    assert server.requests[0].body["stream_options"] == {"include_usage": True}
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (20, 5)
 
 
-async def test_usage_absent_from_a_json_answer_is_tolerated(server: LoopbackServer):
-    server.queue(Canned.json(completion("hi")))
-    _, response = await collect(chat(server), ask())
-    assert response.usage.total_tokens == 0 and response.usage.requests == 1
+@pytest.mark.parametrize("status", [400, 422])
+async def test_a_server_that_refuses_stream_options_is_asked_again_without_them_for_good(
+        server: LoopbackServer, sleep: FakeSleep, status: int):
+    refusal = error_body("Unrecognized request argument supplied: stream_options",
+                         code=status, type="invalid_request_error")
+    plain = Canned.sse([chunk({"content": "hi"}), chunk(finish="stop")])
+    server.queue(Canned.json(refusal, status), plain, plain)
+    model = chat(server, sleep, retry=RetryPolicy(max_retries=0))
+    chunks, response = await collect(model, ask(stream=True))
+    assert response.message.text == "hi"
+    assert response.usage.input_tokens is None  # the server reports none: unknown
+    (notice,) = [c for c in chunks if isinstance(c, Retrying)]
+    assert "stream_options" in notice.error and notice.usage.requests == 0
+    await collect(model, ask(stream=True))  # the next request leaves them out at once
+    sent = list(server.bodies())
+    assert "stream_options" in sent[0] and "stream_options" not in sent[1]
+    assert "stream_options" not in sent[2] and len(sent) == 3
+
+
+async def test_a_refusal_that_is_not_about_stream_options_is_not_resent(
+        server: LoopbackServer, sleep: FakeSleep):
+    server.queue(Canned.json(error_body("model not loaded", code=400), 400))
+    with pytest.raises(BadRequestError, match="model not loaded"):
+        await collect(chat(server, sleep), ask(stream=True))
+    assert len(server.requests) == 1
 
 
 async def test_empty_content_beside_tool_calls_adds_no_text_part(server: LoopbackServer):
@@ -425,12 +462,15 @@ async def test_required_on_ollama_falls_back_to_auto(server: LoopbackServer):
     assert [t["function"]["name"] for t in named["tools"]] == ["add"]
 
 
-async def test_stream_options_are_sent_only_where_the_profile_supports_them(
+async def test_stream_options_are_sent_only_where_the_profile_asks_for_them(
         server: LoopbackServer):
+    silent = OpenAICompatProfile(name="silent", supports_stream_usage=False)
     generic = chat(server).request_body(ask(stream=True))
     llama = chat(server, profile="llama-server").request_body(ask(stream=True))
-    assert generic["stream"] is True and "stream_options" not in generic
-    assert llama["stream_options"] == {"include_usage": True}
+    assert generic["stream_options"] == llama["stream_options"] == {"include_usage": True}
+    body = chat(server, profile=silent).request_body(ask(stream=True))
+    assert body["stream"] is True and "stream_options" not in body
+    assert "stream_options" not in chat(server).request_body(ask())
 
 
 async def test_openai_gets_max_completion_tokens(server: LoopbackServer):
@@ -574,6 +614,53 @@ def test_the_parse_error_retry_temperature_is_at_least_the_floor(asked: float | 
     assert warmer_after_parse_error(ServerError("boom"), body) is body
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "streamed"])
+async def test_a_parse_error_with_tools_offered_is_asked_again_without_them(
+        server: LoopbackServer, sleep: FakeSleep, streamed: bool):
+    # The 0.5B model "calls" a tool nobody offered when it means to answer in words; asked
+    # again the same way at temperature 0 it would do so again.
+    failed = (Canned.sse([LLAMA_PARSE_ERROR], done=False) if streamed
+              else Canned.json(LLAMA_PARSE_ERROR, 500))
+    answered = (Canned.sse([chunk({"content": "Paris."}), chunk(finish="stop")]) if streamed
+                else Canned.json(completion("Paris.")))
+    server.queue(failed, answered)
+    chunks = [c async for c in chat(server, sleep, profile="llama-server").stream(
+        ask("What is the capital of France?", stream=streamed, tools=[ADD],
+            temperature=0.0))]
+    assert isinstance(chunks[-1], Completed)
+    assert chunks[-1].response.message == Message("assistant", (Text("Paris."),))
+    first, retried = server.bodies()
+    assert first["tools"] and first["tool_choice"] == "auto"
+    assert "tools" not in retried and "tool_choice" not in retried
+    assert retried["temperature"] == 0.0 and retried["messages"] == first["messages"]
+    assert sleep.waits == [0.0]  # the server is not busy: nothing to wait for
+
+
+@pytest.mark.parametrize("choice", ["required", NamedToolChoice("add")])
+async def test_a_parse_error_when_a_call_is_required_keeps_the_tools_and_samples_warmer(
+        server: LoopbackServer, sleep: FakeSleep, choice: Any):
+    server.queue(Canned.json(LLAMA_PARSE_ERROR, 500),
+                 Canned.json(completion(None, [wire_call("add", '{"a": 2, "b": 3}')],
+                                        finish="tool_calls")))
+    response = await complete(chat(server, sleep, profile="llama-server"),
+                              ask(tools=[ADD], tool_choice=choice, temperature=0.0))
+    assert response.message.tool_calls[0].name == "add"
+    first, retried = server.bodies()
+    assert retried["tools"] == first["tools"] and retried["tool_choice"] == first["tool_choice"]
+    assert retried["temperature"] == PARSE_RETRY_TEMPERATURE
+
+
+def test_a_parse_error_says_what_happened_and_what_to_try():
+    error = OpenAIChat("http://127.0.0.1:1/v1", "qwen")._codec.classify(
+        500, {}, '{"error": {"code": 500, "message": "The model produced output that does not '
+                 'match the expected peg-native format", "type": "server_error"}}')
+    assert isinstance(error, ModelOutputParseError) and error.retryable
+    message = str(error)
+    assert "could not read the model's output as an answer or as a call" in message
+    assert "does not match the expected peg-native format" in message  # the server's words
+    assert "Try rephrasing" in message and "fewer tools" in message and "larger model" in message
+
+
 async def test_a_streamed_parse_error_before_any_content_is_retried_warmer(
         server: LoopbackServer, sleep: FakeSleep):
     # llama-server, streaming, answers 200 and then sends the parse error as an event.
@@ -618,6 +705,47 @@ async def test_an_error_after_text_went_out_is_not_retried(server: LoopbackServe
             seen.append(c)
     assert seen == [TextChunk("The")]
     assert len(server.requests) == 1 and sleep.waits == []
+
+
+@pytest.mark.parametrize("echoed", [True, False], ids=["echoed", "not-echoed"])
+async def test_llama_server_goes_on_from_the_text_shown_when_it_cannot_read_what_followed(
+        server: LoopbackServer, sleep: FakeSleep, echoed: bool):
+    # The model's code had a brace llama-server took for the start of a tool call; the
+    # text before it had streamed out.
+    shown = "To declare a struct in Go, write "
+    rest = "`type P struct { Name string }`."
+    server.queue(Canned.sse([chunk({"content": "To declare a struct "}),
+                             chunk({"content": "in Go, write "}), LLAMA_PARSE_ERROR],
+                            done=False),
+                 # llama-server sends the text it continues again; another server may not.
+                 Canned.sse([chunk({"content": shown + "`type P" if echoed else "`type P"}),
+                             chunk({"content": " struct { Name string }`."}),
+                             chunk(finish="stop")]))
+    chunks = [c async for c in chat(server, sleep, profile="llama-server").stream(
+        ask("How do I declare a struct in Go?", stream=True, tools=[ADD], temperature=0.0))]
+    texts = [c.text for c in chunks if isinstance(c, TextChunk)]
+    assert "".join(texts) == shown + rest  # nothing shown twice
+    assert isinstance(chunks[2], Retrying) and chunks[2].usage.unreported_requests == 1
+    assert isinstance(chunks[-1], Completed)
+    assert chunks[-1].response.message == Message("assistant", (Text(shown + rest),))
+    first, continued = server.bodies()
+    assert "tools" not in continued and "tool_choice" not in continued
+    assert continued["messages"] == [*first["messages"],
+                                     {"role": "assistant", "content": shown}]
+
+
+async def test_an_answer_broken_off_twice_is_not_continued_again(server: LoopbackServer,
+                                                                  sleep: FakeSleep):
+    server.queue(Canned.sse([chunk({"content": "The"}), LLAMA_PARSE_ERROR], done=False),
+                 Canned.sse([chunk({"content": " answer"}), LLAMA_PARSE_ERROR], done=False),
+                 Canned.sse([chunk({"content": "never"}), chunk(finish="stop")]))
+    seen: list[StreamChunk] = []
+    with pytest.raises(ModelOutputParseError):
+        async for c in chat(server, sleep, profile="llama-server").stream(
+                ask(stream=True, tools=[ADD])):
+            seen.append(c)
+    assert [c.text for c in seen if isinstance(c, TextChunk)] == ["The", " answer"]
+    assert len(server.requests) == 2
 
 
 async def test_an_error_after_a_tool_call_delta_is_not_retried(server: LoopbackServer,

@@ -55,8 +55,10 @@ def test_every_server_of_the_family_has_a_profile_with_quirks():
 
 def test_the_generic_default_sends_nothing_an_unknown_server_might_reject():
     assert GENERIC.supports_named_tool_choice is False
-    assert GENERIC.supports_stream_usage is False
     assert GENERIC.max_tokens_field == "max_tokens"
+    # Usage in streams is asked for: a server that refuses the field is asked again
+    # without it (tests/test_openai_chat.py).
+    assert GENERIC.supports_stream_usage is True
 
 
 def test_only_openai_uses_max_completion_tokens():

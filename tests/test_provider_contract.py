@@ -27,13 +27,14 @@ from tether.errors import (
     PermissionDeniedError,
     ProviderConnectionError,
     ProviderError,
+    ProviderTimeout,
     RateLimitError,
     ServerError,
 )
-from tether.events import RunFinished
-from tether.messages import ToolCall
+from tether.events import Event, ProviderRetry, RunFinished
+from tether.messages import ToolCall, Usage
 from tether.providers.base import Provider, Retrying, TextChunk, ToolCallChunk
-from tether.providers.http import RetryPolicy
+from tether.providers.http import RetryPolicy, Timeouts
 
 KEY = "sk-contract-0123456789"
 GATEWAY_KEY = "gw-contract-9876543210"
@@ -214,7 +215,103 @@ async def test_an_unreachable_server_is_a_connection_error_after_its_retries(
     await provider.aclose()
 
 
+# --- time ----------------------------------------------------------------------------------
+
+@wires
+async def test_a_whole_answer_is_waited_for_up_to_the_request_timeout_not_the_idle_one(
+        server: LoopbackServer, wire: Wire) -> None:
+    # A server sends nothing until a whole answer is written: that silence lasts as long as
+    # the model writes, up to timeout_secs. The stream idle timeout (here 20 ms, a tenth of
+    # the time the server takes) bounds the silence between the pieces of a stream only.
+    slow = answer(wire, False)
+    slow.delay = 0.2
+    server.queue(slow)
+    provider = adapter(wire, server, timeouts=Timeouts(read=0.02, total=60))
+    chunks = await collect(provider, ask())
+    assert final(chunks).response.message.text == "Hello"
+    assert not any(isinstance(c, Retrying) for c in chunks) and len(server.requests) == 1
+    await provider.aclose()
+
+
+@wires
+async def test_a_whole_answer_that_does_not_come_in_time_names_the_setting(
+        server: LoopbackServer, wire: Wire) -> None:
+    slow = answer(wire, False)
+    slow.delay = 60  # cut short when the test's server stops
+    server.queue(slow)
+    provider = adapter(wire, server, retry=RetryPolicy(max_retries=0),
+                       timeouts=Timeouts(read=30, total=0.2))
+    with pytest.raises(ProviderTimeout, match=r"within 0.2 s \(timeout_secs\)"):
+        await collect(provider, ask())
+    await provider.aclose()
+
+
 # --- retries --------------------------------------------------------------------------------
+
+
+async def _run(provider: Provider, streamed: bool) -> tuple[list[Event], Any]:
+    """An agent's run of one prompt on ``provider``: its events and its result."""
+    agent = Agent(model=provider)
+    try:
+        if streamed:
+            events = [e async for e in agent.stream("hi")]
+            return events, events[-1].result  # type: ignore[attr-defined]
+        try:
+            result = await agent.run("hi")
+        except ProviderError as e:
+            result = e.result
+        return list(result.events), result
+    finally:
+        await agent.aclose()
+
+
+@wires
+@both
+async def test_an_attempt_that_timed_out_is_retried_in_view_and_its_tokens_are_unknown(
+        server: LoopbackServer, wire: Wire, streamed: bool) -> None:
+    stall = threading.Event()
+    if streamed:  # silent past the idle timeout before its first event
+        silent = Canned(200, [stall, *wire.sse(["Hel", "lo"])],
+                        {"content-type": "text/event-stream"})
+        timeouts = Timeouts(read=0.1, total=60)
+    else:  # no whole answer within the request timeout
+        silent = answer(wire, False)
+        silent.delay = 60  # cut short when the test's server stops
+        timeouts = Timeouts(read=60, total=0.1)
+    server.queue(silent, answer(wire, streamed))
+    try:
+        events, result = await _run(adapter(wire, server, timeouts=timeouts), streamed)
+    finally:
+        stall.set()
+    (retry,) = [e for e in events if isinstance(e, ProviderRetry)]
+    assert retry.attempt == 1 and "timeout" in retry.error
+    assert retry.usage == Usage.unreported()  # the server may have worked: unknown, not 0
+    assert result.text == "Hello" and len(server.requests) == 2
+    usage = result.usage
+    assert (usage.input_tokens, usage.output_tokens) == (3, 2)  # the answer's, reported
+    assert (usage.requests, usage.unreported_requests) == (2, 1)
+
+
+@wires
+async def test_an_attempt_the_server_refused_before_any_work_costs_nothing(
+        server: LoopbackServer, wire: Wire) -> None:
+    server.queue(error(wire, 429, retry_after="0"), answer(wire, False))
+    events, result = await _run(adapter(wire, server), False)
+    (retry,) = [e for e in events if isinstance(e, ProviderRetry)]
+    assert retry.usage == Usage()
+    assert (result.usage.input_tokens, result.usage.requests,
+            result.usage.unreported_requests) == (3, 1, 0)
+
+
+@wires
+async def test_the_attempt_a_run_ends_on_is_counted_too(server: LoopbackServer,
+                                                        wire: Wire) -> None:
+    server.queue(error(wire, 500, "boom"))
+    _, result = await _run(adapter(wire, server), False)
+    assert result.stop_cause == "error"
+    # The server may have written tokens it never reported: unknown, never 0.
+    assert result.usage == Usage.unreported()
+
 
 
 @wires

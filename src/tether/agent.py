@@ -25,7 +25,7 @@ from tether.approval import Approver, Decision, PermissionMode
 from tether.bounds import Progress, Reached, Spend, first_reached
 from tether.context import ContextConfig, ContextFitter, ContextStrategy
 from tether.conversation import Conversation, PendingCall, SessionLike
-from tether.errors import ConfigError, MalformedResponseError, TetherError
+from tether.errors import ConfigError, MalformedResponseError, ProviderError, TetherError
 from tether.execution import Allowed, Done, run_calls, settled
 from tether.interrupts import abandon, until_interrupted
 from tether.messages import Image, Message, Part, Text, ToolCall, ToolResult
@@ -40,6 +40,7 @@ from tether.providers.base import (
     Retrying,
     StreamChunk,
     TextChunk,
+    attempt_usage,
 )
 from tether.repeats import Repeats
 from tether.result import RunResult, StopCause, ToolCallRecord
@@ -657,9 +658,11 @@ class _Run:
                     elif isinstance(chunk, ReasoningChunk):
                         yield self._event(ev.ReasoningDelta(chunk.text))
                     elif isinstance(chunk, Retrying):
+                        # A failed attempt's tokens are spent too (or unknown, never 0).
+                        self.spend.add(chunk.usage)
                         if not self._interrupted():  # see below
                             yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
-                                                               chunk.error))
+                                                               chunk.error, usage=chunk.usage))
                     elif isinstance(chunk, Completed):
                         response = chunk.response
             except BaseException:
@@ -669,6 +672,8 @@ class _Run:
             # Once the run is interrupted, a failure (or a retry) is not the run's: a model
             # server in the terminal's process group gets the same Ctrl-C, and its broken
             # connection is a consequence of the interrupt.
+            if isinstance(error, ProviderError):
+                self.spend.add(attempt_usage(error))  # the last attempt's, as for a retry
             yield Stopped(StopCause.INTERRUPTED) if self._interrupted() else \
                 Stopped(StopCause.ERROR, error=error)
             return

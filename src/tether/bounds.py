@@ -55,15 +55,16 @@ class Spend:
 
     def output_tokens_left(self) -> int | None:
         """The fewest output tokens any budget on the chain has left (None: no budget)."""
-        left = [s.settings.max_output_tokens - s.usage.output_tokens for s in self.chain()
-                if s.settings.max_output_tokens is not None]
+        # Tokens a server did not report are unknown: the budget counts the known ones.
+        left = [s.settings.max_output_tokens - (s.usage.output_tokens or 0)
+                for s in self.chain() if s.settings.max_output_tokens is not None]
         return min(left) if left else None
 
     def tokens_spent(self) -> str | None:
         """Why no more output tokens may be spent, or None."""
         for spend in self.chain():
             budget = spend.settings.max_output_tokens
-            if budget is not None and spend.usage.output_tokens >= budget:
+            if budget is not None and (spend.usage.output_tokens or 0) >= budget:
                 if spend is self:
                     return "the run's output token budget is spent"
                 return (f"the delegating run's output token budget ({budget} tokens) is "

@@ -752,7 +752,7 @@ class ContextFitter:
         """Calibrate with the prompt tokens the model counted for ``request``. The scale
         moves only when it is off by more than a little (under-counting by 2%, over-counting
         by 15%), so the fitting's cut points stay put."""
-        if usage.input_tokens <= 0:
+        if not usage.input_tokens:  # unreported (None) or nothing to go by
             return
         raw = Estimate(self.estimate.chars_per_token).request(request)  # unscaled
         if raw <= 0:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from tether.textrepair import repair
 
 if TYPE_CHECKING:
+    from tether.messages import Usage
     from tether.result import RunResult
 
 # Why a structured-output run has no answer (``OutputFailure.reason``).
@@ -41,9 +42,15 @@ class ToolError(TetherError):
 
 
 class ProviderError(TetherError):
-    """A model provider failed. ``retryable`` says whether trying again may help."""
+    """A model provider failed. ``retryable`` says whether trying again may help.
+
+    ``usage`` is what the failed request is known to have spent: the tokens a server
+    reported before it failed (an Anthropic stream's input tokens before an
+    ``overloaded_error``), ``Usage()`` when it cannot have spent any (no connection was
+    made), None when nobody knows."""
 
     retryable: bool = False
+    usage: Usage | None = None
 
     def __init__(
         self,
@@ -108,9 +115,12 @@ class ServerError(ProviderError):
 
 
 class ModelOutputParseError(ServerError):
-    """The server could not parse the model's own output as a tool call (llama-server's 500).
+    """The server could not read the model's own output as an answer or as a call of an
+    offered tool (llama-server's HTTP 500, or an ``error`` event in its stream).
 
-    Sampling again can produce parseable output, so the retry policy tries it once more.
+    It is retried once, with a request that can succeed where the same one would fail again
+    (Chat Completions: the tools withheld, or sampling warmer when a call is required); the
+    message says what to try when that fails too.
     """
 
     retryable = True

@@ -77,11 +77,17 @@ class ModelResponded:
 
 @dataclass(frozen=True, slots=True)
 class ProviderRetry:
+    """A model request failed and is sent again after ``wait_secs``. ``usage`` is what the
+    failed attempt spent as far as anyone knows (counted in the run's usage): nothing when
+    the server refused it before any work, else its reported tokens or one request whose
+    tokens are unknown."""
+
     attempt: int
     wait_secs: float
     error: str
     path: tuple[str, ...] = ()
     kind: Literal["provider_retry"] = "provider_retry"
+    usage: Usage = dataclasses.field(default_factory=Usage)
 
 
 @dataclass(frozen=True, slots=True)

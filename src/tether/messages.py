@@ -208,35 +208,67 @@ class Message:
 class Usage:
     """Tokens spent. ``input_tokens`` counts the whole prompt on every provider, cached or
     not; ``cache_read_tokens`` / ``cache_write_tokens`` say how much of it hit or filled a
-    cache. ``details`` holds provider extras (reasoning tokens...). ``unreported_requests``
-    counts the requests whose answer carried no usage at all (a server that does not
-    report it): their tokens are unknown, not zero."""
+    cache. ``details`` holds provider extras (reasoning tokens...).
 
-    input_tokens: int = 0
-    output_tokens: int = 0
+    ``unreported_requests`` counts the requests whose tokens nobody reported (a server that
+    sends no usage, an attempt that failed before its answer): their tokens are unknown, not
+    zero. When no request reported any, ``input_tokens`` and ``output_tokens`` are None
+    (unknown); when some did, they are the sum of what was reported and
+    ``unreported_requests`` says how many requests it leaves out."""
+
+    input_tokens: int | None = 0
+    output_tokens: int | None = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     requests: int = 0
     details: dict[str, int] = field(default_factory=dict)
     unreported_requests: int = 0
 
+    @classmethod
+    def unreported(cls, requests: int = 1) -> Usage:
+        """``requests`` requests whose tokens are unknown."""
+        return cls(None, None, requests=requests, unreported_requests=requests)
+
     def __add__(self, other: Usage) -> Usage:
         details = dict(self.details)
         for k, v in other.details.items():
             details[k] = details.get(k, 0) + v
+        requests = self.requests + other.requests
+        unreported = self.unreported_requests + other.unreported_requests
+        # Known where some request reported tokens: the sum of nothing reported is unknown,
+        # not the 0 of an empty Usage it was added to.
+        known = _reported(self) or _reported(other) or not unreported
         return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
+            _plus(self.input_tokens, other.input_tokens) if known else None,
+            _plus(self.output_tokens, other.output_tokens) if known else None,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
-            self.requests + other.requests,
+            requests,
             details,
-            self.unreported_requests + other.unreported_requests,
+            unreported,
         )
 
     @property
-    def total_tokens(self) -> int:
+    def total_tokens(self) -> int | None:
+        if self.input_tokens is None or self.output_tokens is None:
+            return None
         return self.input_tokens + self.output_tokens
+
+
+def _reported(usage: Usage) -> bool:
+    """Whether ``usage`` holds tokens some request reported (not only an empty start)."""
+    return usage.input_tokens is not None and (
+        usage.requests > usage.unreported_requests or bool(usage.input_tokens)
+        or bool(usage.output_tokens))
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    """Two token counts added, an unknown one counting as nothing known."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
 
 
 # --- serialization (sessions, pending states, --json) -------------------------------------

@@ -37,8 +37,10 @@ class Prices:
     output_per_mtok: float = 0.0
 
     def cost(self, usage: Usage) -> float:
-        return (usage.input_tokens * self.input_per_mtok
-                + usage.output_tokens * self.output_per_mtok) / 1_000_000
+        """The cost of the tokens ``usage`` knows of (tokens a server did not report are
+        not in it: ``Usage.unreported_requests`` says how many requests that leaves out)."""
+        return ((usage.input_tokens or 0) * self.input_per_mtok
+                + (usage.output_tokens or 0) * self.output_per_mtok) / 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

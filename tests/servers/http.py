@@ -5,6 +5,8 @@ request is recorded (method, path, headers, JSON body). A body may be a list of 
 (an SSE stream written piece by piece); a ``threading.Event`` among the chunks makes the
 server wait there (a stalled stream) until the event is set, the server stops, or the
 client hangs up (``disconnected`` is then set, as it is when a write finds the client gone).
+A ``delay`` makes it answer that many seconds late, status line included: a model that
+takes that long to write a whole answer.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class Canned:
     status: int = 200
     body: bytes | str | Sequence[bytes | str | threading.Event] | Any = b""
     headers: dict[str, str] = field(default_factory=dict)
+    # Seconds before anything is sent (a slow model, not a wait for something).
+    delay: float = 0.0
 
     @classmethod
     def json(cls, data: Any, status: int = 200, **headers: str) -> Canned:
@@ -128,6 +132,8 @@ class LoopbackServer:
                                         kwargs={"poll_interval": 0.02}, daemon=True)
 
     def _write(self, handler: BaseHTTPRequestHandler, canned: Canned) -> None:
+        if canned.delay and self._stopping.wait(canned.delay):
+            return
         body = canned.body
         handler.send_response(canned.status)
         for k, v in canned.headers.items():
@@ -156,6 +162,13 @@ class LoopbackServer:
             handler.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
             self.disconnected.set()
+
+    def _wait(self, event: threading.Event) -> bool:
+        """Wait until ``event`` is set (True) or the server stops (False)."""
+        while not event.wait(0.05):
+            if self._stopping.is_set():
+                return False
+        return True
 
     @property
     def url(self) -> str:

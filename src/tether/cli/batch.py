@@ -100,6 +100,8 @@ def _logged(args: argparse.Namespace, cfg: Any) -> Any:
 
 
 def _tokens(usage: Usage) -> str:
+    if usage.input_tokens is None or usage.output_tokens is None:
+        return "tokens unknown"  # the server reported none: not 0
     return f"in {usage.input_tokens} · out {usage.output_tokens}"
 
 

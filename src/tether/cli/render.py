@@ -232,12 +232,13 @@ class EventRenderer:
         if isinstance(event, ev.ReasoningDelta | ev.UsageUpdated | ev.RunStarted):
             return
         if isinstance(event, ev.ProviderRetry):
-            if err.is_terminal:  # the spinner says it; the run's error, if it fails, once
-                self._spin(f"retrying in {event.wait_secs:.1f}s (attempt {event.attempt}): "
-                           f"{one_line(event.error, 160)}")
-            else:
-                err.print(shown(pad, (f"retrying in {event.wait_secs:.1f}s (attempt "
-                                      f"{event.attempt})", "yellow")))
+            # Always a line of its own, at a terminal too (a spinner's text goes away): the
+            # request is sent again, and what the failed attempt spent is in the usage
+            # line. The reason is in the spinner; the run's error, if it fails, once.
+            err.print(shown(pad, (f"retrying in {event.wait_secs:.1f}s (attempt "
+                                  f"{event.attempt})", "yellow")))
+            self._spin(f"retrying in {event.wait_secs:.1f}s (attempt {event.attempt}): "
+                       f"{one_line(event.error, 160)}")
             return
         if isinstance(event, ev.ToolCallRequested):
             self._arguments[event.call.id] = event.call.arguments
@@ -334,7 +335,7 @@ class EventRenderer:
 
 def tokens(usage: Any) -> str:
     """The usage line's tokens: unknown when the server reported none, never a made-up 0."""
-    if usage.requests and usage.unreported_requests >= usage.requests:
+    if usage.input_tokens is None or usage.output_tokens is None:
         return "tokens unknown (the server reported no usage)"
     text = f"tokens in {usage.input_tokens} · out {usage.output_tokens}"
     if usage.unreported_requests:

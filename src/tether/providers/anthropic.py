@@ -506,6 +506,11 @@ class _AnthropicDecoder:
     def error(self, payload: dict[str, Any], raw: str) -> Sequence[StreamChunk]:
         raise _answered_error(payload, raw, "in the stream")
 
+    def reported(self) -> Usage | None:
+        """The usage ``message_start`` (and any ``message_delta``) reported before the
+        answer failed (None: none did)."""
+        return _usage(self.usage) if self.usage else None
+
     def finish(self) -> ModelResponse:
         if not self.done:
             raise cut_short(NAME, "the stream ended before message_stop (the answer may be "

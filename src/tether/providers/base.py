@@ -8,10 +8,10 @@ A provider turns a ``ModelRequest`` into a stream of ``StreamChunk``s that ends 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
-from tether.errors import MalformedResponseError
+from tether.errors import MalformedResponseError, OverloadedError, ProviderError
 from tether.messages import Message, StopReason, Usage
 from tether.tools import ToolSpec
 
@@ -73,12 +73,17 @@ class ToolCallChunk:
 
 @dataclass(frozen=True, slots=True)
 class Retrying:
-    """The adapter is waiting before retrying a failed request."""
+    """The adapter is waiting before retrying a failed request.
+
+    ``usage`` is what the failed attempt spent, as far as anyone knows (``attempt_usage``):
+    nothing when the server refused it before any work, the tokens the server reported
+    before it failed, or else one request whose tokens are unknown."""
 
     attempt: int
     wait_secs: float
     error: str
     kind: Literal["retrying"] = "retrying"
+    usage: Usage = field(default_factory=Usage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +117,23 @@ class SwitchesModel(Protocol):
     (``with_model``): a sub-agent profile's ``model`` needs one."""
 
     def with_model(self, model: str) -> Provider: ...
+
+
+def attempt_usage(error: ProviderError) -> Usage:
+    """What the failed attempt that raised ``error`` spent, as far as anyone knows.
+
+    The tokens the server reported before it failed (``error.usage``); nothing when the
+    server refused it before any work (a 4xx status, 429 included; an overload, 503 or 529)
+    or no connection was made; otherwise one request whose tokens are unknown: a timeout,
+    a broken or cut stream, a server error, a model output the server could not read all
+    came after the server may have read the prompt and written tokens it never reported.
+    """
+    if error.usage is not None:
+        return error.usage
+    if isinstance(error, OverloadedError) or (
+            error.status is not None and 400 <= error.status < 500):
+        return Usage()
+    return Usage.unreported()
 
 
 async def complete(provider: Provider, request: ModelRequest) -> ModelResponse:

@@ -55,6 +55,8 @@ DECODING_ERRORS = (TypeError, LookupError, AttributeError, ValueError, Arithmeti
 
 _STOP_REASONS = frozenset(get_args(StopReason))
 _USAGE_COUNTS = tuple(f.name for f in fields(Usage) if f.name != "details")
+# The counts that are None (unknown) in the usage of an answer that reported none.
+_UNKNOWABLE = ("input_tokens", "output_tokens")
 
 
 async def checked(
@@ -137,7 +139,8 @@ def checked_response(response: ModelResponse, provider: str) -> ModelResponse:
     usage = response.usage
     for name in _USAGE_COUNTS:
         count = getattr(usage, name)
-        if type(count) is not int or count < 0:
+        if (type(count) is not int or count < 0) and not (
+                count is None and name in _UNKNOWABLE and usage.unreported_requests):
             raise wrong_type(provider, f"the usage's {name}", count)
     if not isinstance(usage.details, dict) or not all(
             type(v) is int and v >= 0 for v in usage.details.values()):

@@ -476,7 +476,7 @@ def _usage(meta: Mapping[str, Any] | None) -> Usage:
     if meta is not None and not isinstance(meta, dict):
         raise wrong_type(NAME, "usageMetadata", meta)
     if not meta:
-        return Usage(requests=1, unreported_requests=1)  # tokens unknown, not 0
+        return Usage.unreported()  # tokens unknown, not 0
     def tokens(key: str) -> int:
         return count(meta.get(key), NAME, key)
 

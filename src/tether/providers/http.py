@@ -34,7 +34,7 @@ import re
 import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -55,7 +55,8 @@ from tether.errors import (
     RateLimitError,
     ServerError,
 )
-from tether.providers.base import Retrying, StreamChunk
+from tether.messages import Message, Text, Usage
+from tether.providers.base import Completed, Retrying, StreamChunk, TextChunk, attempt_usage
 from tether.textrepair import repair
 
 
@@ -81,6 +82,15 @@ Revise = Callable[[ProviderError, Any], Any]
 """How a request body changes for the attempt after ``error`` (return it unchanged to resend
 it as it was)."""
 
+Resume = Callable[[ProviderError, Any, str], Any | None]
+"""The body that asks the server to go on from ``text``, an answer's text that has gone out
+before ``error`` broke it off, or None (it cannot be continued)."""
+
+Resend = Callable[[ProviderError, Any], Any | None]
+"""The body to send at once after ``error`` instead, whatever the retry policy says, or None:
+a server that refused an optional field tether added (``stream_options``) is asked again
+without it."""
+
 
 def retry_wait(
     policy: RetryPolicy, error: ProviderError, attempt: int, parse_retries: int
@@ -92,8 +102,9 @@ def retry_wait(
     """
     if not error.retryable or attempt > policy.max_retries:
         return None
-    if isinstance(error, ModelOutputParseError) and parse_retries >= 1:
-        return None
+    if isinstance(error, ModelOutputParseError):
+        # The server is not busy, the model's output was unreadable: no wait helps.
+        return None if parse_retries >= 1 else 0.0
     retry_after = getattr(error, "retry_after", None)
     if retry_after is not None:
         if retry_after > policy.retry_after_cap:
@@ -114,19 +125,47 @@ class RetryBudget:
     response, ``retry_before_first_chunk`` inside a 200), so the request makes at most
     ``1 + policy.max_retries`` attempts in all and retries a ``ModelOutputParseError`` at
     most once, whichever layer saw the failures. ``attempts`` counts the requests sent.
-    ``revise`` gives the body for the attempt after an error (``OpenAIChat`` raises the
-    temperature after a parse error); without it every attempt sends the same body.
+    ``revise`` gives the body for the attempt after an error (``OpenAIChat`` withholds the
+    tools after a parse error); without it every attempt sends the same body. ``resend``
+    may answer an error the policy would not retry with a body to send at once instead
+    (it does not count against ``max_retries``). ``resume`` continues an answer whose text
+    went out before it broke off (``resume_after``).
     """
 
-    __slots__ = ("_refused", "_revise", "attempts", "body", "parse_retries", "policy")
+    __slots__ = ("_refused", "_resend", "_resume", "_revise", "attempts", "body",
+                 "parse_retries", "policy")
 
-    def __init__(self, policy: RetryPolicy, body: Any, revise: Revise | None = None) -> None:
+    def __init__(self, policy: RetryPolicy, body: Any, revise: Revise | None = None,
+                 resend: Resend | None = None, resume: Resume | None = None) -> None:
         self.policy = policy
         self.body = body
         self.attempts = 0
         self.parse_retries = 0
         self._revise = revise
+        self._resend = resend
+        self._resume = resume
         self._refused: ProviderError | None = None
+
+    @property
+    def resumable(self) -> bool:
+        """Whether an answer broken off after some text can be continued at all."""
+        return self._resume is not None
+
+    def resume_after(self, error: ProviderError, text: str) -> float | None:
+        """The answer broke off with ``error`` after ``text`` went out: seconds to wait
+        before asking the server to go on from it, or None to give up (the retry policy
+        says no, or the wire cannot continue it)."""
+        if self._resume is None or error is self._refused:
+            return None
+        wait = retry_wait(self.policy, error, self.attempts, self.parse_retries)
+        body = None if wait is None else self._resume(error, self.body, text)
+        if body is None:
+            self._refused = error
+            return None
+        if isinstance(error, ModelOutputParseError):
+            self.parse_retries += 1
+        self.body = body
+        return wait
 
     def wait_for(self, error: ProviderError) -> float | None:
         """The current attempt failed with ``error``: seconds to wait before the next one,
@@ -135,6 +174,11 @@ class RetryBudget:
             # The transport gave up on it and it surfaced through the stream: one verdict
             # per error (a second would also name a Retry-After wait twice).
             return None
+        if self._resend is not None:
+            instead = self._resend(error, self.body)
+            if instead is not None:
+                self.body = instead
+                return 0.0
         wait = retry_wait(self.policy, error, self.attempts, self.parse_retries)
         if wait is None:
             self._refused = error
@@ -161,20 +205,53 @@ async def retry_before_first_chunk(
     is retried by ``budget``'s rules, announced with a ``Retrying`` notice.
     ``open_stream`` must send ``budget.body`` through ``HTTPTransport.send(...,
     budget=budget)`` so both layers spend the same budget.
+
+    One exception: an answer that broke off after only text went out is continued where
+    the wire can ask for that (``RetryBudget.resume_after``; llama-server's parse error
+    after text). The next attempt asks the server to go on from the text shown; what of it
+    the server sends again is dropped, and its ``Completed`` holds the whole text.
     """
+    shown = ""  # the text already out, of an answer being continued
     while True:
         chunks = open_stream()
         content = False
+        # This attempt's text, while it is only text (None: nothing to continue from).
+        texts: list[str] | None = [] if budget.resumable else None
+        echo = shown  # what the server may send again of the text it continues
         try:
             async for chunk in chunks:
-                content = content or not isinstance(chunk, Retrying)
+                if isinstance(chunk, Retrying):
+                    yield chunk
+                    continue
+                content = True
+                if isinstance(chunk, TextChunk):
+                    if echo:
+                        unechoed, echo = _unechoed(chunk, echo)
+                        if unechoed is None:
+                            continue
+                        chunk = unechoed
+                    if texts is not None:
+                        texts.append(chunk.text)
+                elif isinstance(chunk, Completed):
+                    if shown:
+                        chunk = _continued(chunk, shown)
+                else:
+                    texts = None  # reasoning or a call went out: no text to go on from
                 yield chunk
             return
         except ProviderError as error:
-            wait = None if content else budget.wait_for(error)
+            if not content:
+                wait = budget.wait_for(error)
+            elif texts:
+                so_far = shown + "".join(texts)
+                wait = budget.resume_after(error, so_far)
+                if wait is not None:
+                    shown = so_far
+            else:
+                wait = None
             if wait is None:
                 raise
-            notice = Retrying(budget.attempts, wait, str(error))
+            notice = Retrying(budget.attempts, wait, str(error), usage=attempt_usage(error))
         finally:
             await chunks.aclose()
         # Only a retried error gets here: a finished stream returned, any other error raised.
@@ -182,12 +259,45 @@ async def retry_before_first_chunk(
         await sleep(wait)
 
 
+def _unechoed(chunk: TextChunk, echo: str) -> tuple[TextChunk | None, str]:
+    """``chunk`` without what it repeats of ``echo`` (the text a continued answer already
+    showed, which some servers send again first), and what of ``echo`` is still to come."""
+    text = chunk.text
+    if echo.startswith(text):
+        return None, echo[len(text):]
+    if text.startswith(echo):
+        return TextChunk(text[len(echo):]), ""
+    return chunk, ""  # this server does not send it again
+
+
+def _continued(completed: Completed, shown: str) -> Completed:
+    """The ``Completed`` of a continued answer, holding the text shown before it too."""
+    message = completed.response.message
+    if message.text.startswith(shown):
+        return completed  # the server's answer already holds it
+    parts = list(message.parts)
+    at = next((i for i, p in enumerate(parts) if isinstance(p, Text)), None)
+    if at is None:
+        parts.insert(0, Text(shown))
+    else:
+        parts[at] = Text(shown + parts[at].text)  # type: ignore[union-attr]
+    return Completed(replace(completed.response, message=Message(message.role, tuple(parts))))
+
+
 @dataclass(frozen=True, slots=True)
 class Timeouts:
+    """How long a request may take, in seconds.
+
+    - ``connect``: to open the connection;
+    - ``read``: a streamed request's silence, until its response starts and then between two
+      reads of it (``stream_idle_timeout_secs`` in tether.toml);
+    - ``total``: a whole (non-streamed) request, from sending it to the end of its answer
+      (``timeout_secs``). A server sends nothing until it has written the whole answer, so
+      no read timeout applies to it: only this one.
+    """
+
     connect: float = 10.0
-    # Between two reads of a response: the stream idle timeout for SSE.
     read: float = 120.0
-    # A whole non-streamed request.
     total: float = 600.0
 
 
@@ -242,6 +352,9 @@ class HTTPTransport:
         # Each URL requested, parsed: httpx parsing a URL string took half the time of
         # building the rest of a request.
         self._urls: dict[str, httpx.URL] = {}
+        # A whole answer's reads wait as long as the request may take (the client's own
+        # read timeout is the stream's idle timeout).
+        self._whole = httpx.Timeout(timeouts.total, connect=timeouts.connect)
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -265,9 +378,10 @@ class HTTPTransport:
         if client is not None and (not self._owned or self._loop is _running_loop()):
             await client.aclose()
 
-    def budget(self, body: Any, revise: Revise | None = None) -> RetryBudget:
+    def budget(self, body: Any, revise: Revise | None = None, resend: Resend | None = None,
+               resume: Resume | None = None) -> RetryBudget:
         """A fresh ``RetryBudget`` for one request with this transport's policy."""
-        return RetryBudget(self.retry, body, revise)
+        return RetryBudget(self.retry, body, revise, resend, resume)
 
     async def send(
         self,
@@ -301,7 +415,7 @@ class HTTPTransport:
                 wait = budget.wait_for(error)
                 if wait is None:
                     raise
-                yield Retrying(budget.attempts, wait, str(error))
+                yield Retrying(budget.attempts, wait, str(error), usage=attempt_usage(error))
                 await self.sleep(wait)
                 if budget.body is not body:
                     body = budget.body
@@ -315,24 +429,35 @@ class HTTPTransport:
         params: Mapping[str, str] | None, stream: bool,
     ) -> httpx.Response:
         client = self.client  # one client for the whole exchange, whatever another loop does
+        timeouts = self.timeouts
         try:
-            request = client.build_request("POST", self._url(url), content=content,
-                                           headers=headers, params=params)
             if stream:
+                request = client.build_request("POST", self._url(url), content=content,
+                                               headers=headers, params=params)
                 response = await client.send(request, stream=True)
             else:
-                async with asyncio.timeout(self.timeouts.total):
+                request = client.build_request("POST", self._url(url), content=content,
+                                               headers=headers, params=params,
+                                               timeout=self._whole)
+                async with asyncio.timeout(timeouts.total):
                     response = await client.send(request, stream=True)
                     response = await read_whole(response, self.provider)
-        except (httpx.TimeoutException, TimeoutError):
-            raise ProviderTimeout(
-                f"{self.provider}: no answer from {url} in time", provider=self.provider
-            ) from None
+        except (httpx.TimeoutException, TimeoutError) as e:
+            if isinstance(e, httpx.ConnectTimeout):
+                waited = f"could not connect to {url} within {timeouts.connect:g} s"
+            elif stream:
+                waited = (f"no answer from {url} within {timeouts.read:g} s "
+                          f"(stream_idle_timeout_secs)")
+            else:
+                waited = f"no answer from {url} within {timeouts.total:g} s (timeout_secs)"
+            raise ProviderTimeout(f"{self.provider}: {waited}", provider=self.provider) from None
         except httpx.TransportError as e:
-            raise ProviderConnectionError(
+            error = ProviderConnectionError(
                 f"{self.provider}: cannot reach {url}: {e or type(e).__name__}",
-                provider=self.provider,
-            ) from None
+                provider=self.provider)
+            if isinstance(e, httpx.ConnectError):
+                error.usage = Usage()  # no connection, no request: nothing spent
+            raise error from None
         except httpx.InvalidURL as e:
             raise ConfigError(f"{self.provider}: {url} is not a usable URL: {e}") from None
         except httpx.HTTPError as e:  # a body that did not decode, and any other kind
@@ -511,9 +636,18 @@ def classify_status(
         return BadRequestError(text, **kw)
     if status >= 500:
         if any(h in lowered for h in _PARSE_HINTS):
-            return ModelOutputParseError(text, **kw)
+            return ModelOutputParseError(unreadable_output(provider, status, detail), **kw)
         return ServerError(text, **kw)
     return BadRequestError(text, **kw)
+
+
+def unreadable_output(provider: str, status: int, detail: str) -> str:
+    """What a server's failure to read its own model's output means, and what to try."""
+    return (f"{provider}: the server could not read the model's output as an answer or as a "
+            f"call of one of the offered tools (HTTP {status}: {detail}). Small models do "
+            f"this when they call a tool that does not exist or write code the server takes "
+            f"for a call. Try rephrasing the request or naming the tool to use, offering "
+            f"fewer tools, or a larger model")
 
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -676,18 +810,20 @@ def load_json(text: str, provider: str, what: str = "response") -> Any:
 
 
 async def read_stream_errors(
-    response: httpx.Response, provider: str
+    response: httpx.Response, provider: str, idle: float | None = None
 ) -> AsyncIterator[tuple[str, str]]:
-    """``iter_sse`` with transport failures mid-stream mapped to tether's errors."""
+    """``iter_sse`` with transport failures mid-stream mapped to tether's errors (``idle``:
+    the idle timeout in seconds, named when the stream stalls)."""
     try:
         async for item in iter_sse(response):
             yield item
     except ResponseTooLarge as e:
         raise MalformedResponseError(f"{provider}: {e}", provider=provider) from None
     except httpx.ReadTimeout:
+        within = "the idle timeout" if idle is None else f"{idle:g} s"
         raise ProviderTimeout(
-            f"{provider}: the stream stalled (no data within the idle timeout)", provider=provider
-        ) from None
+            f"{provider}: the stream stalled (no data within {within}, "
+            f"stream_idle_timeout_secs)", provider=provider) from None
     except httpx.TransportError as e:
         raise ProviderConnectionError(
             f"{provider}: the stream broke: {e or type(e).__name__}", provider=provider

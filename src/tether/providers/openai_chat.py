@@ -17,10 +17,11 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tether.errors import (
+    BadRequestError,
     ConfigError,
     ContextOverflowError,
     MalformedResponseError,
@@ -93,10 +94,14 @@ _FENCE_DEBRIS = re.compile(r"(?>\s+|`{3,}[\w.+-]*|`+)*")
 
 @dataclass(frozen=True, slots=True)
 class _ChatCodec(WireCodec):
-    """The Chat Completions wire, shaped to what ``profile`` says the server honours."""
+    """The Chat Completions wire, shaped to what ``profile`` says the server honours.
+
+    ``refused`` holds the optional fields this server refused (``stream_options``): they
+    are left out of every later request to it."""
 
     name: ClassVar[str] = NAME
     profile: OpenAICompatProfile
+    refused: set[str] = field(default_factory=set)
 
     def model_name(self, model: str, base_url: str) -> str:
         if not model:
@@ -116,10 +121,28 @@ class _ChatCodec(WireCodec):
         return "/chat/completions", None
 
     def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
-        return request_body(request, model, self.profile)
+        body = request_body(request, model, self.profile)
+        for refused in self.refused:
+            body.pop(refused, None)
+        return body
 
     def revise(self, error: ProviderError, body: Any) -> Any:
-        return warmer_after_parse_error(error, body)
+        return after_parse_error(error, body)
+
+    def resumes(self) -> bool:
+        return self.profile.continues_assistant_text
+
+    def resume(self, error: ProviderError, body: Any, text: str) -> Any | None:
+        return continue_after_parse_error(error, body, text)
+
+    def resend(self, error: ProviderError, body: Any) -> Any | None:
+        # A server that does not know stream_options (an older or stricter one) may refuse
+        # the request for it: usage in the stream is worth asking for, not worth failing.
+        if (isinstance(error, BadRequestError) and "stream_options" in body
+                and "stream_options" in (error.body or error.message)):
+            self.refused.add("stream_options")
+            return {k: v for k, v in body.items() if k != "stream_options"}
+        return None
 
     def completion(self, data: Any, request: ModelRequest, model: str) -> ModelResponse:
         return _completion(data, len(request.messages), model)
@@ -149,9 +172,9 @@ class OpenAIChat(HTTPModel[_ChatCodec]):
     (tests pass a recorder).
 
     A retryable error before any content is retried (see ``HTTPModel.stream``). The retry
-    after a ``ModelOutputParseError`` samples warmer: it carries ``temperature =
-    max(PARSE_RETRY_TEMPERATURE, the request's)``, because a server at temperature 0 would
-    produce the same unparseable output again.
+    after a ``ModelOutputParseError`` is not the same request, which a server at temperature
+    0 would fail the same way: it withholds the tools when the model was free to answer in
+    words, else it samples warmer (``after_parse_error``).
     """
 
     name = NAME
@@ -386,6 +409,10 @@ class _ChatDecoder:
 
     def refusal(self, refusal: Any) -> None:
         self.refusals.append(_optional_text(refusal, "refusal"))
+
+    def reported(self) -> Usage | None:
+        """The usage a chunk reported before the answer failed (None: none did)."""
+        return None if self.usage is None else _usage(self.usage)
 
     def finish(self) -> ModelResponse:
         finish = self.finish_reason
@@ -654,7 +681,7 @@ def _stop_reason(finish: Any, has_calls: bool, refused: bool) -> StopReason:
 
 def _usage(raw: Any) -> Usage:
     if raw is None:
-        return Usage(requests=1, unreported_requests=1)  # tokens unknown, not 0
+        return Usage.unreported()  # tokens unknown, not 0
     if not isinstance(raw, dict):
         raise wrong_type(NAME, "usage", raw)
     prompt = count(raw.get("prompt_tokens"), NAME, "prompt_tokens")
@@ -675,13 +702,54 @@ def _usage(raw: Any) -> Usage:
 # --- errors ------------------------------------------------------------------------------
 
 
+def after_parse_error(error: ProviderError, body: dict[str, Any]) -> dict[str, Any]:
+    """The body for the retry after ``error``: after a ``ModelOutputParseError``, the same
+    request with the tools withheld when the model was free to answer in words (tools
+    offered with ``tool_choice`` "auto"), else ``warmer_after_parse_error``'s; after any
+    other error, ``body`` unchanged.
+
+    llama-server answers HTTP 500 when the model's output is neither plain text nor a call
+    of an offered tool. Small models write that when they mean to answer in words: a call
+    of a tool nobody offered (measured with the 0.5B default model: "capital" for "What is
+    the capital of France?", "hello" for "Say hello."), or code whose braces the server
+    reads as the start of a call. Asked again without tools, the server cannot fail to
+    read the answer, and the model answers in words; the run's next turn offers the tools
+    again. Sent again as it was, at temperature 0 the server would only repeat the failure.
+    """
+    if not isinstance(error, ModelOutputParseError):
+        return body
+    if body.get("tools") and body.get("tool_choice", "auto") == "auto":
+        return {k: v for k, v in body.items()
+                if k not in ("tools", "tool_choice", "parallel_tool_calls")}
+    return warmer_after_parse_error(error, body)
+
+
+def continue_after_parse_error(error: ProviderError, body: dict[str, Any],
+                               text: str) -> dict[str, Any] | None:
+    """The body that has the server go on from ``text`` after a ``ModelOutputParseError``
+    that came once ``text`` had streamed out (None after any other error).
+
+    llama-server streams the text before what it takes for a call, then fails to read the
+    call: code whose ``{`` it took for one ("To declare a struct in Go, use ``type P struct
+    {``..."). The text is shown already; asked again without the tools and with it as the
+    start of the assistant's answer, the server continues it.
+    """
+    if not isinstance(error, ModelOutputParseError):
+        return None
+    out = {k: v for k, v in body.items() if k not in ("tools", "tool_choice",
+                                                      "parallel_tool_calls")}
+    out["messages"] = [*body["messages"], {"role": "assistant", "content": text}]
+    return out
+
+
 def warmer_after_parse_error(error: ProviderError, body: dict[str, Any]) -> dict[str, Any]:
     """The body for the retry after ``error``: after a ``ModelOutputParseError``, with the
     temperature raised to at least ``PARSE_RETRY_TEMPERATURE``; otherwise unchanged.
 
     llama-server at temperature 0 (tether's local default) is deterministic: the same
     request would get the same unparseable output. A body without a temperature gets one
-    too, since the server's own default may be 0 (``--temp 0``).
+    too, since the server's own default may be 0 (``--temp 0``). Used where the tools cannot
+    be withheld: a call is required (``tool_choice`` "required" or a named tool).
     """
     if not isinstance(error, ModelOutputParseError):
         return body
@@ -708,5 +776,6 @@ def _stream_error(data: Mapping[str, Any]) -> ProviderError:
     return _classify(status, {}, json.dumps(data))
 
 
-__all__ = ["NAME", "PARSE_RETRY_TEMPERATURE", "OpenAIChat", "is_fence_debris",
-           "warmer_after_parse_error", "wire_messages"]
+__all__ = ["NAME", "PARSE_RETRY_TEMPERATURE", "OpenAIChat", "after_parse_error",
+           "continue_after_parse_error", "is_fence_debris", "warmer_after_parse_error",
+           "wire_messages"]

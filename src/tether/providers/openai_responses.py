@@ -405,7 +405,7 @@ def _stop_reason(data: Mapping[str, Any], has_calls: bool,
 
 def _usage(usage: Any) -> Usage:
     if usage is None:
-        return Usage(requests=1, unreported_requests=1)  # tokens unknown, not 0
+        return Usage.unreported()  # tokens unknown, not 0
     if not isinstance(usage, dict):
         raise wrong_type(NAME, "usage", usage)
     cached = count((usage.get("input_tokens_details") or {}).get("cached_tokens"), NAME,

@@ -30,9 +30,15 @@ class OpenAICompatProfile:
     - ``supports_named_tool_choice``: ``tool_choice: {"type": "function", ...}`` forces that
       tool. When False the adapter offers only that tool, with ``"required"`` where supported.
     - ``supports_parallel_calls``: the server can return several tool calls in one turn.
-    - ``supports_stream_usage``: ``stream_options: {"include_usage": true}`` is understood;
-      when False it is not sent and a stream may end without usage.
+    - ``supports_stream_usage``: ask for usage at the end of a stream with
+      ``stream_options: {"include_usage": true}`` (every profile does, ``generic`` too: a
+      server that refuses the field is asked again without it, and then never sent it).
+      When False it is not sent, and a stream may end without usage (unknown, not 0).
     - ``supports_json_schema_output``: ``response_format: {"type": "json_schema"}`` works.
+    - ``continues_assistant_text``: a conversation that ends with an assistant message is
+      continued from its text rather than answered anew (llama-server's default; its
+      ``--no-prefill-assistant`` turns it off). tether uses it to finish an answer the
+      server broke off after text went out (a model-output parse error in a stream).
     - ``max_tokens_field``: the request field for the output token limit.
     - ``quirks``: what a user debugging this server should know.
     """
@@ -43,14 +49,17 @@ class OpenAICompatProfile:
     supports_parallel_calls: bool = True
     supports_stream_usage: bool = False
     supports_json_schema_output: bool = False
+    continues_assistant_text: bool = False
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     quirks: tuple[str, ...] = ()
 
 
 GENERIC = OpenAICompatProfile(
     name="generic",
-    quirks=("Unknown server: named tool_choice and stream_options are not sent; usage may "
-            "be missing from streams.",),
+    supports_stream_usage=True,
+    quirks=("Unknown server: a named tool_choice is not sent; stream_options asks for usage "
+            "in streams (left out from then on if the server refuses it), and a server "
+            "that still reports none has unknown usage.",),
 )
 
 PROFILES: dict[str, OpenAICompatProfile] = {
@@ -63,12 +72,15 @@ PROFILES: dict[str, OpenAICompatProfile] = {
             supports_parallel_calls=True,
             supports_stream_usage=True,
             supports_json_schema_output=True,
+            continues_assistant_text=True,
             quirks=(
                 "Tool calling needs --jinja and a chat template with tool support; without it "
                 "the server ignores `tools` silently.",
                 "`content: \"\"` beside tool calls; call ids are random strings.",
-                "A model output that does not parse as a tool call comes back as HTTP 500 "
-                "(\"does not match the expected ... format\"); tether retries it once.",
+                "A model output that is neither plain text nor a call of an offered tool comes "
+                "back as HTTP 500 (\"does not match the expected ... format\"), or as an "
+                "error event after the text before it streamed out; tether asks once more "
+                "without the tools (going on from the text shown, in a stream).",
                 "A named tool_choice is ignored: tether offers only that tool, with "
                 "tool_choice \"required\".",
                 "Reasoning models stream `reasoning_content`.",

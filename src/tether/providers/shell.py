@@ -23,6 +23,7 @@ everything else once for all of them:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
@@ -72,7 +73,8 @@ class StreamDecoder(Protocol):
     ``data``) and returns the chunks it adds, raising the wire's typed error for an error
     event. ``done`` turns true at the wire's terminal event: nothing after it is read.
     ``finish`` is the whole answer once the events ended (``cut_short`` when they ended
-    before the wire says an answer is complete).
+    before the wire says an answer is complete). A decoder may also have ``reported()``:
+    the usage the events so far reported (None: none), counted when the answer fails.
     """
 
     done: bool
@@ -114,6 +116,21 @@ class WireCodec(ABC):
     def revise(self, error: ProviderError, body: Any) -> Any:
         """The body for the attempt after ``error`` (``body`` itself: sent again as it was)."""
         return body
+
+    def resend(self, error: ProviderError, body: Any) -> Any | None:
+        """A body to send at once instead after ``error``, which would otherwise end the
+        request (None: none). For an optional field the server refused."""
+        return None
+
+    def resumes(self) -> bool:
+        """Whether ``resume`` can ever continue an answer (checked once per request, so the
+        stream keeps its text only where it can)."""
+        return False
+
+    def resume(self, error: ProviderError, body: Any, text: str) -> Any | None:
+        """The body that asks the server to go on from ``text``, the text of an answer that
+        ``error`` broke off after it went out (None: it cannot be continued)."""
+        return None
 
     @abstractmethod
     def completion(self, data: Any, request: ModelRequest, model: str) -> ModelResponse:
@@ -200,7 +217,9 @@ class HTTPModel(Generic[Codec]):
         or inside a 200 (an error event before the first delta, an error object in a 200
         body, a stream cut short): see ``retry_before_first_chunk``.
         """
-        budget = self._transport.budget(self.request_body(request), self._codec.revise)
+        codec = self._codec
+        budget = self._transport.budget(self.request_body(request), codec.revise, codec.resend,
+                                        codec.resume if codec.resumes() else None)
         name, secrets = self.name, self._secrets
         attempts = retry_before_first_chunk(
             lambda: checked(self._attempt(request, budget), name, request.stream),
@@ -247,14 +266,22 @@ class HTTPModel(Generic[Codec]):
                                                  request, self.model))
                 return
             decoder = codec.decoder(request, self.model)
-            events = read_stream_errors(response, codec.name)
-            async for event, data in events:
-                for chunk in decoder.feed(event, data):
-                    yield chunk
-                if decoder.done:
-                    await _drain(events)
-                    break
-            yield Completed(decoder.finish())
+            events = read_stream_errors(response, codec.name, self._transport.timeouts.read)
+            try:
+                async for event, data in events:
+                    for chunk in decoder.feed(event, data):
+                        yield chunk
+                    if decoder.done:
+                        await _drain(events)
+                        break
+                yield Completed(decoder.finish())
+            except ProviderError as error:
+                # The tokens the server reported before the answer failed are still spent.
+                reported = getattr(decoder, "reported", None)
+                if error.usage is None and reported is not None:
+                    with contextlib.suppress(ProviderError):  # a count that is not one
+                        error.usage = reported()
+                raise
         finally:
             await response.aclose()
 

@@ -83,9 +83,13 @@ def server_of(model: Any) -> dict[str, Any]:
 
 
 def usage_attributes(usage: Usage) -> dict[str, int]:
-    """A response's token counts as ``gen_ai.usage.*`` (cache and reasoning when reported)."""
-    out = {"gen_ai.usage.input_tokens": usage.input_tokens,
-           "gen_ai.usage.output_tokens": usage.output_tokens}
+    """A response's token counts as ``gen_ai.usage.*`` (cache and reasoning when reported;
+    none for counts the server did not report, which are unknown, not 0)."""
+    out: dict[str, int] = {}
+    if usage.input_tokens is not None:
+        out["gen_ai.usage.input_tokens"] = usage.input_tokens
+    if usage.output_tokens is not None:
+        out["gen_ai.usage.output_tokens"] = usage.output_tokens
     if usage.cache_read_tokens:
         out["gen_ai.usage.cache_read.input_tokens"] = usage.cache_read_tokens
     if usage.cache_write_tokens:

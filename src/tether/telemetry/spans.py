@@ -239,7 +239,8 @@ class RunTelemetry:
             span.set_attribute("gen_ai.output.messages", messages_json(
                 [event.message], FINISH_REASONS.get(event.stop_reason, event.stop_reason)))
         usage = event.usage
-        if usage.input_tokens or usage.output_tokens:  # a provider that reported none: none
+        if usage.input_tokens is not None and usage.output_tokens is not None:
+            # A provider that reported none: no measurement (unknown is not 0).
             measured = self._metric_attributes(chat)
             self.token_usage.record(usage.input_tokens,
                                     {**measured, "gen_ai.token.type": "input"})
