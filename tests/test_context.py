@@ -14,7 +14,6 @@ from tether import events as ev
 from tether.context import (
     SUMMARY_SOURCE,
     Budget,
-    ContextConfig,
     ContextFitter,
     Estimate,
     blocks,
@@ -28,6 +27,7 @@ from tether.messages import Image, Message, Reasoning, Text, ToolCall, ToolResul
 from tether.pending import DeferringApprover
 from tether.providers import Scripted, call, calls
 from tether.providers.base import Completed, ModelRequest
+from tether.settings import ContextConfig
 from tether.trust import untrusted_block
 
 WINDOW = 2048

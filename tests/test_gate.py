@@ -21,8 +21,7 @@ from tether import (
     tool,
 )
 from tether import events as ev
-from tether.agent import Conversation
-from tether.conversation import PendingCall
+from tether.conversation import Conversation, PendingCall
 from tether.messages import ToolCall, ToolResult
 from tether.providers import Scripted, call, calls
 from tether.trust import CLEAN

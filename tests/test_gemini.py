@@ -14,7 +14,7 @@ import pytest
 
 from tests.providers.helpers import FakeSleep, ask, collect
 from tests.servers.http import Canned, LoopbackServer
-from tether.agent import Agent, StopCause
+from tether.agent import Agent
 from tether.errors import (
     AuthError,
     BadRequestError,
@@ -31,6 +31,7 @@ from tether.errors import (
 )
 from tether.events import RunFinished, TextDelta
 from tether.messages import Image, Message, Reasoning, Text, ToolCall, ToolResult
+from tether.outcome import StopCause
 from tether.providers.base import (
     Completed,
     ModelRequest,

@@ -15,10 +15,9 @@ from pydantic import BaseModel
 from tether import Agent, gate
 from tether import events as ev
 from tether.messages import ToolCall
-from tether.outcome import TEXT_ENDING, Final, Paused, RunAgain, Stopped, TurnOutcome
+from tether.outcome import TEXT_ENDING, Final, Paused, RunAgain, StopCause, Stopped, TurnOutcome
 from tether.output import NUDGE, OutputPlan, OutputSpec
 from tether.providers import Scripted, call
-from tether.result import StopCause
 from tether.trust import CLEAN, SecurityConfig
 
 SRC = Path(inspect.getfile(gate)).parent

@@ -11,12 +11,9 @@ from typing import Any
 import pytest
 
 from tether import Agent, Capabilities, Decision, tool
-from tether.pending import (
-    PENDING_STATE_VERSION,
-    DeferringApprover,
-    PendingState,
-    PendingStateError,
-)
+from tether.conversation import PENDING_STATE_VERSION
+from tether.errors import PendingStateError
+from tether.pending import DeferringApprover, PendingState
 from tether.providers.scripted import Scripted, call
 from tether.trust import SecurityConfig
 

@@ -27,6 +27,7 @@ from tether import events as ev
 from tether.approval import ApprovalRequest
 from tether.errors import OutputFailure, TetherError
 from tether.messages import Message, Text, Usage
+from tether.outcome import StopCause
 from tether.providers import Scripted, call
 from tether.providers.base import (
     Completed,
@@ -35,7 +36,7 @@ from tether.providers.base import (
     Provider,
     StreamChunk,
 )
-from tether.result import RunResult, StopCause
+from tether.result import RunResult
 from tether.tools import ManagedToolset, RunScope, Toolset
 
 

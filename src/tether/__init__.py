@@ -27,9 +27,9 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "Agent": "tether.agent",
     "Conversation": "tether.conversation",
-    "ContextConfig": "tether.context",
+    "ContextConfig": "tether.settings",
     "RunResult": "tether.result",
-    "StopCause": "tether.result",
+    "StopCause": "tether.outcome",
     "ToolCallRecord": "tether.result",
     "PendingCall": "tether.conversation",
     "SessionLike": "tether.conversation",
@@ -95,7 +95,6 @@ if TYPE_CHECKING:
     from tether.agent import Agent
     from tether.approval import AllowAll, ApprovalRequest, Approver, Decision, DenyAll
     from tether.batch import run_batch
-    from tether.context import ContextConfig
     from tether.conversation import Conversation, PendingCall, SessionLike
     from tether.errors import (
         ConfigError,
@@ -106,10 +105,11 @@ if TYPE_CHECKING:
     )
     from tether.mcp import McpServer
     from tether.messages import Message, Text, Usage
+    from tether.outcome import StopCause
     from tether.output import OutputReport, OutputReservation, OutputSpec, PreparedRun
     from tether.pending import DeferringApprover, PendingState
-    from tether.result import RunResult, StopCause, ToolCallRecord
-    from tether.settings import AgentSettings, Prices
+    from tether.result import RunResult, ToolCallRecord
+    from tether.settings import AgentSettings, ContextConfig, Prices
     from tether.store import Session, SQLiteStore
     from tether.store.postgres import PostgresStore
     from tether.subagents import SubagentProfile

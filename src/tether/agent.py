@@ -23,18 +23,26 @@ from tether import events as ev
 from tether import gate
 from tether.approval import Approver, Decision, PermissionMode
 from tether.bounds import Progress, Reached, Spend, first_reached
-from tether.context import ContextConfig, ContextFitter, ContextStrategy
+from tether.context import ContextFitter
 from tether.conversation import Conversation, PendingCall, SessionLike
 from tether.errors import ConfigError, MalformedResponseError, ProviderError, TetherError
 from tether.execution import Allowed, Done, run_calls, settled
 from tether.interrupts import abandon, until_interrupted
 from tether.messages import Image, Message, Part, Text, ToolCall, ToolResult
-from tether.outcome import TEXT_ENDING, Ending, Final, Paused, RunAgain, Stopped, TurnOutcome
+from tether.outcome import (
+    TEXT_ENDING,
+    Ending,
+    Final,
+    Paused,
+    RunAgain,
+    StopCause,
+    Stopped,
+    TurnOutcome,
+)
 from tether.providers.base import (
     Completed,
     ModelRequest,
     ModelResponse,
-    NamedToolChoice,
     Provider,
     ReasoningChunk,
     Retrying,
@@ -43,11 +51,13 @@ from tether.providers.base import (
     attempt_usage,
 )
 from tether.repeats import Repeats
-from tether.result import RunResult, StopCause, ToolCallRecord
+from tether.result import RunResult, ToolCallRecord
 from tether.settings import (
     DEFAULT_MAX_REPEATED_FAILURES,
     DEFAULT_MAX_TURNS,
     AgentSettings,
+    ContextConfig,
+    ContextStrategy,
     Prices,
     Setting,
 )
@@ -997,15 +1007,3 @@ class _Run:
 _MAX_TURNS = frozenset({"max_turns"})
 _NOTHING: frozenset[str] = frozenset()
 
-
-__all__ = [
-    "Agent",
-    "AgentSettings",
-    "Conversation",
-    "NamedToolChoice",
-    "PendingCall",
-    "Prices",
-    "RunResult",
-    "StopCause",
-    "ToolCallRecord",
-]

@@ -367,7 +367,8 @@ def _open_sink(out: Path) -> TextIO:
 
 async def _run_item(source: Any, item: BatchItem,
                     session_for: Callable[[BatchItem], SessionLike] | None = None) -> ItemResult:
-    from tether.agent import Agent, Conversation, run_events
+    from tether.agent import Agent, run_events
+    from tether.conversation import Conversation
     from tether.events import RunFinished
 
     started = time.perf_counter()

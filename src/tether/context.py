@@ -36,9 +36,8 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from collections.abc import AsyncIterator, Collection, Sequence
+from dataclasses import dataclass
 
 from tether import events as ev
 from tether.errors import ContextOverflowError, TetherError
@@ -62,11 +61,9 @@ from tether.providers.base import (
     StreamChunk,
     complete,
 )
+from tether.settings import ContextConfig
 from tether.tools import ToolSpec
 from tether.trust import Taint, untrusted_block
-
-ContextStrategy: TypeAlias = Literal["trim", "summarize", "off"]
-CONTEXT_STRATEGIES: tuple[ContextStrategy, ...] = ("trim", "summarize", "off")
 
 # A new estimate counts this many characters as one token until the model's own counts
 # (or its tokenizer) say otherwise: low, so an unknown text is over- rather than under-
@@ -100,64 +97,6 @@ SUMMARIZER_SYSTEM = (
     "facts and numbers found, names, files, decisions, what is still to do. Write plain "
     "sentences, no preamble, at most {words} words."
 )
-
-
-@dataclass(frozen=True)
-class ContextConfig:
-    """How an agent fits a conversation into its model's context window.
-
-    - ``strategy``: ``"trim"`` (the default) leaves the oldest turns out, shortening old
-      large tool results first; ``"summarize"`` does the same and sends a summary of what
-      was left out, written by ``summarizer`` (the agent's own model when None); ``"off"``
-      sends the whole conversation (an overflow is then an error).
-    - ``window``: the model's context window in tokens; None asks the server (llama-server,
-      Ollama, vLLM, LM Studio say) or takes the server profile's default.
-    - ``reserve``: tokens kept free for the answer; None: the agent's ``max_output_tokens``,
-      else a quarter of the window up to 1,024 (never more than half the window).
-    - ``low_water``: the share of the budget a fitting trims down to. Lower trims less
-      often (the sent prefix, and a server's prompt cache, stay stable longer).
-    - ``windows``: the windows of the agent's other providers by name (for sub-agents).
-
-    ::
-
-        Agent(model, tools, context="summarize")
-        Agent(model, tools, context=ContextConfig("trim", window=2048))
-    """
-
-    strategy: ContextStrategy = "trim"
-    window: int | None = None
-    reserve: int | None = None
-    low_water: float = 0.6
-    summarizer: Provider | None = None
-    windows: Mapping[str, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        from tether.errors import ConfigError
-
-        if self.strategy not in CONTEXT_STRATEGIES:
-            raise ConfigError(f"context must be one of {', '.join(CONTEXT_STRATEGIES)}, "
-                              f"not {self.strategy!r}")
-        for name, value in (("window", self.window), *self.windows.items()):
-            if value is not None and (not isinstance(value, int) or value < 256):
-                raise ConfigError(f"the context window of {name} must be at least 256 "
-                                  f"tokens, not {value!r}")
-        if self.reserve is not None and self.reserve < 1:
-            raise ConfigError(f"the context reserve must be at least 1 token, not "
-                              f"{self.reserve!r}")
-        if not 0.1 <= self.low_water <= 1.0:
-            raise ConfigError(f"context low_water must be between 0.1 and 1, not "
-                              f"{self.low_water!r}")
-
-    @classmethod
-    def of(cls, value: ContextStrategy | ContextConfig) -> ContextConfig:
-        """``value`` as a config: a strategy's name, or a config as it is."""
-        return value if isinstance(value, ContextConfig) else cls(value)
-
-    def for_provider(self, name: str | None) -> ContextConfig:
-        """The config for a sub-agent on provider ``name`` (None: the agent's own model)."""
-        if name is None:
-            return self
-        return dataclasses.replace(self, window=self.windows.get(name))
 
 
 # --- counting ---------------------------------------------------------------------------------
@@ -854,11 +793,8 @@ class _Overflow(Exception):
 
 
 __all__ = [
-    "CONTEXT_STRATEGIES",
     "Budget",
-    "ContextConfig",
     "ContextFitter",
-    "ContextStrategy",
     "Estimate",
     "Plan",
     "Summary",

@@ -142,6 +142,11 @@ class MalformedResponseError(ProviderError):
     """The provider answered with something that is not its documented wire format."""
 
 
+class PendingStateError(TetherError):
+    """A saved pending state cannot be read (wrong shape, or a newer format), or decisions
+    do not answer the calls that are pending."""
+
+
 class OutputFailure(TetherError):
     """A structured-output run ended without a valid answer.
 

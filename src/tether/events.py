@@ -18,7 +18,8 @@ from tether.trust import Taint
 
 if TYPE_CHECKING:
     from tether.approval import ApprovalReason, ApprovalVerdict, DecidedBy
-    from tether.result import RunResult, StopCause
+    from tether.outcome import StopCause
+    from tether.result import RunResult
 
 # What became of a tool call: it ran (ok, or its own error), or the gate answered it.
 ToolStatus: TypeAlias = Literal["ok", "error", "denied", "blocked", "unknown_tool", "invalid_args"]

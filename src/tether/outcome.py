@@ -14,15 +14,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
-
-from tether.result import StopCause
 
 if TYPE_CHECKING:
     from tether.errors import TetherError
     from tether.messages import ToolCall
     from tether.providers.base import ToolChoice
     from tether.tools import Tool
+
+
+class StopCause(StrEnum):
+    """Why a run ended. A ``StrEnum``: ``result.stop_cause == "completed"`` works."""
+
+    COMPLETED = "completed"  # the model gave its answer
+    MAX_TURNS = "max_turns"  # the turn bound was reached while the model still worked
+    OUTPUT_TOKEN_BUDGET = "output_token_budget"  # max_output_tokens spent
+    COST_BUDGET = "cost_budget"  # max_cost_usd spent (at the agent's prices)
+    INTERRUPTED = "interrupted"  # the interrupt event was set (Ctrl-C in the CLI)
+    NO_OUTPUT = "no_output"  # the model finished without an answer
+    # The model's answer was cut by an output token limit (the provider's or the server's,
+    # not the run's own max_output_tokens) before it was complete; calls in it never ran.
+    TRUNCATED = "truncated"
+    # The model made a call again (same tool, same arguments) that had failed
+    # max_repeated_failures times in the run, after it was told not to.
+    REPEATED_FAILURE = "repeated_failure"
+    PAUSED = "paused"  # waiting for approval decisions (see Agent.resume)
+    ERROR = "error"  # the provider failed; RunResult.error says how
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tether.errors import ConfigError, OutputFailure, TetherError
 from tether.messages import Part, ToolCall
-from tether.outcome import Final, RunAgain, Stopped, TurnOutcome
+from tether.outcome import Final, RunAgain, StopCause, Stopped, TurnOutcome
 from tether.providers.base import NamedToolChoice, ToolChoice
-from tether.result import StopCause
 from tether.tools import ArgumentError, Tool, ToolContext, ToolSpec, json_schema_validator
 
 if TYPE_CHECKING:

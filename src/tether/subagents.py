@@ -274,7 +274,7 @@ def delegation_answer(profile: SubagentProfile, caps: Capabilities,
     """What the parent gets from a child's run: the tool output, whether its answer is
     trusted, and why. One rule wherever the child ran (in this process, or as a durable
     child workflow: ``tether.temporal``)."""
-    from tether.result import StopCause
+    from tether.outcome import StopCause
 
     could_read_untrusted = caps.untrusted_input or result.taint.untrusted
     raw = result.text

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tether.agent import Agent, Conversation
+    from tether.agent import Agent
+    from tether.conversation import Conversation
     from tether.store import Session
 
 COMMANDS = {
@@ -103,8 +104,7 @@ async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
 
 async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
                 state: dict[str, Any]) -> int:
-    from tether.agent import Conversation
-    from tether.approval import ConsoleApprover
+    from tether.cli.approver import ConsoleApprover
     from tether.cli.common import make_agent, telemetry_export, workspace_of
     from tether.cli.sessions import (
         latest_session,
@@ -112,6 +112,7 @@ async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
         prefer_session_provider,
         store_for,
     )
+    from tether.conversation import Conversation
 
     interactive = stdin.isatty()
     store = None if args.no_store else store_for(args.workspace)
@@ -351,7 +352,7 @@ async def _command(line: str, talk: _Chat, err: Console) -> bool:
     elif word == "/system":
         _system(talk, rest, err)
     elif word == "/clear":
-        from tether.agent import Conversation
+        from tether.conversation import Conversation
 
         if session is not None:
             err.print(shown((f"session {session.id} stays stored (tether chat --session "

@@ -188,7 +188,7 @@ def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]
         agent_kwargs.setdefault("tools", load_tool_references(args.tool_files))
         agent_kwargs.setdefault("tool_files", list(args.tool_files))
     if "approver" not in agent_kwargs and sys.stdin.isatty():
-        from tether.approval import ConsoleApprover
+        from tether.cli.approver import ConsoleApprover
 
         agent_kwargs["approver"] = ConsoleApprover(workspace=workspace_of(args, cfg))
     agent = agent_from_config(args.workspace, config=cfg, **agent_kwargs)

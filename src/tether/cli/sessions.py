@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 from tether.errors import ConfigError, TetherError
 
 if TYPE_CHECKING:
-    from tether.agent import Agent, RunResult
+    from tether.agent import Agent
     from tether.approval import Decision
     from tether.config import Config
     from tether.conversation import PendingCall
+    from tether.result import RunResult
     from tether.store import Session, SessionInfo, SessionStore, SQLiteStore
     from tether.store.postgres import PostgresStore
 
@@ -248,9 +249,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from tether.cli.render import stdout_console
+    from tether.conversation import pending_call_to_dict
     from tether.display import inline, json_dumps, json_text, shown
     from tether.messages import message_to_dict
-    from tether.pending import pending_call_to_dict
     from tether.store import Session
 
     store = store_for(args.workspace)
@@ -433,7 +434,7 @@ def _paused_call(session_id: str, calls: list[PendingCall], key: str) -> Pending
     """The paused call ``--allow``/``--deny`` names: ``#N`` (its position in the paused
     turn, as ``sessions show`` lists it) or its call id, which must name one call."""
     from tether.display import inline
-    from tether.pending import PendingStateError
+    from tether.errors import PendingStateError
 
     waiting = ", ".join(f"{inline(c.call_id)} (#{c.position})" for c in calls) or "none"
     if key.startswith("#") and key[1:].isdigit():

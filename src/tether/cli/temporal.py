@@ -133,7 +133,7 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
     from tether.temporal.client import decide, wait_pending
 
     if ask and approver is None:
-        from tether.approval import ConsoleApprover
+        from tether.cli.approver import ConsoleApprover
 
         approver = ConsoleApprover()
     from temporalio.client import (

@@ -182,7 +182,7 @@ def agent_from_config(
     subagents = [SubagentProfile(**s.model_dump()) for s in cfg.subagents]
     prices = None
     if pcfg.prices is not None:
-        from tether.result import Prices
+        from tether.settings import Prices
 
         prices = Prices(pcfg.prices.input_per_mtok, pcfg.prices.output_per_mtok)
     kwargs: dict[str, Any] = {
@@ -215,7 +215,7 @@ def agent_from_config(
 def context_from(cfg: Config, name: str, providers: dict[str, Provider]) -> Any:
     """The ``ContextConfig`` of ``[agent] context`` for provider ``name``: its
     ``context_window``, the other providers' windows (for sub-agents), the summarizer."""
-    from tether.context import ContextConfig
+    from tether.settings import ContextConfig
 
     summarizer = None
     wanted = cfg.agent.context_summarizer

@@ -127,13 +127,13 @@ class Session:
         a result saying so, so the conversation is valid to continue."""
         if self._conversation is not None:
             return self._conversation
-        from tether.agent import Conversation
+        from tether.conversation import Conversation
         from tether.messages import message_from_dict
 
         conv = Conversation([message_from_dict(m) for m in self._record.messages],
                             self._record.taint, set(self._record.approvals))
         if self._record.pending is not None:
-            from tether.pending import calls_from_dict
+            from tether.conversation import calls_from_dict
 
             conv.pending = list(calls_from_dict(self._record.pending, conv.unanswered_calls))
         # A function, not the bound method: copy.deepcopy (dataclasses.asdict of a RunResult)
@@ -174,7 +174,7 @@ class Session:
             self.store.record_taint(self.id, event.after, event.cause)
             self._taint = self._taint | event.after
         if isinstance(event, ev.RunFinished) and top:
-            from tether.pending import calls_to_dict
+            from tether.conversation import calls_to_dict
 
             result = event.result
             pending = calls_to_dict(result.pending) if str(result.stop_cause) == "paused" \

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.approval import ApprovalRequest, Decision
-from tether.conversation import Conversation, PendingCall
+from tether.conversation import Conversation, PendingCall, pending_call_to_dict
 from tether.display import inline
-from tether.pending import pending_call_to_dict
 
 from .payloads import canonical, jsonable
 

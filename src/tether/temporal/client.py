@@ -96,7 +96,7 @@ async def wait_pending(handle: Any, after: int = -1) -> dict[str, Any]:
 
 async def decide(handle: Any, call: Mapping[str, Any], decision: Decision) -> None:
     """Signal the decision for one pending call (a dict from a ``pending`` state)."""
-    from tether.pending import pending_call_from_dict
+    from tether.conversation import pending_call_from_dict
 
     await handle.signal("decide", signal_payload(pending_call_from_dict(call), decision))
 

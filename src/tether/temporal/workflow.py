@@ -40,9 +40,10 @@ with workflow.unsafe.imports_passed_through():
     from tether.conversation import Conversation
     from tether.errors import TetherError
     from tether.messages import Part, Usage, part_from_dict, usage_to_dict
+    from tether.outcome import StopCause
     from tether.provenance import Source
-    from tether.result import Prices, RunResult, StopCause
-    from tether.settings import DEFAULT_MAX_REPEATED_FAILURES, AgentSettings
+    from tether.result import RunResult
+    from tether.settings import DEFAULT_MAX_REPEATED_FAILURES, AgentSettings, Prices
     from tether.subagents import (
         SubagentProfile,
         child_conversation,
