@@ -44,7 +44,7 @@ from tether.providers.base import (
     complete,
 )
 from tether.providers.http import RetryPolicy, Timeouts
-from tether.tools import ToolSpec, tool
+from tether.tools.tool import ToolSpec, tool
 
 WEATHER = ToolSpec("get_weather", "Get the weather for a city.",
                    {"type": "object", "properties": {"city": {"type": "string"}},

@@ -46,7 +46,7 @@ from tether.providers.base import (
 )
 from tether.providers.gemini import SKIP_SIGNATURE, Gemini
 from tether.providers.http import RetryPolicy, Timeouts
-from tether.tools import ToolSpec, tool
+from tether.tools.tool import ToolSpec, tool
 
 WEATHER = ToolSpec("get_weather", "Get the weather for a city.",
                    {"$schema": "https://json-schema.org/draft/2020-12/schema",

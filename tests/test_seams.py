@@ -37,7 +37,7 @@ from tether.providers.base import (
     StreamChunk,
 )
 from tether.result import RunResult
-from tether.tools import ManagedToolset, RunScope, Toolset
+from tether.tools.tool import ManagedToolset, RunScope, Toolset
 
 
 @tool
@@ -191,9 +191,9 @@ def test_a_tool_context_has_typed_fields_and_no_bag_of_extras() -> None:
     fields = {f.name for f in dataclasses.fields(ToolContext)}
     assert "extras" not in fields
     assert "run" in fields
-    import tether.tools
+    import tether.tools.tool
 
-    hints = typing.get_type_hints(ToolContext, {**vars(tether.tools), "Event": ev.Event})
+    hints = typing.get_type_hints(ToolContext, {**vars(tether.tools.tool), "Event": ev.Event})
     assert all(hint is not Any and typing.get_origin(hint) is not dict
                for hint in hints.values())
     assert {f.name for f in dataclasses.fields(RunScope)} == {"agent", "path", "interrupt",

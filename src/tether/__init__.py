@@ -35,13 +35,13 @@ _EXPORTS: dict[str, str] = {
     "SessionLike": "tether.conversation",
     "Prices": "tether.settings",
     "AgentSettings": "tether.settings",
-    "tool": "tether.tools",
-    "Tool": "tether.tools",
-    "ToolSpec": "tether.tools",
-    "ToolContext": "tether.tools",
-    "ToolOutput": "tether.tools",
-    "Toolset": "tether.tools",
-    "humanize_tool_name": "tether.tools",
+    "tool": "tether.tools.tool",
+    "Tool": "tether.tools.tool",
+    "ToolSpec": "tether.tools.tool",
+    "ToolContext": "tether.tools.tool",
+    "ToolOutput": "tether.tools.tool",
+    "Toolset": "tether.tools.tool",
+    "humanize_tool_name": "tether.tools.tool",
     "Capabilities": "tether.trust",
     "Taint": "tether.trust",
     "SecurityConfig": "tether.trust",
@@ -114,7 +114,7 @@ if TYPE_CHECKING:
     from tether.store.postgres import PostgresStore
     from tether.subagents import SubagentProfile
     from tether.telemetry import Instrumentation
-    from tether.tools import (
+    from tether.tools.tool import (
         Tool,
         ToolContext,
         ToolOutput,

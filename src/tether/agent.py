@@ -61,14 +61,7 @@ from tether.settings import (
     Prices,
     Setting,
 )
-from tether.tools import (
-    ManagedToolset,
-    RunScope,
-    Tool,
-    Toolset,
-    collect_tools,
-    ensure_tools,
-)
+from tether.tools.tool import ManagedToolset, RunScope, Tool, Toolset, collect_tools, ensure_tools
 from tether.trust import SecurityConfig, Taint, forecast
 
 if TYPE_CHECKING:
@@ -442,7 +435,7 @@ async def run_events(
     ``stream_requests`` asks the provider for a streamed answer; ``ending`` says when the
     run has its answer (a structured-output run's plan; by default its text); ``within``
     is the run this one is delegated from (its path, interrupt and spend: see
-    ``tether.tools.RunScope``).
+    ``tether.tools.tool.RunScope``).
     """
     if session is not None:
         conversation = session.conversation()

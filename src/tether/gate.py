@@ -39,7 +39,7 @@ from tether.conversation import PendingCall
 from tether.display import inline
 from tether.events import ToolStatus
 from tether.messages import ToolCall
-from tether.tools import ArgumentError, Tool
+from tether.tools.tool import ArgumentError, Tool
 from tether.trust import SecurityConfig, Taint, armed_calls, forecast
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from tether.errors import TetherError
     from tether.messages import ToolCall
     from tether.providers.base import ToolChoice
-    from tether.tools import Tool
+    from tether.tools.tool import Tool
 
 
 class StopCause(StrEnum):

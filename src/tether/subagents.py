@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tether import events as ev
 from tether.display import inline
 from tether.errors import ConfigError
-from tether.tools import RunScope, Tool, ToolContext, ToolOutput, ToolSpec, collect_tools
+from tether.tools.tool import RunScope, Tool, ToolContext, ToolOutput, ToolSpec, collect_tools
 from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities, Taint
 
 if TYPE_CHECKING:
@@ -176,7 +176,7 @@ def _delegation_tool(profile: SubagentProfile, caps: Capabilities, owner: Agent)
     async def delegate(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return await run_subagent(profile, arguments["task"], ctx, caps, owner=owner)
 
-    from tether.tools import json_schema_validator
+    from tether.tools.tool import json_schema_validator
 
     return Tool(ToolSpec(profile.name, profile.description, schema), delegate, caps,
                 json_schema_validator(schema), origin="subagent",

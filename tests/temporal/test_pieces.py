@@ -32,7 +32,7 @@ from tether.temporal.payloads import (
     response_from_dict,
     response_to_dict,
 )
-from tether.tools import ToolOutput, ToolSpec
+from tether.tools.tool import ToolOutput, ToolSpec
 from tether.trust import Taint
 
 CALL = PendingCall("c1", "launch", {"target": "moon", "speed": 2}, "needs_approval",
@@ -219,7 +219,7 @@ async def test_the_blob_folder_is_one_of_tethers_own_files_an_approved_write_is_
         tmp_path: Path, configured: bool) -> None:
     from tether.builtins import write_file
     from tether.config import agent_from_config, load_config
-    from tether.tools import ToolContext
+    from tether.tools.tool import ToolContext
     from tether.trust import CLEAN
 
     blobs = tmp_path / ("shared-blobs" if configured else "data/tether/temporal-blobs")

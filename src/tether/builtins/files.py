@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from tether.tools import Tool, ToolContext, ToolOutput, tool
+from tether.tools.tool import Tool, ToolContext, ToolOutput, tool
 from tether.trust import Capabilities
 
 from .workspace import (

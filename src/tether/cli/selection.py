@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tether.errors import ConfigError
 
 if TYPE_CHECKING:  # tether.tools is imported when a selection is made, not to parse flags
-    from tether.tools import ManagedToolset, Tool, Toolset
+    from tether.tools.tool import ManagedToolset, Tool, Toolset
 
 
 def add_tool_flags(p: argparse.ArgumentParser) -> None:
@@ -97,7 +97,7 @@ class Selected:
         self._started = False
 
     def tools(self) -> list[Tool]:
-        from tether.tools import collect_tools
+        from tether.tools.tool import collect_tools
 
         found, _ = collect_tools(self.sources)
         return [found[n] for n in self.names if n in found]
@@ -114,7 +114,7 @@ class Selected:
             await self.aclose()
             raise failed[0]
         notices = [n for o in outcomes if o and not isinstance(o, BaseException) for n in o]
-        from tether.tools import collect_tools
+        from tether.tools.tool import collect_tools
 
         found, _ = collect_tools(self.sources)
         unknown = [n for n in self.names if n not in found]
@@ -132,7 +132,7 @@ class Selected:
 
 def _servers(sources: Iterable[Tool | Toolset]) -> list[ManagedToolset]:
     """The toolsets among ``sources`` that are started and closed (MCP servers)."""
-    from tether.tools import ManagedToolset, Tool
+    from tether.tools.tool import ManagedToolset, Tool
 
     return [s for s in sources if not isinstance(s, Tool) and isinstance(s, ManagedToolset)]
 

@@ -145,7 +145,7 @@ def agent_from_config(
     from tether.agent import Agent
     from tether.builtins import select_builtins
     from tether.subagents import SubagentProfile
-    from tether.tools import Tool
+    from tether.tools.tool import Tool
 
     cfg = config or load_config(workspace)
     name, pcfg = cfg.provider_config(provider)

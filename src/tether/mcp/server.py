@@ -19,7 +19,7 @@ from tether.errors import ConfigError
 from tether.events import Notice
 from tether.mcp.environment import child_environment
 from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
-from tether.tools import Tool, ToolContext, ToolOutput
+from tether.tools.tool import Tool, ToolContext, ToolOutput
 from tether.trust import NO_CAPABILITIES, Capabilities
 
 if TYPE_CHECKING:

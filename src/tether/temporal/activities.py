@@ -31,7 +31,7 @@ from temporalio.exceptions import ApplicationError
 from tether.errors import ConfigError, TetherError
 from tether.messages import Message, message_from_dict
 from tether.providers.base import complete
-from tether.tools import ToolContext, ToolOutput
+from tether.tools.tool import ToolContext, ToolOutput
 from tether.trust import Taint, truncate
 
 from . import DESCRIBE, MODEL, TOOL
@@ -100,7 +100,7 @@ class TetherActivities:
     async def tool(self, call: dict[str, Any]) -> dict[str, Any]:
         from tether.bounds import Spend
         from tether.execution import call_handler  # the loop's own: same timeout, messages
-        from tether.tools import RunScope
+        from tether.tools.tool import RunScope
 
         runtime = self.runtime
         agent = runtime.agent

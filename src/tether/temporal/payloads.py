@@ -25,7 +25,7 @@ from tether.messages import (
 )
 from tether.provenance import Source
 from tether.providers.base import ModelRequest, ModelResponse, NamedToolChoice, ToolChoice
-from tether.tools import Tool, ToolOutput, ToolSpec
+from tether.tools.tool import Tool, ToolOutput, ToolSpec
 from tether.trust import Capabilities, SecurityConfig, Taint
 
 

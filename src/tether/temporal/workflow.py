@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
         delegation_answer,
         missing_tools_output,
     )
-    from tether.tools import Tool, ToolContext, ToolOutput
+    from tether.tools.tool import Tool, ToolContext, ToolOutput
     from tether.trust import CLEAN, Taint, truncate
 
     from . import DESCRIBE, WORKFLOW

@@ -27,7 +27,7 @@ from typing import (
 
 from tether.errors import ToolError
 from tether.provenance import Source
-from tether.threads import start_in_daemon_thread
+from tether.tools.threads import start_in_daemon_thread
 from tether.trust import NO_CAPABILITIES, Capabilities, SecurityConfig, Taint
 
 if TYPE_CHECKING:
@@ -191,7 +191,7 @@ Correction = Callable[[str], str]
 
 class ThreadedHandler:
     """The handler of a sync function's tool: ``fn`` runs in a daemon thread
-    (``tether.threads``). Called, it is a coroutine as any handler's; ``start`` gives the
+    (``tether.tools.threads``). Called, it is a coroutine as any handler's; ``start`` gives the
     thread's future itself, which is what the loop waits on (no task around it)."""
 
     __slots__ = ("fn", "keywords")
