@@ -45,14 +45,8 @@ from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
 from agentdojo.functions_runtime import FunctionsRuntime, TaskEnvironment
 from agentdojo.task_suite.task_suite import TaskSuite
 
-from tether.tools.tool import (
-    Tool,
-    ToolContext,
-    ToolOutput,
-    ToolSpec,
-    Validator,
-    json_schema_validator,
-)
+from tether.tools.spec import ToolSpec
+from tether.tools.tool import Tool, ToolContext, ToolOutput, Validator, json_schema_validator
 from tether.trust import Capabilities
 
 _P = Capabilities(private_data=True)

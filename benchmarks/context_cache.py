@@ -33,7 +33,7 @@ from tether.local import SYSTEM_PROMPT, LocalServer
 from tether.messages import Usage
 from tether.providers.openai_chat import OpenAIChat
 from tether.settings import ContextConfig
-from tether.tools.tool import tool
+from tether.tools.function import tool
 
 
 @tool

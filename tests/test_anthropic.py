@@ -44,7 +44,8 @@ from tether.providers.base import (
     complete,
 )
 from tether.providers.http import RetryPolicy, Timeouts
-from tether.tools.tool import ToolSpec, tool
+from tether.tools.function import tool
+from tether.tools.spec import ToolSpec
 
 WEATHER = ToolSpec("get_weather", "Get the weather for a city.",
                    {"type": "object", "properties": {"city": {"type": "string"}},

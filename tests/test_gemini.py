@@ -46,7 +46,8 @@ from tether.providers.base import (
 )
 from tether.providers.gemini import SKIP_SIGNATURE, Gemini
 from tether.providers.http import RetryPolicy, Timeouts
-from tether.tools.tool import ToolSpec, tool
+from tether.tools.function import tool
+from tether.tools.spec import ToolSpec
 
 WEATHER = ToolSpec("get_weather", "Get the weather for a city.",
                    {"$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -47,7 +47,7 @@ from tether.providers.openai_chat import (
     warmer_after_parse_error,
 )
 from tether.providers.profiles import OpenAICompatProfile
-from tether.tools.tool import ToolSpec
+from tether.tools.spec import ToolSpec
 
 ADD = ToolSpec("add", "Add two integers.", {
     "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},

@@ -37,7 +37,7 @@ from tether.providers.base import (
     complete,
 )
 from tether.providers.http import RetryPolicy, Timeouts
-from tether.tools.tool import ToolSpec
+from tether.tools.spec import ToolSpec
 
 WEATHER = ToolSpec("get_weather", "Weather for a city.",
                    {"type": "object", "properties": {"city": {"type": "string"}},

@@ -37,7 +37,8 @@ from tether.providers.base import (
     StreamChunk,
 )
 from tether.result import RunResult
-from tether.tools.tool import ManagedToolset, RunScope, Toolset
+from tether.tools.tool import RunScope
+from tether.tools.toolsets import ManagedToolset, Toolset
 
 
 @tool

@@ -35,13 +35,13 @@ _EXPORTS: dict[str, str] = {
     "SessionLike": "tether.conversation",
     "Prices": "tether.settings",
     "AgentSettings": "tether.settings",
-    "tool": "tether.tools.tool",
+    "tool": "tether.tools.function",
     "Tool": "tether.tools.tool",
-    "ToolSpec": "tether.tools.tool",
+    "ToolSpec": "tether.tools.spec",
     "ToolContext": "tether.tools.tool",
     "ToolOutput": "tether.tools.tool",
-    "Toolset": "tether.tools.tool",
-    "humanize_tool_name": "tether.tools.tool",
+    "Toolset": "tether.tools.toolsets",
+    "humanize_tool_name": "tether.tools.spec",
     "Capabilities": "tether.trust",
     "Taint": "tether.trust",
     "SecurityConfig": "tether.trust",
@@ -114,13 +114,8 @@ if TYPE_CHECKING:
     from tether.store.postgres import PostgresStore
     from tether.subagents import SubagentProfile
     from tether.telemetry import Instrumentation
-    from tether.tools.tool import (
-        Tool,
-        ToolContext,
-        ToolOutput,
-        Toolset,
-        ToolSpec,
-        humanize_tool_name,
-        tool,
-    )
+    from tether.tools.function import tool
+    from tether.tools.spec import ToolSpec, humanize_tool_name
+    from tether.tools.tool import Tool, ToolContext, ToolOutput
+    from tether.tools.toolsets import Toolset
     from tether.trust import AnswerShape, Capabilities, SecurityConfig, Taint, outside_text

@@ -61,7 +61,9 @@ from tether.settings import (
     Prices,
     Setting,
 )
-from tether.tools.tool import ManagedToolset, RunScope, Tool, Toolset, collect_tools, ensure_tools
+from tether.tools.function import ensure_tools
+from tether.tools.tool import RunScope, Tool
+from tether.tools.toolsets import ManagedToolset, Toolset, collect_tools
 from tether.trust import SecurityConfig, Taint, forecast
 
 if TYPE_CHECKING:

@@ -62,7 +62,7 @@ from tether.providers.base import (
     complete,
 )
 from tether.settings import ContextConfig
-from tether.tools.tool import ToolSpec
+from tether.tools.spec import ToolSpec
 from tether.trust import Taint, untrusted_block
 
 # A new estimate counts this many characters as one token until the model's own counts

@@ -22,7 +22,8 @@ from tether.errors import ConfigError, OutputFailure, TetherError
 from tether.messages import Part, ToolCall
 from tether.outcome import Final, RunAgain, StopCause, Stopped, TurnOutcome
 from tether.providers.base import NamedToolChoice, ToolChoice
-from tether.tools.tool import ArgumentError, Tool, ToolContext, ToolSpec, json_schema_validator
+from tether.tools.spec import ToolSpec
+from tether.tools.tool import ArgumentError, Tool, ToolContext, json_schema_validator
 
 if TYPE_CHECKING:
     from tether.agent import Agent

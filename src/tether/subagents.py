@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 from tether import events as ev
 from tether.display import inline
 from tether.errors import ConfigError
-from tether.tools.tool import RunScope, Tool, ToolContext, ToolOutput, ToolSpec, collect_tools
+from tether.tools.spec import ToolSpec
+from tether.tools.tool import RunScope, Tool, ToolContext, ToolOutput
+from tether.tools.toolsets import CombinedToolset, FilteredToolset, collect_tools
 from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities, Taint
 
 if TYPE_CHECKING:
@@ -205,18 +207,18 @@ async def run_subagent(
         # A host calling the handler itself: a run of the owner's, with nothing above it.
         scope = RunScope(owner, (ctx.call_id,), None, Spend(owner.settings))
     parent: Agent = owner if owner is not None else scope.agent
-    registry = parent.tools
-    missing = [n for n in profile.tools if n not in registry]
+    # The child's tools: the profile's allowlist over the owner's tools as they are now.
+    tools = FilteredToolset(CombinedToolset(parent.toolsets), profile.tools)
+    missing = tools.missing()
     if missing:
-        return missing_tools_output(profile, missing, registry)
+        return missing_tools_output(profile, missing, parent.tools)
     model = _child_model(profile, parent)
-    tools = [registry[n] for n in profile.tools]
     running = scope.agent
     # Traced as the running agent's runs are, under the child's own name: its run is a span
     # of its own, under the delegating call's (tether.telemetry).
     instrument = None if running.instrument is None \
         else dataclasses.replace(running.instrument, agent_name=profile.name)
-    child = Agent.from_settings(model, profile.child_settings(running.settings), tools,
+    child = Agent.from_settings(model, profile.child_settings(running.settings), [tools],
                                 approver=parent.approver, providers=parent.providers,
                                 instrument=instrument)
     emit = ctx.emit

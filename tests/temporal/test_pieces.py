@@ -32,7 +32,8 @@ from tether.temporal.payloads import (
     response_from_dict,
     response_to_dict,
 )
-from tether.tools.tool import ToolOutput, ToolSpec
+from tether.tools.spec import ToolSpec
+from tether.tools.tool import ToolOutput
 from tether.trust import Taint
 
 CALL = PendingCall("c1", "launch", {"target": "moon", "speed": 2}, "needs_approval",

@@ -193,7 +193,7 @@ def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]
         agent_kwargs["approver"] = ConsoleApprover(workspace=workspace_of(args, cfg))
     agent = agent_from_config(args.workspace, config=cfg, **agent_kwargs)
     if getattr(args, "only_tools", None):
-        from tether.cli.selection import offer_only
+        from tether.cli.offer_only import offer_only
 
         agent = offer_only(agent, args.only_tools)
     return agent, cfg

@@ -76,7 +76,7 @@ from tether.providers.http import (
     wrong_type,
 )
 from tether.providers.shell import HTTPModel, WireCodec
-from tether.tools.tool import ToolSpec
+from tether.tools.spec import ToolSpec
 
 NAME = "anthropic"
 _RETRY = RetryPolicy()

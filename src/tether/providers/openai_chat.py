@@ -61,7 +61,7 @@ from tether.providers.http import (
 )
 from tether.providers.profiles import OpenAICompatProfile, profile_for
 from tether.providers.shell import HTTPModel, WireCodec
-from tether.tools.tool import ToolSpec
+from tether.tools.spec import ToolSpec
 
 NAME = "openai-chat"
 

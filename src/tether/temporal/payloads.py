@@ -25,7 +25,8 @@ from tether.messages import (
 )
 from tether.provenance import Source
 from tether.providers.base import ModelRequest, ModelResponse, NamedToolChoice, ToolChoice
-from tether.tools.tool import Tool, ToolOutput, ToolSpec
+from tether.tools.spec import ToolSpec
+from tether.tools.tool import Tool, ToolOutput
 from tether.trust import Capabilities, SecurityConfig, Taint
 
 

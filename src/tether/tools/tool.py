@@ -1,32 +1,24 @@
-"""Tools: their declaration (``ToolSpec``), what they can do, and ``@tool``.
+"""A tool as the loop and the gate see it: one shape whatever its source.
 
-A ``Tool`` is a spec, the capabilities it declares, an argument validator and an async
-handler. Every tool, whatever its source (a Python function, an MCP server, a built-in, a
-sub-agent), has this one shape, so the agent loop passes all of them through one gate.
+A ``Tool`` is a spec (``tether.tools.spec``), the capabilities it declares, an argument
+validator and an async handler. Every tool, whatever its source (a Python function, an MCP
+server, a built-in, a sub-agent, the answering tool of structured output), has this one
+shape, so the loop passes all of them through one gate. Here too: what a running tool
+knows of its call (``ToolContext``, ``RunScope``), what a handler may return
+(``ToolOutput``), and the one rule for argument keys a schema does not name.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
-import json
-import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Literal,
-    Protocol,
-    TypeAlias,
-    overload,
-    runtime_checkable,
-)
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from tether.errors import ToolError
 from tether.provenance import Source
+from tether.tools.spec import ToolSpec
 from tether.tools.threads import start_in_daemon_thread
 from tether.trust import NO_CAPABILITIES, Capabilities, SecurityConfig, Taint
 
@@ -35,88 +27,6 @@ if TYPE_CHECKING:
     from tether.bounds import Spend
     from tether.events import Event
     from tether.messages import Usage
-
-__all__ = [
-    "ArgumentError",
-    "Capabilities",
-    "ManagedToolset",
-    "RunScope",
-    "Tool",
-    "ToolContext",
-    "ToolOutput",
-    "ToolSpec",
-    "Toolset",
-    "UnknownArguments",
-    "humanize_tool_name",
-    "tool",
-    "unknown_arguments",
-]
-
-_SEPARATORS = re.compile(r"[_\-\s]+")
-
-
-@functools.lru_cache(maxsize=1024)  # asked for each call's events; names repeat
-def humanize_tool_name(name: str) -> str:
-    """``read_file`` -> ``Read file``: split on ``_``, ``-`` and whitespace, lowercase, then
-    capitalise the first letter of the first word. No camelCase split; ``.`` and ``/`` are
-    kept as they are."""
-    words = [w.lower() for w in _SEPARATORS.split(name) if w]
-    if not words:
-        return ""
-    words[0] = words[0][:1].upper() + words[0][1:]
-    return " ".join(words)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """Declaration of a tool the model may invoke (seed 001).
-
-    - ``name``: unique; the model references it when it emits a call.
-    - ``description``: what the tool does, for the model.
-    - ``schema_json``: JSON Schema object of the arguments.
-    - ``title``: a human display label (MCP's ``title``); ``None`` derives one from ``name``.
-    - ``needs_approval``: the call goes through the approval gate before it runs, always.
-    """
-
-    name: str
-    description: str
-    schema_json: dict[str, Any]
-    title: str | None = None
-    needs_approval: bool = False
-
-    @property
-    def display_name(self) -> str:
-        return self.title if self.title is not None else humanize_tool_name(self.name)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Serialize; the safe defaults (``needs_approval=False``, ``title=None``) are omitted."""
-        d: dict[str, Any] = {
-            "name": self.name, "description": self.description, "schema_json": self.schema_json,
-        }
-        if self.title is not None:
-            d["title"] = self.title
-        if self.needs_approval:
-            d["needs_approval"] = True
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ToolSpec:
-        """Read a serialized spec; a payload without ``needs_approval`` is ungated (False)."""
-        return cls(
-            name=d["name"],
-            description=d.get("description", ""),
-            schema_json=dict(d["schema_json"]) if d.get("schema_json") is not None
-            else {"type": "object", "properties": {}},
-            title=d.get("title"),
-            needs_approval=bool(d.get("needs_approval", False)),
-        )
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict())
-
-    @classmethod
-    def from_json(cls, text: str) -> ToolSpec:
-        return cls.from_dict(json.loads(text))
 
 
 class ArgumentError(ValueError):
@@ -385,58 +295,6 @@ class Tool:
                    **kw)
 
 
-@runtime_checkable
-class Toolset(Protocol):
-    """A source of tools that may change over time (an MCP server, a filtered set)."""
-
-    def tools(self) -> Sequence[Tool]: ...
-
-
-@runtime_checkable
-class ManagedToolset(Toolset, Protocol):
-    """A toolset with a lifetime (an MCP server): ``async with agent`` starts it and
-    closes it. ``start()`` may return ``Notice`` events (it did not start, a tool was left
-    out); ``started`` says whether its tools are there; ``name`` names it in notices."""
-
-    name: str
-
-    @property
-    def started(self) -> bool: ...
-
-    async def start(self) -> Sequence[Event] | None: ...
-
-    async def aclose(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Clash:
-    """A tool left out because an earlier one has its name; ``toolset`` offered it."""
-
-    name: str
-    toolset: Toolset
-
-
-def collect_tools(sources: Iterable[Tool | Toolset]) -> tuple[dict[str, Tool], list[Clash]]:
-    """The tools of ``sources`` by name, as they are now: your own ``Tool``s first, then
-    each toolset's in order; the first tool of a name keeps it. Also the clashes (a later
-    tool of a taken name), which must never be silent: the caller reports them."""
-    sources = list(sources)
-    current: dict[str, Tool] = {}
-    for source in sources:
-        if isinstance(source, Tool):
-            current.setdefault(source.name, source)
-    clashes: list[Clash] = []
-    for source in sources:
-        if isinstance(source, Tool):
-            continue
-        for t in source.tools():
-            if t.name not in current:
-                current[t.name] = t
-            elif current[t.name] is not t:
-                clashes.append(Clash(t.name, source))
-    return current, clashes
-
-
 @dataclass(frozen=True, slots=True)
 class UnknownArguments:
     """The top-level argument keys a tool's schema does not name (``keys``, in the order
@@ -526,235 +384,3 @@ def _describe_jsonschema_error(error: Any) -> str:
     return f"{where}: {error.message}" if where else str(error.message)
 
 
-# --- @tool ------------------------------------------------------------------------------
-
-
-@overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
-
-
-@overload
-def tool(
-    fn: None = None,
-    /,
-    *,
-    name: str | None = None,
-    title: str | None = None,
-    description: str | None = None,
-    needs_approval: bool = False,
-    capabilities: Capabilities = NO_CAPABILITIES,
-    cache_approval: bool = True,
-    idempotent: bool = False,
-    content_params: Iterable[str] = (),
-    destination_params: Iterable[str] = (),
-) -> Callable[[Callable[..., Any]], Tool]: ...
-
-
-def tool(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    title: str | None = None,
-    description: str | None = None,
-    needs_approval: bool = False,
-    capabilities: Capabilities = NO_CAPABILITIES,
-    cache_approval: bool = True,
-    idempotent: bool = False,
-    content_params: Iterable[str] = (),
-    destination_params: Iterable[str] = (),
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a ``Tool`` from a sync or async function.
-
-    The JSON Schema comes from the signature (via pydantic), the description from the
-    docstring, parameter descriptions from its ``Args:`` section (or ``:param x:`` lines)::
-
-        @tool
-        def add(a: int, b: int) -> int:
-            \"\"\"Add two integers.\"\"\"
-            return a + b
-
-        @tool(needs_approval=True, capabilities=Capabilities(destructive=True))
-        def delete(path: str) -> str: ...
-
-        @tool(capabilities=Capabilities(external_send=True),
-              destination_params=["to"], content_params=["body"])
-        def send_email(to: str, body: str) -> str: ...
-
-    ``content_params`` and ``destination_params`` name parameters (see ``Tool``); a name
-    the function does not have is an error. ``idempotent=True`` declares that running a call
-    twice does no more than once (see ``Tool.idempotent``).
-    """
-
-    def build(f: Callable[..., Any]) -> Tool:
-        return _tool_from_function(f, name=name, title=title, description=description,
-                                   needs_approval=needs_approval, capabilities=capabilities,
-                                   cache_approval=cache_approval, idempotent=idempotent,
-                                   content_params=tuple(content_params),
-                                   destination_params=tuple(destination_params))
-
-    return build(fn) if fn is not None else build
-
-
-def _tool_from_function(
-    fn: Callable[..., Any],
-    *,
-    name: str | None,
-    title: str | None,
-    description: str | None,
-    needs_approval: bool,
-    capabilities: Capabilities,
-    cache_approval: bool,
-    idempotent: bool = False,
-    content_params: tuple[str, ...] = (),
-    destination_params: tuple[str, ...] = (),
-) -> Tool:
-    from pydantic import ConfigDict, Field, ValidationError, create_model
-
-    if isinstance(fn, Tool):
-        raise ToolError(f"{fn.name} is already a Tool")
-    sig = inspect.signature(fn)
-    summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
-    hints = _type_hints(fn)
-    fields: dict[str, Any] = {}
-    context_param: str | None = None
-    for pname, param in sig.parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise ToolError(f"tool {fn.__name__}: *args/**kwargs parameters cannot be described "
-                            "to a model; name each parameter")
-        annotation = hints.get(pname, Any)
-        if annotation is ToolContext:
-            context_param = pname
-            continue
-        default = ... if param.default is param.empty else param.default
-        fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
-    tool_name = name or fn.__name__
-    # The schema does not forbid extra keys: Tool.validate drops the keys it does not name
-    # before this model sees them (see unknown_arguments).
-    model = create_model(
-        f"{tool_name}_arguments", __config__=ConfigDict(extra="ignore"), **fields
-    )
-    schema = _clean_schema(model.model_json_schema())
-    is_async = inspect.iscoroutinefunction(fn)
-    names = list(fields)
-
-    def validate(arguments: Any) -> dict[str, Any]:
-        if not isinstance(arguments, dict):
-            raise ArgumentError("arguments must be a JSON object")
-        try:
-            parsed = model.model_validate(arguments)
-        except ValidationError as e:
-            raise ArgumentError(_describe_validation_error(e)) from None
-        return {n: getattr(parsed, n) for n in names}
-
-    def keywords(arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        kwargs = dict(arguments)
-        if context_param is not None:
-            kwargs[context_param] = ctx
-        return kwargs
-
-    async def awaited(arguments: dict[str, Any], ctx: ToolContext) -> Any:
-        return await fn(**keywords(arguments, ctx))
-
-    # Sync tools run in a thread so a slow one cannot stall the event loop (and several
-    # calls of one turn really run side by side).
-    handler: Handler = awaited if is_async else ThreadedHandler(fn, keywords)
-
-    unknown = [p for p in (*content_params, *destination_params) if p not in fields]
-    if unknown:
-        raise ToolError(f"tool {tool_name}: no parameter named {', '.join(map(repr, unknown))} "
-                        f"(content_params and destination_params name parameters)")
-    spec = ToolSpec(tool_name, description if description is not None else summary, schema,
-                    title, needs_approval)
-    return Tool(spec, handler, capabilities, validate, cache_approval, origin="python",
-                idempotent=idempotent, content_params=content_params,
-                destination_params=destination_params)
-
-
-def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    import typing
-
-    try:
-        return typing.get_type_hints(fn)
-    except (NameError, TypeError) as e:
-        raise ToolError(f"tool {getattr(fn, '__name__', fn)}: cannot resolve its type hints: {e}")\
-            from None
-
-
-def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Drop pydantic's generated ``title`` keys: noise for the model, tokens on every turn."""
-    def strip(node: Any, in_properties: bool = False) -> Any:
-        if isinstance(node, dict):
-            return {
-                k: strip(v, k in ("properties", "$defs"))
-                for k, v in node.items()
-                if not (k == "title" and not in_properties and isinstance(v, str))
-            }
-        if isinstance(node, list):
-            return [strip(v) for v in node]
-        return node
-
-    cleaned: dict[str, Any] = strip(schema)
-    cleaned.setdefault("properties", {})
-    return cleaned
-
-
-def _describe_validation_error(error: Any) -> str:
-    parts = []
-    for item in error.errors()[:5]:
-        loc = ".".join(str(x) for x in item["loc"])
-        parts.append(f"{loc}: {item['msg']}" if loc else str(item["msg"]))
-    return "; ".join(parts)
-
-
-_SECTION = re.compile(r"^[A-Z][A-Za-z ]*:$")
-_ARGS_SECTIONS = {"Args:", "Arguments:", "Parameters:", "Params:"}
-_GOOGLE_PARAM = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-_SPHINX_PARAM = re.compile(r"^:param\s+(?:[\w\[\], ]+\s+)?(\w+):\s*(.*)$")
-
-
-def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """The description (text before any section) and per-parameter descriptions, from a
-    Google-style ``Args:`` section or Sphinx ``:param x:`` lines."""
-    summary: list[str] = []
-    params: dict[str, str] = {}
-    section: str | None = None  # None while in the summary, then "args", "sphinx" or "other"
-    param_indent: int | None = None
-    current: str | None = None
-    for line in doc.splitlines():
-        stripped = line.strip()
-        indent = len(line) - len(line.lstrip())
-        sphinx = _SPHINX_PARAM.match(stripped)
-        if sphinx:
-            section, current = "sphinx", sphinx.group(1)
-            params[current] = sphinx.group(2).strip()
-            continue
-        if indent == 0 and _SECTION.match(stripped):
-            section = "args" if stripped in _ARGS_SECTIONS else "other"
-            current, param_indent = None, None
-            continue
-        if section is None:
-            summary.append(line)
-            continue
-        if not stripped or section == "other":
-            continue
-        google = _GOOGLE_PARAM.match(stripped) if section == "args" else None
-        if google and (param_indent is None or indent <= param_indent):
-            param_indent, current = indent, google.group(1).lstrip("*")
-            params[current] = google.group(2).strip()
-        elif current is not None and indent > 0:
-            params[current] = f"{params[current]} {stripped}".strip()
-    return "\n".join(summary).strip(), params
-
-
-def ensure_tools(items: Iterable[Tool | Toolset | Callable[..., Any]]) -> list[Tool | Toolset]:
-    """Accept plain functions where a Tool is expected (``tools=[add]``) by wrapping them."""
-    out: list[Tool | Toolset] = []
-    for item in items:
-        if isinstance(item, Tool | Toolset):
-            out.append(item)
-        elif callable(item):
-            out.append(tool(item))
-        else:
-            raise ToolError(f"not a tool: {item!r}")
-    return out
