@@ -11,7 +11,11 @@ import pytest
 
 from tether import Agent, Capabilities, Conversation, Taint, tool
 from tether import events as ev
-from tether.context import (
+from tether.errors import ConfigError, ContextOverflowError, ProviderError
+from tether.messages import Image, Message, Reasoning, Text, ToolCall, ToolResult
+from tether.providers import Scripted, call, calls
+from tether.providers.base import Completed, ModelRequest
+from tether.run.context.fitter import (
     SUMMARY_SOURCE,
     Budget,
     ContextFitter,
@@ -22,11 +26,7 @@ from tether.context import (
     shorten_result,
     trim_note,
 )
-from tether.errors import ConfigError, ContextOverflowError, ProviderError
-from tether.messages import Image, Message, Reasoning, Text, ToolCall, ToolResult
-from tether.pending import DeferringApprover
-from tether.providers import Scripted, call, calls
-from tether.providers.base import Completed, ModelRequest
+from tether.run.pending import DeferringApprover
 from tether.settings import ContextConfig
 from tether.trust import untrusted_block
 

@@ -13,11 +13,11 @@ import pytest
 from tests.servers.http import Canned, LoopbackServer, Recorded
 from tether import Agent, Conversation
 from tether import events as ev
-from tether.context import overflow_numbers
 from tether.errors import ContextOverflowError
 from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.openai_chat import OpenAIChat
 from tether.providers.window import DEFAULT_WINDOWS, server_root
+from tether.run.context.fitter import overflow_numbers
 from tether.settings import ContextConfig
 
 

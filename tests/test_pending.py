@@ -13,8 +13,8 @@ import pytest
 from tether import Agent, Capabilities, Decision, tool
 from tether.conversation import PENDING_STATE_VERSION
 from tether.errors import PendingStateError
-from tether.pending import DeferringApprover, PendingState
 from tether.providers.scripted import Scripted, call
+from tether.run.pending import DeferringApprover, PendingState
 from tether.trust import SecurityConfig
 
 CORPUS = Path(__file__).parent / "corpus" / "pending"

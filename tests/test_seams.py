@@ -138,7 +138,7 @@ async def test_a_host_object_with_the_session_protocols_methods_is_a_session() -
 def test_the_stored_session_is_session_like(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "s.db") as store:
         assert isinstance(Session.create(store), SessionLike)
-    hints = typing.get_type_hints(Agent.run, vars(tether.agent))
+    hints = typing.get_type_hints(Agent.run, vars(tether.run.loop))
     assert hints["session"] == SessionLike | None
 
 

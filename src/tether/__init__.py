@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    "Agent": "tether.agent",
+    "Agent": "tether.run.loop",
     "Conversation": "tether.conversation",
     "ContextConfig": "tether.settings",
     "RunResult": "tether.result",
@@ -69,8 +69,8 @@ _EXPORTS: dict[str, str] = {
     "Session": "tether.store",
     "SQLiteStore": "tether.store",
     "PostgresStore": "tether.store.postgres",
-    "PendingState": "tether.pending",
-    "DeferringApprover": "tether.pending",
+    "PendingState": "tether.run.pending",
+    "DeferringApprover": "tether.run.pending",
     "run_batch": "tether.batch",
     "Instrumentation": "tether.telemetry",
 }
@@ -92,7 +92,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from tether.agent import Agent
     from tether.approval import AllowAll, ApprovalRequest, Approver, Decision, DenyAll
     from tether.batch import run_batch
     from tether.conversation import Conversation, PendingCall, SessionLike
@@ -107,8 +106,9 @@ if TYPE_CHECKING:
     from tether.messages import Message, Text, Usage
     from tether.outcome import StopCause
     from tether.output import OutputReport, OutputReservation, OutputSpec, PreparedRun
-    from tether.pending import DeferringApprover, PendingState
     from tether.result import RunResult, ToolCallRecord
+    from tether.run.loop import Agent
+    from tether.run.pending import DeferringApprover, PendingState
     from tether.settings import AgentSettings, ContextConfig, Prices
     from tether.store import Session, SQLiteStore
     from tether.store.postgres import PostgresStore

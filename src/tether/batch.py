@@ -35,8 +35,8 @@ from tether.trust import CLEAN, Taint
 
 if TYPE_CHECKING:
 
-    from tether.agent import Agent
     from tether.conversation import SessionLike
+    from tether.run.loop import Agent
 
 
 class BatchError(TetherError):
@@ -367,9 +367,9 @@ def _open_sink(out: Path) -> TextIO:
 
 async def _run_item(source: Any, item: BatchItem,
                     session_for: Callable[[BatchItem], SessionLike] | None = None) -> ItemResult:
-    from tether.agent import Agent, run_events
     from tether.conversation import Conversation
     from tether.events import RunFinished
+    from tether.run.loop import Agent, run_events
 
     started = time.perf_counter()
     usage, taint = Usage(), CLEAN

@@ -26,10 +26,10 @@ from tether.tools.spec import ToolSpec
 from tether.tools.tool import ArgumentError, Tool, ToolContext, json_schema_validator
 
 if TYPE_CHECKING:
-    from tether.agent import Agent
     from tether.conversation import Conversation
     from tether.events import Event
     from tether.result import RunResult
+    from tether.run.loop import Agent
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
@@ -244,7 +244,7 @@ class PreparedRun:
 
         if self._plan is not None:
             raise TetherError("a PreparedRun runs once; prepare another for a new run")
-        from tether.agent import run_events
+        from tether.run.loop import run_events
 
         self._plan = OutputPlan(self.reservation, self.agent.settings.output_retries)
         if self._empty_prompt():

@@ -24,11 +24,11 @@ from tether.tools.toolsets import CombinedToolset, FilteredToolset, collect_tool
 from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities, Taint
 
 if TYPE_CHECKING:
-    from tether.agent import Agent
     from tether.conversation import Conversation
     from tether.provenance import Source
     from tether.providers.base import Provider
     from tether.result import RunResult
+    from tether.run.loop import Agent
     from tether.settings import AgentSettings
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -196,8 +196,8 @@ async def run_subagent(
     agent running the call. The child's settings are the delegating run's with the
     profile's changes; its spend is counted in the delegating run's as it happens, so the
     budgets of every run above it cover it (the child stops when one of them is spent)."""
-    from tether.agent import Agent, run_events
     from tether.bounds import Spend
+    from tether.run.loop import Agent, run_events
 
     scope = ctx.run
     if scope is None:

@@ -17,8 +17,8 @@ from tests.test_chat import answer, tether, workspace
 from tether import Agent, Capabilities, Decision, tool
 from tether import events as ev
 from tether.errors import PendingStateError
-from tether.pending import DeferringApprover, PendingState
 from tether.providers.scripted import Scripted, call, calls
+from tether.run.pending import DeferringApprover, PendingState
 from tether.store import Session, SQLiteStore
 
 deleted: list[str] = []

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tether.agent import Agent
     from tether.conversation import Conversation
+    from tether.run.loop import Agent
     from tether.store import Session
 
 COMMANDS = {

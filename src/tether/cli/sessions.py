@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 from tether.errors import ConfigError, TetherError
 
 if TYPE_CHECKING:
-    from tether.agent import Agent
     from tether.approval import Decision
     from tether.config import Config
     from tether.conversation import PendingCall
     from tether.result import RunResult
+    from tether.run.loop import Agent
     from tether.store import Session, SessionInfo, SessionStore, SQLiteStore
     from tether.store.postgres import PostgresStore
 

@@ -12,9 +12,9 @@ from tether.config.schema import Config, McpSection, ProviderConfig, SecuritySec
 from tether.errors import ConfigError
 
 if TYPE_CHECKING:
-    from tether.agent import Agent
     from tether.mcp import McpServer
     from tether.providers.base import Provider
+    from tether.run.loop import Agent
 
 
 def build_provider(name: str, cfg: ProviderConfig) -> Provider:
@@ -142,8 +142,8 @@ def agent_from_config(
     (``approver=...``, ``max_turns=...``, ``model=`` a Provider instead of the configured
     one) that win over the file. ``tool_files`` are the references ``tools`` were loaded
     from (``--tools``): protected like ``[tools] python``."""
-    from tether.agent import Agent
     from tether.builtins import select_builtins
+    from tether.run.loop import Agent
     from tether.subagents import SubagentProfile
     from tether.tools.tool import Tool
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from tether.conversation import Conversation
     from tether.events import Event
     from tether.messages import Message
-    from tether.pending import PendingState
+    from tether.run.pending import PendingState
 
 
 class Session:
@@ -110,7 +110,7 @@ class Session:
         """The approvals the last run paused on, or None."""
         if self._record.pending is None:
             return None
-        from tether.pending import PendingState
+        from tether.run.pending import PendingState
 
         conversation = self.conversation()
         return PendingState(tuple(conversation.pending), conversation)

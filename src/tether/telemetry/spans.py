@@ -31,8 +31,8 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from tether import events as ev
-from tether.interrupts import abandon
 from tether.messages import Message, ToolCall
+from tether.run.interrupts import abandon
 from tether.telemetry.genai import (
     DURATION_BUCKETS,
     FINISH_REASONS,
@@ -47,8 +47,8 @@ from tether.telemetry.genai import (
 from tether.trust import Capabilities, Taint
 
 if TYPE_CHECKING:
-    from tether.agent import Agent
     from tether.conversation import Conversation
+    from tether.run.loop import Agent
     from tether.telemetry import Instrumentation
 
 # What the gate did with a call, by the status its ToolFinished carries.

@@ -99,7 +99,7 @@ class TetherActivities:
     @activity.defn(name=TOOL)
     async def tool(self, call: dict[str, Any]) -> dict[str, Any]:
         from tether.bounds import Spend
-        from tether.execution import call_handler  # the loop's own: same timeout, messages
+        from tether.run.execution import call_handler  # the loop's own: same timeout, messages
         from tether.tools.tool import RunScope
 
         runtime = self.runtime

@@ -28,9 +28,9 @@ from . import require
 from .payloads import canonical, security_to_dict, tool_entry
 
 if TYPE_CHECKING:
-    from tether.agent import Agent
     from tether.config import Config, ProviderConfig, TemporalSection
     from tether.providers.base import Provider
+    from tether.run.loop import Agent
 
     from .blobs import BlobStore
 

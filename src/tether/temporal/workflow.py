@@ -36,13 +36,13 @@ with workflow.unsafe.imports_passed_through():
     import jsonschema  # noqa: F401
 
     from tether import events as ev
-    from tether.agent import Agent
     from tether.conversation import Conversation
     from tether.errors import TetherError
     from tether.messages import Part, Usage, part_from_dict, usage_to_dict
     from tether.outcome import StopCause
     from tether.provenance import Source
     from tether.result import RunResult
+    from tether.run.loop import Agent
     from tether.settings import DEFAULT_MAX_REPEATED_FAILURES, AgentSettings, Prices
     from tether.subagents import (
         SubagentProfile,

@@ -23,10 +23,10 @@ from tether.tools.threads import start_in_daemon_thread
 from tether.trust import NO_CAPABILITIES, Capabilities, SecurityConfig, Taint
 
 if TYPE_CHECKING:
-    from tether.agent import Agent
     from tether.bounds import Spend
     from tether.events import Event
     from tether.messages import Usage
+    from tether.run.loop import Agent
 
 
 class ArgumentError(ValueError):

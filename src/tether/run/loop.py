@@ -20,14 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether import events as ev
-from tether import gate
 from tether.approval import Approver, Decision, PermissionMode
 from tether.bounds import Progress, Reached, Spend, first_reached
-from tether.context import ContextFitter
 from tether.conversation import Conversation, PendingCall, SessionLike
 from tether.errors import ConfigError, MalformedResponseError, ProviderError, TetherError
-from tether.execution import Allowed, Done, run_calls, settled
-from tether.interrupts import abandon, until_interrupted
 from tether.messages import Image, Message, Part, Text, ToolCall, ToolResult
 from tether.outcome import (
     TEXT_ENDING,
@@ -50,8 +46,12 @@ from tether.providers.base import (
     TextChunk,
     attempt_usage,
 )
-from tether.repeats import Repeats
 from tether.result import RunResult, ToolCallRecord
+from tether.run import gate
+from tether.run.context.fitter import ContextFitter
+from tether.run.execution import Allowed, Done, run_calls, settled
+from tether.run.interrupts import abandon, until_interrupted
+from tether.run.repeats import Repeats
 from tether.settings import (
     DEFAULT_MAX_REPEATED_FAILURES,
     DEFAULT_MAX_TURNS,
@@ -68,7 +68,7 @@ from tether.trust import SecurityConfig, Taint, forecast
 
 if TYPE_CHECKING:
     from tether.output import OutputReservation, OutputSpec, PreparedRun
-    from tether.pending import Decisions, PendingState
+    from tether.run.pending import Decisions, PendingState
     from tether.subagents import SubagentProfile
     from tether.telemetry import Instrumentation
 
@@ -306,7 +306,7 @@ class Agent:
         a later turn does inherits it. A key that answers no pending call raises
         ``PendingStateError`` naming the pending ones, as does an id two pending calls
         share. A pending call left without a decision goes to the approver again."""
-        from tether.pending import PendingState, bind_decisions, paused_calls
+        from tether.run.pending import PendingState, bind_decisions, paused_calls
 
         session: SessionLike | None = None
         if isinstance(conversation, PendingState):

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 
 from tether import events as ev
 from tether.errors import ContextOverflowError, TetherError
-from tether.interrupts import abandon
 from tether.messages import (
     Image,
     Message,
@@ -61,6 +60,7 @@ from tether.providers.base import (
     StreamChunk,
     complete,
 )
+from tether.run.interrupts import abandon
 from tether.settings import ContextConfig
 from tether.tools.spec import ToolSpec
 from tether.trust import Taint, untrusted_block
