@@ -564,6 +564,19 @@ async def test_each_error_class_is_named(server: LoopbackServer, status: int, bo
     assert len(server.requests) == 1  # none of these is retried
 
 
+@pytest.mark.parametrize(("message", "numbers"), [
+    ("The input token count (1200000) exceeds the maximum number of tokens allowed "
+     "(1048576).", (1200000, 1048576)),
+    ("the input is too long for the context window", (None, None)),
+])
+async def test_an_overflow_states_the_prompt_and_the_window_as_gemini_words_them(
+        server: LoopbackServer, message: str, numbers: tuple[int | None, int | None]) -> None:
+    server.queue(Canned.json(gerror(400, "INVALID_ARGUMENT", message), 400))
+    with pytest.raises(ContextOverflowError) as caught:
+        await complete(gemini(server), ask())
+    assert (caught.value.prompt_tokens, caught.value.window) == numbers
+
+
 async def test_rate_limit_is_retried_honouring_retry_after(
         server: LoopbackServer, sleep: FakeSleep) -> None:
     server.queue(Canned.json(gerror(429, "RESOURCE_EXHAUSTED", "Quota exceeded."), 429,

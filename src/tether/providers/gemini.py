@@ -81,6 +81,7 @@ from tether.providers.http import (
     decode_json,
     load_json,
     parse_retry_after,
+    stated_number,
     wrong_type,
 )
 from tether.providers.shell import HTTPModel, WireCodec
@@ -185,6 +186,10 @@ _OVERFLOW = re.compile(
     r"input token count|exceeds the maximum number of tokens|token count .* exceeds|"
     r"context (length|window)", re.IGNORECASE)
 _KEY_INVALID = re.compile(r"api key not valid|api_key_invalid|api key expired", re.IGNORECASE)
+# What an overflow error says of the prompt and the window, in Gemini's words ("The input
+# token count (1200000) exceeds the maximum number of tokens allowed (1048576).").
+_OVERFLOW_PROMPT = (re.compile(r"input token count \((\d+)\)", re.IGNORECASE),)
+_OVERFLOW_WINDOW = (re.compile(r"number of tokens allowed \((\d+)\)", re.IGNORECASE),)
 
 
 def classify_error(status: int, headers: Mapping[str, str], body: str) -> ProviderError:
@@ -211,7 +216,9 @@ def classify_error(status: int, headers: Mapping[str, str], body: str) -> Provid
     if status == 401 or code == "UNAUTHENTICATED" or _KEY_INVALID.search(body):
         return AuthError(f"{text} (check the API key or api_key_env)", **kw)
     if status == 400 and _OVERFLOW.search(message):
-        return ContextOverflowError(f"{text} (the conversation no longer fits the model)", **kw)
+        return ContextOverflowError(f"{text} (the conversation no longer fits the model)",
+                                    prompt_tokens=stated_number(_OVERFLOW_PROMPT, message),
+                                    window=stated_number(_OVERFLOW_WINDOW, message), **kw)
     if isinstance(base, NotFoundError):
         return NotFoundError(f"{text} (check base_url and model)", **kw)
     return type(base)(text, **kw)

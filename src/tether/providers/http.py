@@ -33,7 +33,7 @@ import random
 import re
 import ssl
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -639,6 +639,24 @@ def classify_status(
             return ModelOutputParseError(unreadable_output(provider, status, detail), **kw)
         return ServerError(text, **kw)
     return BadRequestError(text, **kw)
+
+
+def stated_number(patterns: Sequence[re.Pattern[str]], text: str) -> int | None:
+    """The number the first of ``patterns`` that matches ``text`` captures (its group 1),
+    when it is a count a server could mean (at most nine digits); None otherwise. A wire
+    reads its server's overflow error with it (``ContextOverflowError.prompt_tokens`` and
+    ``window``), each with the patterns of its own server's wording."""
+    for pattern in patterns:
+        match = pattern.search(text)
+        if match and len(match.group(1)) <= 9:
+            return int(match.group(1))
+    return None
+
+
+def count_field(value: object) -> int | None:
+    """A positive whole number a server put in a JSON field, or None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+        else None
 
 
 def unreadable_output(provider: str, status: int, detail: str) -> str:

@@ -55,8 +55,10 @@ from tether.providers.http import (
     Timeouts,
     classify_status,
     count,
+    count_field,
     cut_short,
     decode_json,
+    stated_number,
     wrong_type,
 )
 from tether.providers.profiles import OpenAICompatProfile, profile_for
@@ -79,6 +81,16 @@ _STOP_REASONS: dict[str, StopReason] = {
 # Context overflow as the servers word it, beyond the shared hints in http.py: llama-server
 # ("exceeds the available context size", type exceed_context_size_error), OpenAI's code.
 _OVERFLOW_MARKERS = ("context_length_exceeded", "exceed_context_size", "context size")
+# What an overflow error says of the window and the prompt: llama-server's words ("request
+# (5000 tokens) exceeds the available context size (4096 tokens)"; its JSON fields
+# n_prompt_tokens and n_ctx say it first), OpenAI's and vLLM's ("maximum context length is
+# 4096 tokens. However, your messages resulted in 5000 tokens", or "you requested 5000
+# tokens (4000 in the messages, 1000 in the completion)").
+_OVERFLOW_WINDOW = (re.compile(r"maximum context length is (\d+)"),
+                    re.compile(r"context size \((\d+) tokens\)"))
+_OVERFLOW_PROMPT = (re.compile(r"request \((\d+) tokens\)"),
+                    re.compile(r"resulted in (\d+) tokens"),
+                    re.compile(r"\((\d+) in the messages"))
 
 # Where servers put a reasoning model's thinking: llama-server, vLLM and DeepSeek use
 # ``reasoning_content``; OpenRouter and Ollama ``reasoning``.
@@ -762,8 +774,27 @@ def _classify(status: int, headers: Mapping[str, str], body: str) -> ProviderErr
     error = classify_status(status, headers, body, provider=NAME)
     if (not isinstance(error, ContextOverflowError) and status in (400, 413, 422, 500)
             and any(m in body.lower() for m in _OVERFLOW_MARKERS)):
-        return ContextOverflowError(error.message, provider=NAME, status=status, body=body)
+        error = ContextOverflowError(error.message, provider=NAME, status=status, body=body)
+    if isinstance(error, ContextOverflowError):
+        error.prompt_tokens, error.window = _overflow_numbers(error.message, body)
     return error
+
+
+def _overflow_numbers(message: str, body: str) -> tuple[int | None, int | None]:
+    """``(prompt_tokens, window)`` as an overflow error states them (each None where it
+    does not): llama-server's JSON fields first, then the servers' words."""
+    try:
+        data = json.loads(body) if body.lstrip().startswith("{") else None
+    except ValueError:
+        data = None
+    fields = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(fields, dict):
+        fields = {}
+    text = f"{message} {body}"
+    prompt = count_field(fields.get("n_prompt_tokens"))
+    window = count_field(fields.get("n_ctx"))
+    return (prompt if prompt is not None else stated_number(_OVERFLOW_PROMPT, text),
+            window if window is not None else stated_number(_OVERFLOW_WINDOW, text))
 
 
 def _stream_error(data: Mapping[str, Any]) -> ProviderError:
