@@ -67,12 +67,12 @@ from agentdojo.functions_runtime import FunctionCall, TaskEnvironment  # noqa: E
 from agentdojo.task_suite.load_suites import get_suites  # noqa: E402
 from agentdojo.task_suite.task_suite import TaskSuite  # noqa: E402
 
+from tether.agent import Agent  # noqa: E402
 from tether.approval import AllowAll, ApprovalRequest, Approver, Decision  # noqa: E402
 from tether.events import ApprovalRequested  # noqa: E402
 from tether.messages import ToolCall, ToolResult  # noqa: E402
 from tether.providers.base import ModelRequest, Provider  # noqa: E402
 from tether.providers.scripted import Reply, Scripted  # noqa: E402
-from tether.run.loop import Agent  # noqa: E402
 from tether.tools.tool import Tool  # noqa: E402
 from tether.trust import SecurityConfig  # noqa: E402
 

@@ -188,4 +188,4 @@ def test_the_server_root_drops_the_openai_compatible_prefix() -> None:
 def test_a_configured_window_is_used_without_asking() -> None:
     agent = Agent(OpenAIChat("http://127.0.0.1:9/v1", "qwen", profile="llama-server"),
                   context=ContextConfig(window=4096))
-    assert agent._context_fitter().window == 4096
+    assert agent.context_fitter().window == 4096

@@ -14,6 +14,7 @@ import pytest
 
 from tests.providers.helpers import FakeSleep, ask, collect
 from tests.servers.http import Canned, LoopbackServer
+from tether.agent import Agent
 from tether.errors import (
     AuthError,
     BadRequestError,
@@ -45,7 +46,6 @@ from tether.providers.base import (
 )
 from tether.providers.gemini import SKIP_SIGNATURE, Gemini
 from tether.providers.http import RetryPolicy, Timeouts
-from tether.run.loop import Agent
 from tether.tools.function import tool
 from tether.tools.spec import ToolSpec
 

@@ -15,10 +15,11 @@ from pydantic import BaseModel
 from tether import Agent
 from tether import events as ev
 from tether.messages import ToolCall
-from tether.outcome import TEXT_ENDING, Final, Paused, RunAgain, StopCause, Stopped, TurnOutcome
+from tether.outcome import Final, Paused, RunAgain, StopCause, Stopped, TurnOutcome
 from tether.output import NUDGE, OutputPlan, OutputSpec
 from tether.providers import Scripted, call
 from tether.run import gate
+from tether.run.ending import TEXT_ENDING
 from tether.trust import CLEAN, SecurityConfig
 
 SRC = Path(inspect.getfile(gate)).parent

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    "Agent": "tether.run.loop",
+    "Agent": "tether.agent",
     "Conversation": "tether.conversation",
     "ContextConfig": "tether.settings",
     "RunResult": "tether.result",
@@ -58,7 +58,7 @@ _EXPORTS: dict[str, str] = {
     "OutputReport": "tether.output",
     "PreparedRun": "tether.output",
     "SubagentProfile": "tether.subagents",
-    "McpServer": "tether.mcp",
+    "McpServer": "tether.mcp.server",
     "Message": "tether.messages",
     "Usage": "tether.messages",
     "TetherError": "tether.errors",
@@ -66,23 +66,26 @@ _EXPORTS: dict[str, str] = {
     "ToolError": "tether.errors",
     "ProviderError": "tether.errors",
     "OutputFailure": "tether.errors",
-    "Session": "tether.store",
-    "SQLiteStore": "tether.store",
+    "Session": "tether.store.session",
+    "SQLiteStore": "tether.store.sqlite",
     "PostgresStore": "tether.store.postgres",
     "PendingState": "tether.run.pending",
     "DeferringApprover": "tether.run.pending",
     "run_batch": "tether.batch",
     "Instrumentation": "tether.telemetry",
+    # An agent as tether.toml describes it (the configuration's, above the core).
+    "from_config": "tether.config.build:agent_from_config",
 }
 
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
+    home = _EXPORTS.get(name)
+    if home is None:
         raise AttributeError(f"module 'tether' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    module, _, attribute = home.partition(":")
+    value = getattr(import_module(module), attribute or name)
     globals()[name] = value
     return value
 
@@ -92,8 +95,10 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from tether.agent import Agent
     from tether.approval import AllowAll, ApprovalRequest, Approver, Decision, DenyAll
     from tether.batch import run_batch
+    from tether.config.build import agent_from_config as from_config
     from tether.conversation import Conversation, PendingCall, SessionLike
     from tether.errors import (
         ConfigError,
@@ -102,16 +107,16 @@ if TYPE_CHECKING:
         TetherError,
         ToolError,
     )
-    from tether.mcp import McpServer
+    from tether.mcp.server import McpServer
     from tether.messages import Message, Text, Usage
     from tether.outcome import StopCause
     from tether.output import OutputReport, OutputReservation, OutputSpec, PreparedRun
     from tether.result import RunResult, ToolCallRecord
-    from tether.run.loop import Agent
     from tether.run.pending import DeferringApprover, PendingState
     from tether.settings import AgentSettings, ContextConfig, Prices
-    from tether.store import Session, SQLiteStore
     from tether.store.postgres import PostgresStore
+    from tether.store.session import Session
+    from tether.store.sqlite import SQLiteStore
     from tether.subagents import SubagentProfile
     from tether.telemetry import Instrumentation
     from tether.tools.function import tool

@@ -57,8 +57,7 @@ class ApprovalRequest:
 @dataclass(frozen=True, slots=True)
 class Decision:
     """An approver's answer. Build with ``allow()``, ``allow_for_session()``, ``deny(reason)``
-    or (for hosts that answer later, see sessions) ``defer()``. ``verdict`` says which
-    (``scope`` is its old name)."""
+    or (for hosts that answer later, see sessions) ``defer()``. ``verdict`` says which."""
 
     verdict: ApprovalVerdict
     reason: str | None = None
@@ -66,11 +65,6 @@ class Decision:
     @property
     def allowed(self) -> bool:
         return self.verdict in ("once", "session")
-
-    @property
-    def scope(self) -> ApprovalVerdict:
-        """The old name of ``verdict``."""
-        return self.verdict
 
     @classmethod
     def allow(cls) -> Decision:

@@ -72,12 +72,6 @@ class Conversation:
             return []
         return self.messages[-1].tool_calls
 
-    @property
-    def pending_calls(self) -> list[ToolCall]:
-        """The old name of ``unanswered_calls`` (these are not all ``pending``: only the
-        ones a paused run waits on for a decision are)."""
-        return self.unanswered_calls
-
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "messages": [message_to_dict(m) for m in self.messages],

@@ -17,10 +17,10 @@ import pytest
 
 from tests.faults.rawserver import RawServer, chunked, whole
 from tests.providers.wires import WIRES, Wire
+from tether.agent import Agent
 from tether.events import RunFinished
 from tether.outcome import StopCause
 from tether.result import RunResult
-from tether.run.loop import Agent
 
 
 def answer(srv: RawServer, wire: Wire, text: str, *, streamed: bool = False) -> None:

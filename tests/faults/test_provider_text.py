@@ -13,6 +13,7 @@ import pytest
 from tests.faults.rawserver import RawServer, chunked, whole
 from tests.providers.helpers import texts
 from tests.providers.wires import WIRES, Wire
+from tether.agent import Agent
 from tether.errors import BadRequestError, ProviderError
 from tether.messages import Message, ToolCall
 from tether.providers.base import (
@@ -23,7 +24,6 @@ from tether.providers.base import (
     TextChunk,
     ToolCallChunk,
 )
-from tether.run.loop import Agent
 from tether.store import Session, SQLiteStore
 
 ALL = sorted(WIRES)

@@ -14,12 +14,12 @@ import pytest
 
 from tests.faults.rawserver import RawServer, chunked, whole
 from tests.providers.wires import WIRES
+from tether.agent import Agent
 from tether.errors import MalformedResponseError, ProviderError
 from tether.events import RunFinished
 from tether.messages import Message, ToolCall
 from tether.outcome import StopCause
 from tether.providers.base import ModelRequest
-from tether.run.loop import Agent
 
 ALL = sorted(WIRES)
 Path = tuple[Any, ...]

@@ -122,7 +122,7 @@ def test_an_interrupted_wait_is_a_denial() -> None:
     approver = SignalApprover(conversation, wait, lambda: None, lambda: True)
     request = ApprovalRequest("c1", "launch", "Launch", {}, "needs_approval", "", Taint())
     decision = asyncio.run(approver.approve(request))
-    assert decision.scope == "deny" and "interrupted" in (decision.reason or "")
+    assert decision.verdict == "deny" and "interrupted" in (decision.reason or "")
 
 
 def test_requests_responses_and_outputs_read_back_the_same() -> None:
@@ -319,7 +319,7 @@ def test_security_settings_cross_into_the_workflow_whole() -> None:
 
 async def test_a_durable_run_has_the_settings_of_a_run_in_process_of_the_same_worker(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tether import Agent
+    from tether import from_config
     from tether.config import load_config
     from tether.subagents import SubagentProfile
     from tether.temporal.worker import WorkerRuntime
@@ -342,7 +342,7 @@ async def test_a_durable_run_has_the_settings_of_a_run_in_process_of_the_same_wo
         durable = run_settings(runtime.plan({}))
     finally:
         await runtime.aclose()
-    local = Agent.from_config(tmp_path).settings
+    local = from_config(tmp_path).settings
     # Results are cut on the worker, to max_result_chars: the workflow must not cut them
     # again. The timeouts are Temporal's and the worker's; the context strategy is the
     # default (it fits requests; it judges no call).

@@ -79,7 +79,8 @@ def _logged(args: argparse.Namespace, cfg: Any) -> Any:
 
     from tether.cli.common import error, workspace_of
     from tether.cli.sessions import store_for
-    from tether.store import Session, StoreError, new_session_id
+    from tether.store.base import StoreError, new_session_id
+    from tether.store.session import Session
 
     try:
         store = store_for(args.workspace)

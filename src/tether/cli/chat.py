@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from tether.agent import Agent
     from tether.conversation import Conversation
-    from tether.run.loop import Agent
-    from tether.store import Session
+    from tether.store.session import Session
 
 COMMANDS = {
     "/model": "the model; /model NAME switches it, /model PROVIDER:NAME the provider too",
@@ -178,7 +178,7 @@ async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
 
 
 def _stored(store: Any, session_id: str) -> bool:
-    from tether.store import SessionNotFound
+    from tether.store.base import SessionNotFound
 
     try:
         store.load(session_id)
@@ -420,7 +420,7 @@ async def _turn(agent: Agent, prompt: str, conversation: Conversation, session: 
     from tether.cli.render import EventRenderer
     from tether.display import shown
     from tether.errors import ProviderConnectionError
-    from tether.events import RunFinished
+    from tether.result import run_finished
 
     renderer = EventRenderer(err=err, show_error=False)
     failed: Exception | None = None
@@ -429,8 +429,9 @@ async def _turn(agent: Agent, prompt: str, conversation: Conversation, session: 
         async for event in agent.stream(prompt, conversation=conversation, session=session,
                                         interrupt=interrupt):
             renderer(event)
-            if isinstance(event, RunFinished) and not event.path:
-                failed = event.result.error
+            finished = run_finished(event)
+            if finished is not None:
+                failed = finished.error
     if isinstance(failed, ProviderConnectionError):
         # What `tether run` advises, for the provider this chat talks to now (/model).
         failed_text = no_provider_help(talk.cfg, failed, getattr(talk.args, "provider", None))

@@ -136,7 +136,7 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = copy.deepcopy(getattr(args, "local_config", None) or {})
     provider, model = getattr(args, "provider", None), getattr(args, "model", None)
     if provider or model:
-        from tether.config import load_config
+        from tether.config.layers import load_config
 
         base = load_config(args.workspace, out or None)
         if provider:
@@ -179,7 +179,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]:
     """(agent, config) for a command's flags; a console approver when a person is there."""
-    from tether.config import agent_from_config, load_config
+    from tether.config.build import agent_from_config
+    from tether.config.layers import load_config
 
     cfg = load_config(args.workspace, overrides(args))
     if getattr(args, "tool_files", None):

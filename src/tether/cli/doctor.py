@@ -15,7 +15,7 @@ from tether.cli.common import EXIT_ERROR, EXIT_OK
 from tether.errors import ConfigError
 
 if TYPE_CHECKING:
-    from tether.config import Config, ProviderConfig
+    from tether.config.schema import Config, ProviderConfig
 
 
 def add_cli(sub: Any) -> None:
@@ -31,7 +31,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 async def _doctor(args: argparse.Namespace) -> int:
     from tether.cli.render import stdout_console
-    from tether.config import load_config
+    from tether.config.layers import load_config
 
     console = stdout_console()
     failures = 0
@@ -259,7 +259,7 @@ async def check_local_cache(config: Config) -> list[tuple[bool | None, str, str]
 async def check_mcp_servers(config: Config) -> list[tuple[bool, str, str]]:
     """``tether doctor``: start each configured server (side by side), list its tools, and
     close it again."""
-    from tether.config import servers_from_config
+    from tether.config.build import servers_from_config
 
     out: list[tuple[bool, str, str]] = [
         (True, f"mcp {s.name}", "disabled") for s in config.mcp if s.disabled]

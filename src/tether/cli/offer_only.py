@@ -8,9 +8,9 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from tether.agent import Agent
 from tether.builtins import builtin_names
 from tether.errors import ConfigError
-from tether.run.loop import Agent
 from tether.tools.tool import Tool
 from tether.tools.toolsets import (
     CombinedToolset,

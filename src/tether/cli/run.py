@@ -155,7 +155,7 @@ def _session_for(args: argparse.Namespace, cfg: Any) -> Any:
     """The session this run is logged to: the one ``--session``/``-c`` names, a new one,
     or None (``--no-log``)."""
     from tether.cli.sessions import session_for_run
-    from tether.store import StoreError
+    from tether.store.base import StoreError
 
     if args.no_log:
         return None
@@ -194,7 +194,7 @@ async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
     async with agent:
         if spec is not None:
             return await _run_structured(agent, args, renderer, cfg, spec, session)
-        from tether.events import RunFinished
+        from tether.result import run_finished
 
         result = None
         with graceful_interrupt() as interrupt:
@@ -202,8 +202,7 @@ async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
                                             session=session, interrupt=interrupt):
                 if not quiet:
                     renderer(event)
-                if isinstance(event, RunFinished) and not event.path:
-                    result = event.result
+                result = run_finished(event) or result
     assert result is not None
     if args.json:
         from tether.display import json_dumps

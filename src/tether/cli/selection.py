@@ -53,7 +53,7 @@ def tool_overrides(args: argparse.Namespace, out: dict[str, Any]) -> None:
     if not only:
         return
     from tether.builtins import DEFAULT_ENABLED, builtin_names
-    from tether.config import load_config
+    from tether.config.layers import load_config
 
     cfg = load_config(args.workspace, out or None)
     enabled = list(DEFAULT_ENABLED if cfg.tools.enabled is None else cfg.tools.enabled)

@@ -36,7 +36,7 @@ def add_engine_flag(p: argparse.ArgumentParser) -> None:
 def load(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """The configuration the flags select, and the flag values a worker applies to a run
     (it builds the run's providers and tools from its own configuration)."""
-    from tether.config import load_config
+    from tether.config.layers import load_config
 
     given = overrides(args)
     return load_config(args.workspace, given), given

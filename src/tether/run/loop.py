@@ -1,45 +1,34 @@
-"""The agent and its loop, top to bottom.
+"""The loop, top to bottom: a run's events, turn by turn, driving a ``RunHost``.
 
 One run: the prompt joins the conversation; then, turn by turn, the bounds are checked, the
-model is asked, its answer kept, and every tool call it made is judged by the gate
-(``tether.gate``: lookup -> argument validation -> trifecta interlock -> permission mode ->
-approval); the allowed calls run side by side (``tether.execution``). Every turn ends in a
-``TurnOutcome`` (``tether.outcome``): the answer, another turn, a pause for decisions, or a
-stop with a cause. The bounds are one table (``tether.bounds``), checked before every model
-request and before every batch of calls.
+model is asked, its answer kept, and the gate judges the turn's tool calls
+(``tether.run.gate.judge_turn``: lookup -> argument validation -> provenance or the
+trifecta interlock -> permission mode -> approval); the turn pauses for a host's
+decisions, or the allowed calls run side by side (``tether.run.execution``). Every turn
+ends in a ``TurnOutcome`` (``tether.outcome``): the answer, another turn, a pause for
+decisions, or a stop with a cause. The bounds are one table (``tether.bounds``), checked
+before every model request and before every batch of calls. What the loop reads of the
+agent that runs it is the ``RunHost`` protocol (``tether.run.host``): it never imports the
+``Agent``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import dataclasses
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 
 from tether import events as ev
-from tether.approval import Approver, Decision, PermissionMode
+from tether.approval import Decision
 from tether.bounds import Progress, Reached, Spend, first_reached
 from tether.conversation import Conversation, PendingCall, SessionLike
-from tether.errors import ConfigError, MalformedResponseError, ProviderError, TetherError
+from tether.errors import MalformedResponseError, ProviderError, TetherError
 from tether.messages import Image, Message, Part, Text, ToolCall, ToolResult
-from tether.outcome import (
-    TEXT_ENDING,
-    Ending,
-    Final,
-    Paused,
-    RunAgain,
-    StopCause,
-    Stopped,
-    TurnOutcome,
-)
+from tether.outcome import Final, Paused, RunAgain, StopCause, Stopped, TurnOutcome
 from tether.providers.base import (
     Completed,
     ModelRequest,
     ModelResponse,
-    Provider,
     ReasoningChunk,
     Retrying,
     StreamChunk,
@@ -48,380 +37,17 @@ from tether.providers.base import (
 )
 from tether.result import RunResult, ToolCallRecord
 from tether.run import gate
-from tether.run.context.fitter import ContextFitter
-from tether.run.execution import Allowed, Done, run_calls, settled
+from tether.run.ending import TEXT_ENDING, Ending
+from tether.run.execution import Done, run_calls
+from tether.run.host import RunHost
 from tether.run.interrupts import abandon, until_interrupted
 from tether.run.repeats import Repeats
-from tether.settings import (
-    DEFAULT_MAX_REPEATED_FAILURES,
-    DEFAULT_MAX_TURNS,
-    AgentSettings,
-    ContextConfig,
-    ContextStrategy,
-    Prices,
-    Setting,
-)
-from tether.tools.function import ensure_tools
 from tether.tools.tool import RunScope, Tool
-from tether.tools.toolsets import ManagedToolset, Toolset, collect_tools
-from tether.trust import SecurityConfig, Taint, forecast
-
-if TYPE_CHECKING:
-    from tether.output import OutputReservation, OutputSpec, PreparedRun
-    from tether.run.pending import Decisions, PendingState
-    from tether.subagents import SubagentProfile
-    from tether.telemetry import Instrumentation
-
-
-class Agent:
-    """An LLM on a tether: a model, tools, and the rules every tool call must pass.
-
-    ::
-
-        agent = Agent(model=OpenAIChat(base_url=..., model="qwen"), tools=[add])
-        result = await agent.run("What is 2+3?")
-
-    The keyword arguments that bound and govern its runs make one frozen ``AgentSettings``
-    (``agent.settings``); ``agent.max_turns`` and the others read it (and assigning one
-    makes a new settings value).
-    """
-
-    system_prompt = Setting[str | None]()
-    max_turns = Setting[int]()
-    max_repeated_failures = Setting[int | None]()
-    max_output_tokens = Setting[int | None]()
-    max_cost_usd = Setting[float | None]()
-    prices = Setting[Prices | None]()
-    permission_mode = Setting[PermissionMode]()
-    security = Setting[SecurityConfig]()
-    workspace = Setting[Path]()
-    approval_timeout_secs = Setting[float | None]()
-    tool_timeout_secs = Setting[float | None]()
-    temperature = Setting[float | None]()
-    output_retries = Setting[int]()
-    context = Setting[ContextConfig]()
-
-    def __init__(
-        self,
-        model: Provider,
-        tools: Iterable[Tool | Toolset | Callable[..., Any]] = (),
-        system_prompt: str | None = None,
-        max_turns: int = DEFAULT_MAX_TURNS,
-        max_output_tokens: int | None = None,
-        *,
-        approver: Approver | None = None,
-        security: SecurityConfig | None = None,
-        permission_mode: PermissionMode = "ask",
-        workspace: str | Path = ".",
-        subagents: Iterable[SubagentProfile] = (),
-        providers: dict[str, Provider] | None = None,
-        approval_timeout_secs: float | None = 300.0,
-        tool_timeout_secs: float | None = 600.0,
-        temperature: float | None = None,
-        output_retries: int = 2,
-        max_cost_usd: float | None = None,
-        prices: Prices | None = None,
-        instrument: bool | Instrumentation | None = False,
-        context: ContextStrategy | ContextConfig = "trim",
-        max_repeated_failures: int | None = DEFAULT_MAX_REPEATED_FAILURES,
-    ) -> None:
-        settings = AgentSettings(
-            system_prompt=system_prompt, max_turns=max_turns,
-            max_repeated_failures=max_repeated_failures,
-            max_output_tokens=max_output_tokens, max_cost_usd=max_cost_usd, prices=prices,
-            permission_mode=permission_mode, security=security or SecurityConfig(),
-            workspace=Path(workspace), approval_timeout_secs=approval_timeout_secs,
-            tool_timeout_secs=tool_timeout_secs, temperature=temperature,
-            output_retries=output_retries, context=ContextConfig.of(context))
-        self._setup(model, settings, tools, approver, subagents, providers, instrument)
-
-    @classmethod
-    def from_settings(
-        cls,
-        model: Provider,
-        settings: AgentSettings,
-        tools: Iterable[Tool | Toolset | Callable[..., Any]] = (),
-        *,
-        approver: Approver | None = None,
-        subagents: Iterable[SubagentProfile] = (),
-        providers: dict[str, Provider] | None = None,
-        instrument: bool | Instrumentation | None = False,
-    ) -> Agent:
-        """An agent with these settings (a sub-agent's: its parent's, changed by a profile)."""
-        agent = cls.__new__(cls)
-        agent._setup(model, settings, tools, approver, subagents, providers, instrument)
-        return agent
-
-    def _setup(
-        self, model: Provider, settings: AgentSettings,
-        tools: Iterable[Tool | Toolset | Callable[..., Any]], approver: Approver | None,
-        subagents: Iterable[SubagentProfile], providers: dict[str, Provider] | None,
-        instrument: bool | Instrumentation | None,
-    ) -> None:
-        self.model = model
-        self.settings = settings
-        self.approver = approver
-        self.providers = dict(providers or {})
-        # OpenTelemetry spans and metrics of every run (tether.telemetry): how this agent's
-        # runs are observed, not how they are bounded, so not a setting. None: off, and
-        # nothing of OpenTelemetry is imported.
-        self.instrument: Instrumentation | None = None
-        if instrument:
-            from tether.telemetry import instrumentation
-
-            self.instrument = instrumentation(instrument)
-        self._toolsets = ensure_tools(tools)
-        self._fitter: ContextFitter | None = None
-        # What starting the toolsets (MCP servers) had to say; the next run emits it.
-        self.start_notices: list[ev.Notice] = []
-        self._reported_clashes: set[str] = set()
-        # Runs of an agent not entered with ``async with`` start the toolsets nobody started
-        # and close them when the last of them ends (see ``_toolsets_for_run``).
-        self._entered = False
-        self._run_users = 0
-        self._starting: asyncio.Future[None] | None = None
-        self._run_started: list[ManagedToolset] = []
-        self.subagents = list(subagents)
-        if self.subagents:
-            from tether.subagents import delegation_tools
-
-            # First among the toolsets: a delegation keeps its name before any server's.
-            self._toolsets[0:0] = delegation_tools(self.subagents, self)
-        self._check_tool_names()
-
-    # --- public API -----------------------------------------------------------------------
-
-    @classmethod
-    def from_config(cls, workspace: str | Path = ".", **overrides: Any) -> Agent:
-        """Build an agent from tether.toml (user file, ./tether.toml, TETHER_* env)."""
-        from tether.config import agent_from_config
-
-        return agent_from_config(workspace=workspace, **overrides)
-
-    @property
-    def toolsets(self) -> tuple[Tool | Toolset, ...]:
-        """The tools and toolsets the agent was given, in order (delegations first): a
-        ``Tool`` stands for itself, a ``Toolset`` offers whatever tools it has now."""
-        return tuple(self._toolsets)
-
-    @property
-    def tools(self) -> dict[str, Tool]:
-        """The tools as they are now (MCP servers may change theirs during a run): your own
-        tools first, then each toolset's; the first tool of a name keeps it (see
-        ``tool_clashes``). Asking changes nothing."""
-        tools, _ = collect_tools(self._toolsets)
-        return tools
-
-    def tool_clashes(self) -> list[ev.Notice]:
-        """A warning for each tool left out because an earlier tool has its name."""
-        _, clashes = collect_tools(self._toolsets)
-        return [ev.Notice("warning", f"two tools are named {c.name!r}; the one from "
-                                     f"{getattr(c.toolset, 'name', c.toolset)!r} is not offered",
-                          source="tools") for c in clashes]
-
-    def take_notices(self) -> list[ev.Notice]:
-        """What the next run should tell its listener, handed over once: the start notices,
-        a warning for toolsets that were never started (their tools are missing: the agent
-        was not entered with ``async with``), and tool name clashes not reported before."""
-        notices, self.start_notices = self.start_notices, []
-        unstarted = [t for t in self._managed() if not t.started]
-        if unstarted:
-            names = ", ".join(repr(t.name) for t in unstarted)
-            notices.append(ev.Notice("warning", f"toolsets not started, their tools are "
-                                                f"missing: {names}. Use `async with agent:` "
-                                                f"(it starts and closes them)."))
-        if all(isinstance(t, Tool) for t in self._toolsets):
-            return notices  # names of your own tools are unique (checked when given)
-        _, clashes = collect_tools(self._toolsets)
-        for clash, notice in zip(clashes, self.tool_clashes(), strict=True):
-            if clash.name not in self._reported_clashes:
-                self._reported_clashes.add(clash.name)
-                notices.append(notice)
-        return notices
-
-    def add_tools(self, *tools: Tool | Toolset | Callable[..., Any]) -> None:
-        self._toolsets.extend(ensure_tools(tools))
-        self._check_tool_names()
-
-    async def run(
-        self,
-        prompt: str | Sequence[Part],
-        *,
-        conversation: Conversation | None = None,
-        session: SessionLike | None = None,
-        interrupt: asyncio.Event | None = None,
-    ) -> RunResult:
-        """Run to an answer or a bound. A provider failure raises (with ``.result`` set).
-
-        Setting ``interrupt`` stops the run with ``stop_cause == "interrupted"``: an answer
-        the model is still writing is abandoned (and not kept), calls not yet run are
-        answered "not run", a tool already running finishes first. The conversation stays
-        valid to continue."""
-        return _raised(await _collect(run_events(
-            self, prompt, conversation=conversation, session=session, interrupt=interrupt,
-            stream_requests=False)))
-
-    def run_sync(self, prompt: str | Sequence[Part], **kwargs: Any) -> RunResult:
-        """``run`` for scripts without an event loop of their own.
-
-        The loop is the call's own: the providers' HTTP connections are closed before it
-        ends (the next call, or another loop, opens new ones)."""
-        return asyncio.run(self._run_then_release(prompt, **kwargs))
-
-    async def _run_then_release(self, prompt: str | Sequence[Part], **kwargs: Any) -> RunResult:
-        try:
-            return await self.run(prompt, **kwargs)
-        finally:
-            await self._close_providers()
-
-    async def stream(
-        self,
-        prompt: str | Sequence[Part],
-        *,
-        conversation: Conversation | None = None,
-        session: SessionLike | None = None,
-        interrupt: asyncio.Event | None = None,
-    ) -> AsyncIterator[ev.Event]:
-        """Every event of a run, ending with ``RunFinished``. Provider failures end the run
-        with ``stop_cause == "error"`` instead of raising."""
-        # Closed with this stream: a reader that stops early ends the run now (see run_events).
-        async with contextlib.aclosing(run_events(
-                self, prompt, conversation=conversation, session=session,
-                interrupt=interrupt)) as events:
-            async for event in events:
-                yield event
-
-    async def resume(
-        self,
-        conversation: Conversation | PendingState | SessionLike,
-        decisions: Decisions,
-        *,
-        stream: bool = False,
-    ) -> RunResult:
-        """Continue a paused run (a ``Conversation``, a ``PendingState`` or a stored session).
-
-        ``decisions`` answers pending calls, keyed by ``PendingCall`` (``result.pending[i]``)
-        or by call id. Each decision is bound to the one call it answers (its position in
-        the paused turn, its id, tool and exact arguments) and used up by that turn: nothing
-        a later turn does inherits it. A key that answers no pending call raises
-        ``PendingStateError`` naming the pending ones, as does an id two pending calls
-        share. A pending call left without a decision goes to the approver again."""
-        from tether.run.pending import PendingState, bind_decisions, paused_calls
-
-        session: SessionLike | None = None
-        if isinstance(conversation, PendingState):
-            conversation = conversation.conversation
-        elif not isinstance(conversation, Conversation):
-            session, conversation = conversation, conversation.conversation()
-        bound = bind_decisions(paused_calls(conversation), decisions)
-        run = _Run(self, conversation, stream_requests=stream, decisions=bound)
-        async with self._toolsets_for_run():
-            return _raised(await _collect(_observed(run, None, session)))
-
-    def prepare(
-        self,
-        prompt: str | Sequence[Part],
-        *,
-        output: OutputSpec | OutputReservation,
-        conversation: Conversation | None = None,
-    ) -> PreparedRun:
-        """A run that must answer in ``output``'s shape: ``await agent.prepare(...).output()``."""
-        from tether.output import PreparedRun
-
-        return PreparedRun(self, prompt, output, conversation)
-
-    async def aclose(self) -> None:
-        await self._close_providers()
-        # Side by side: each may wait out a child process's grace period.
-        await asyncio.gather(*(t.aclose() for t in self._managed()))
-
-    async def __aenter__(self) -> Agent:
-        """Start every ``ManagedToolset`` (MCP servers), side by side, and keep them up
-        across runs until the block ends. A toolset's ``start()`` may return ``Notice``
-        events (a server that did not start): they are kept in ``start_notices`` and emitted
-        by the next run. Without ``async with``, each run starts the toolsets nobody started
-        and closes them when it ends."""
-        try:
-            await self._start_toolsets(self._managed())
-        except BaseException:
-            await self._close_providers()
-            raise
-        self._entered = True
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._entered = False
-        await self.aclose()
-
-    # --- internals --------------------------------------------------------------------------
-
-    async def _start_toolsets(self, toolsets: Sequence[ManagedToolset]) -> None:
-        outcomes = await asyncio.gather(*(t.start() for t in toolsets),
-                                        return_exceptions=True)
-        failed = [o for o in outcomes if isinstance(o, BaseException)]
-        if failed:
-            await asyncio.gather(*(t.aclose() for t in toolsets))
-            raise failed[0]
-        for outcome in outcomes:
-            if not isinstance(outcome, BaseException) and outcome:
-                self.start_notices.extend(e for e in outcome if isinstance(e, ev.Notice))
-
-    @contextlib.asynccontextmanager
-    async def _toolsets_for_run(self) -> AsyncIterator[None]:
-        """Around one run of an agent not entered with ``async with``: the toolsets nobody
-        started (MCP servers) start before its first turn and close when it ends, or when
-        the last of the runs sharing them ends."""
-        if self._entered:
-            yield
-            return
-        if self._run_users == 0:
-            idle = [t for t in self._managed() if not t.started]
-            self._run_started = idle
-            self._starting = (asyncio.ensure_future(self._start_toolsets(idle)) if idle
-                              else None)
-        self._run_users += 1
-        try:
-            if self._starting is not None:
-                await asyncio.shield(self._starting)  # concurrent runs share one start
-            yield
-        finally:
-            self._run_users -= 1
-            if self._run_users == 0:
-                started, self._run_started, self._starting = self._run_started, [], None
-                await asyncio.gather(*(t.aclose() for t in started))
-
-    def _context_fitter(self) -> ContextFitter:
-        """The fitter of this agent's model: what it has learned (the window, the token
-        estimate, the last summary) carries over from one run to the next."""
-        fitter, settings = self._fitter, self.settings
-        if fitter is None or fitter.provider is not self.model \
-                or fitter.config is not settings.context \
-                or fitter.max_output_tokens != settings.max_output_tokens:
-            fitter = self._fitter = ContextFitter(settings.context, self.model,
-                                                  settings.max_output_tokens)
-        return fitter
-
-    def _managed(self) -> list[ManagedToolset]:
-        # A Tool is no toolset: known first, as a Protocol's isinstance is slow.
-        return [t for t in self._toolsets
-                if not isinstance(t, Tool) and isinstance(t, ManagedToolset)]
-
-    async def _close_providers(self) -> None:
-        await self.model.aclose()
-        for provider in self.providers.values():
-            await provider.aclose()
-
-    def _check_tool_names(self) -> None:
-        seen: set[str] = set()
-        for source in self._toolsets:
-            if isinstance(source, Tool):
-                if source.name in seen:
-                    raise ConfigError(f"two tools are named {source.name!r}; names must be unique")
-                seen.add(source.name)
+from tether.trust import Taint
 
 
 async def run_events(
-    agent: Agent,
+    host: RunHost,
     prompt: str | Sequence[Part],
     *,
     conversation: Conversation | None = None,
@@ -432,7 +58,7 @@ async def run_events(
     within: RunScope | None = None,
 ) -> AsyncGenerator[ev.Event, None]:
     """A run's events: what ``Agent.stream`` and ``Agent.run`` are made of, and the entry
-    point for what runs an agent inside tether (not a public API).
+    point for what runs an agent inside tether (structured output, sub-agents, batches).
 
     ``stream_requests`` asks the provider for a streamed answer; ``ending`` says when the
     run has its answer (a structured-output run's plan; by default its text); ``within``
@@ -446,9 +72,9 @@ async def run_events(
     if isinstance(prompt, str) and not prompt.strip() and not conversation.messages:
         raise TetherError("the prompt is empty: say what the agent should do")
     parts = (Text(prompt),) if isinstance(prompt, str) else tuple(prompt)
-    run = _Run(agent, conversation, stream_requests=stream_requests, ending=ending,
+    run = _Run(host, conversation, stream_requests=stream_requests, ending=ending,
                within=within, interrupt=interrupt)
-    async with agent._toolsets_for_run():
+    async with host.toolsets_for_run():
         events = _observed(run, Message("user", parts), session)
         try:
             async for event in events:
@@ -459,21 +85,25 @@ async def run_events(
             await events.aclose()
 
 
-async def _collect(events: AsyncIterator[ev.Event]) -> RunResult:
-    result: RunResult | None = None
-    async for event in events:
-        if isinstance(event, ev.RunFinished) and not event.path:
-            result = event.result
-    assert result is not None, "a run always ends with RunFinished"
-    return result
-
-
-def _raised(result: RunResult) -> RunResult:
-    """The result, or its provider failure raised with the result attached."""
-    if result.error is not None:
-        result.error.result = result
-        raise result.error
-    return result
+async def resume_events(
+    host: RunHost,
+    conversation: Conversation,
+    decisions: Mapping[int, tuple[PendingCall, Decision]],
+    *,
+    session: SessionLike | None = None,
+    stream_requests: bool = True,
+) -> AsyncGenerator[ev.Event, None]:
+    """A paused run's events as it continues on ``conversation``: the paused turn's calls
+    judged again, with ``decisions`` (a host's, each bound to the call at its position:
+    ``tether.run.pending.bind_decisions``), then the run goes on as any."""
+    run = _Run(host, conversation, stream_requests=stream_requests, decisions=decisions)
+    async with host.toolsets_for_run():
+        events = _observed(run, None, session)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()
 
 
 async def _recorded(events: AsyncIterator[ev.Event],
@@ -491,41 +121,11 @@ async def _recorded(events: AsyncIterator[ev.Event],
 def _observed(run: _Run, prompt: Message | None,
               session: SessionLike | None) -> AsyncGenerator[ev.Event, None]:
     """The run's events, recorded in ``session``, and seen by its observer when it has
-    one (spans and metrics made from them, tether.telemetry)."""
+    one (spans and metrics made from them: the host's instrument)."""
     events = run.execute(prompt)
     if session is not None:
         events = _recorded(events, session)
     return events if run.observer is None else run.observer.record(events)
-
-
-class _Observer(Protocol):
-    """What watches a run from outside the loop (``tether.telemetry``'s recorder of an
-    instrumented agent): it reads the run's events as they pass, and names the context each
-    task the run starts runs in, so what the task does is seen inside its call (``None``:
-    a copy of the current one, as asyncio does)."""
-
-    def record(self, events: AsyncIterator[ev.Event]) -> AsyncGenerator[ev.Event, None]:
-        """The events, passed on unchanged."""
-        ...
-
-    def model_context(self) -> contextvars.Context | None:
-        """Where the task reading this turn's model answer runs."""
-        ...
-
-    def tool_context(self, call: ToolCall) -> contextvars.Context | None:
-        """Where the task running ``call`` runs."""
-        ...
-
-
-def _observer(run: _Run) -> _Observer | None:
-    """An instrumented agent's recorder of this run; None when the agent has none."""
-    if run.agent.instrument is None:
-        return None
-    from tether.telemetry import RunTelemetry
-
-    observer: _Observer = RunTelemetry(run.agent.instrument, run.agent, run.conversation,
-                                         run.path, run.stream_requests)
-    return observer
 
 
 _OUTCOMES = (Final, RunAgain, Paused, Stopped)
@@ -537,17 +137,17 @@ class _Run:
 
     def __init__(
         self,
-        agent: Agent,
+        host: RunHost,
         conversation: Conversation,
         *,
         stream_requests: bool,
         ending: Ending | None = None,
         within: RunScope | None = None,
-        decisions: dict[int, tuple[PendingCall, Decision]] | None = None,
+        decisions: Mapping[int, tuple[PendingCall, Decision]] | None = None,
         interrupt: asyncio.Event | None = None,
     ) -> None:
-        self.agent = agent
-        self.settings = agent.settings  # one value for the whole run
+        self.host = host
+        self.settings = host.settings  # one value for the whole run
         self.conversation = conversation
         self.stream_requests = stream_requests
         self.ending = ending if ending is not None else TEXT_ENDING
@@ -557,7 +157,7 @@ class _Run:
         self.spend = Spend(self.settings, within.spend if within is not None else None)
         # A resumed run's decisions, by the position of the pending call each answers; they
         # apply to the resumed turn only (see ``_calls``).
-        self.decisions = decisions or {}
+        self.decisions = dict(decisions or {})
         self.turns = 0
         self.text = ""  # the model's last text
         self.records: list[ToolCallRecord] = []
@@ -565,8 +165,8 @@ class _Run:
         self.start = len(conversation.messages)
         self.pending: list[PendingCall] = []
         self.error: TetherError | None = None
-        self.observer = _observer(self)
-        self.fitter = agent._context_fitter()
+        self.observer = host.observer(conversation, self.path, stream_requests)
+        self.fitter = host.context_fitter()
         # Calls that failed (or returned the same result) again and again in this run.
         self.repeats = Repeats(self.settings.max_repeated_failures)
         self.prompt_sent = False  # whether this run added a prompt (at index ``start``)
@@ -592,11 +192,11 @@ class _Run:
             conv.append(prompt)
             self.prompt_sent = True
         self.tools = self._tools()
-        yield self._event(ev.RunStarted(prompt.text if prompt else "", self.agent.model.model,
+        yield self._event(ev.RunStarted(prompt.text if prompt else "", self.host.model.model,
                                         tuple(self.tools), conv.taint))
         if outside is not None:
             yield self._event(outside)
-        for notice in self.agent.take_notices():
+        for notice in self.host.take_notices():
             yield self._event(notice)
         offered = self._offered_taint()  # before a resumed turn's calls are checked, too
         if offered is not None:
@@ -686,7 +286,7 @@ class _Run:
             if self._interrupted():
                 yield Stopped(StopCause.INTERRUPTED)  # mid-answer: the partial one is dropped
                 return
-            name = self.agent.model.name
+            name = self.host.model.name
             yield Stopped(StopCause.ERROR, error=MalformedResponseError(
                 f"{name}: the response ended without completing", provider=name))
             return
@@ -735,11 +335,11 @@ class _Run:
         self, calls: Sequence[ToolCall],
         decisions: dict[int, tuple[PendingCall, Decision]] | None = None,
     ) -> AsyncIterator[ev.Event | TurnOutcome]:
-        """Judge every call of a turn (``tether.gate``), ask where needed, then pause, or
-        run the allowed ones side by side and append all results in call order.
+        """The gate judges the turn's calls (``gate.judge_turn``); then the turn pauses, or
+        the allowed calls run side by side and all results are appended in call order.
 
         Every verdict is keyed by the call's position in the turn, never by its id (see
-        ``tether.gate``); results still carry the call's own id, which is what the wire
+        ``tether.run.gate``); results still carry the call's own id, which is what the wire
         needs. ``decisions`` (a resumed turn) are a host's answers, by position."""
         done: dict[int, Done] = {}
         try:
@@ -760,83 +360,35 @@ class _Run:
         self, calls: Sequence[ToolCall], decisions: dict[int, tuple[PendingCall, Decision]],
         done: dict[int, Done],
     ) -> AsyncIterator[ev.Event | TurnOutcome]:
-        conv, settings, tools = self.conversation, self.settings, self.tools
-        # The texts seen are traced only where untrusted text could have chosen a value: once
-        # the conversation holds some, or a call of this turn reads some (any call then, not
-        # only a send: a result is a trusted source only if its call's values trace). Walking
-        # the whole conversation for them is skipped on a turn with nothing exposed.
-        traced = forecast(conv.taint, (tools[c.name].capabilities for c in calls
-                                       if c.name in tools)).untrusted
-        turn = gate.view_turn(calls, tools, conv.taint, settings.security,
-                              settings.permission_mode,
-                              conv.sources(settings.system_prompt) if traced else ())
-        asking = gate.Asking(self.agent.approver, settings.permission_mode,
+        conv, settings = self.conversation, self.settings
+        asking = gate.Asking(self.host.approver, settings.permission_mode,
                              settings.approval_timeout_secs, conv.session_approvals,
                              self.interrupt)
-        decisions = dict(decisions)
-        allowed: list[Allowed] = []
-        deferred: list[PendingCall] = []
-        decided: list[PendingCall] = []  # calls a host's decision answered in this turn
-        for position, call in enumerate(calls):
-            tool = turn.tools.get(call.name)
-            yield self._event(ev.ToolCallRequested(
-                call, tool.spec.display_name if tool else call.name))
-            checked = gate.check(call, position, turn)
-            for event in checked.events:
-                yield self._event(event)
-            verdict: gate.Verdict = checked.verdict
-            if isinstance(verdict, gate.Ask):
-                answer = decisions.pop(position, None)
-                given = gate.given_decision(answer, call, verdict)
-                if isinstance(given, ev.Notice):
-                    yield self._event(given)
-                    given = None
-                elif given is not None and answer is not None:
-                    decided.append(answer[0])
-                items = gate.decide(call, position, verdict, asking, conv.taint, given)
-                try:
-                    async for item in items:
-                        if isinstance(item, gate.Run | gate.Refuse | gate.Defer):
-                            verdict = item
-                        else:
-                            yield self._event(item)
-                except BaseException:
-                    await abandon(items)
-                    raise
-            if isinstance(verdict, gate.Refuse):
-                done[position] = refused = settled(
-                    call, verdict.status, self._noted(call, verdict.status, verdict.text))
-                yield self._event(ev.ToolFinished(call.id, call.name, verdict.status,
-                                                  refused.result, 0.0))
-            elif isinstance(verdict, gate.Defer):
-                deferred.append(verdict.pending)
-            elif isinstance(verdict, gate.Run):
-                allowed.append(Allowed(position, call, verdict.tool, verdict.arguments,
-                                       gate.arguments_traced(position, verdict.tool,
-                                                             verdict.arguments, turn)))
-
-        if deferred:
+        verdict: gate.TurnVerdict | None = None
+        judged = gate.judge_turn(calls, self.tools, conv, settings, asking, decisions,
+                                 self._noted)
+        try:
+            async for item in judged:
+                if isinstance(item, gate.TurnVerdict):
+                    verdict = item
+                else:
+                    yield self._event(item)
+        except BaseException:
+            await abandon(judged)
+            raise
+        assert verdict is not None, "the gate ends every turn in a verdict"
+        done.update(verdict.refused)
+        if verdict.deferred:
             # Nothing of this turn runs until every pending call has a decision: the turn
-            # is resumed whole (see Agent.resume). Calls a host decided this time are
-            # pending again, so the next resume decides the whole turn, and sees it.
-            self.pending = sorted([*decided, *deferred], key=lambda p: p.position or 0)
+            # is resumed whole (see Agent.resume).
+            self.pending = verdict.pending
             conv.pending = list(self.pending)
             yield self._event(ev.RunPaused(tuple(p.call_id for p in self.pending)))
             yield Paused()
             return
-
-        if allowed and self._interrupted():
-            # Interrupted while the turn was judged (Ctrl-C at an approval prompt): nothing
-            # starts after it. Each call still gets its result: the conversation stays valid.
-            for waiting in allowed:
-                done[waiting.position] = unrun = settled(
-                    waiting.call, "denied", "Not run: the run was interrupted before it started.")
-                yield self._event(ev.ToolFinished(waiting.call.id, waiting.call.name, "denied",
-                                                  unrun.result, 0.0))
-            allowed = []
         # Allowed calls side by side; their events (a sub-agent's) stream through.
         observer = self.observer
-        events = run_calls(allowed, conv, settings, self._scope, done,
+        events = run_calls(verdict.allowed, conv, settings, self._scope, done,
                            None if observer is None else observer.tool_context, self._noted)
         try:
             async for event in events:
@@ -868,10 +420,10 @@ class _Run:
 
     def _scope(self, call: ToolCall) -> RunScope:
         """The run a call belongs to, as its tool sees it (``ToolContext.run``)."""
-        return RunScope(self.agent, (*self.path, call.id), self.interrupt, self.spend)
+        return RunScope(self.host, (*self.path, call.id), self.interrupt, self.spend)
 
     def _tools(self) -> dict[str, Tool]:
-        return self.ending.tools(self.agent.tools)
+        return self.ending.tools(self.host.tools)
 
     def _send(self) -> AsyncIterator[StreamChunk | ev.ContextFitted]:
         """The next request, fitted into the model's window (the conversation stays whole:

@@ -28,9 +28,9 @@ from . import require
 from .payloads import canonical, security_to_dict, tool_entry
 
 if TYPE_CHECKING:
-    from tether.config import Config, ProviderConfig, TemporalSection
+    from tether.agent import Agent
+    from tether.config.schema import Config, ProviderConfig, TemporalSection
     from tether.providers.base import Provider
-    from tether.run.loop import Agent
 
     from .blobs import BlobStore
 
@@ -53,7 +53,8 @@ class WorkerRuntime:
     @classmethod
     async def start(cls, workspace: str | Path = ".", config: Config | None = None
                     ) -> WorkerRuntime:
-        from tether.config import agent_from_config, load_config
+        from tether.config.build import agent_from_config
+        from tether.config.layers import load_config
         from tether.paths import default_blobs
 
         from .blobs import BlobStore
@@ -98,7 +99,7 @@ class WorkerRuntime:
 
     def settings(self, overrides: Mapping[str, Any]) -> Config:
         """The worker's configuration with a run's flag values over it."""
-        from tether.config import Config
+        from tether.config.schema import Config
 
         unknown = sorted(set(overrides) - _OVERRIDABLE)
         tools = overrides.get("tools")
@@ -204,7 +205,7 @@ async def serve(workspace: str | Path = ".", *, config: Config | None = None,
     require()
     from temporalio.worker import Worker
 
-    from tether.config import load_config
+    from tether.config.layers import load_config
 
     from .activities import TetherActivities
     from .standins import use_local_tools

@@ -16,17 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from tether.bounds import Spend
 from tether.errors import ToolError
+from tether.events import Event
+from tether.messages import Usage
 from tether.provenance import Source
 from tether.tools.spec import ToolSpec
 from tether.tools.threads import start_in_daemon_thread
 from tether.trust import NO_CAPABILITIES, Capabilities, SecurityConfig, Taint
 
-if TYPE_CHECKING:
-    from tether.bounds import Spend
-    from tether.events import Event
-    from tether.messages import Usage
-    from tether.run.loop import Agent
+if TYPE_CHECKING:  # the engine's protocol, above this floor: named, never imported
+    from tether.run.host import RunHost
 
 
 class ArgumentError(ValueError):
@@ -59,14 +59,15 @@ class RunScope:
     """The run a tool call belongs to: what a tool that runs an agent of its own (a
     delegation) needs to run it inside this one.
 
-    ``agent`` is the agent running the call (its settings, approver, model and providers);
+    ``agent`` is the host running the call (a ``RunHost``: its settings, approver, model and
+    providers; an ``Agent`` is one);
     ``path`` names the delegating calls down to this one, outermost first, this call's id
     last; ``interrupt`` stops this run (and should stop what the tool runs); ``spend`` is
     what this run has spent, chained to the runs above it: a child's ``Spend`` is made
     under it, so the budgets of every run above cover the child's usage as it happens.
     """
 
-    agent: Agent
+    agent: RunHost
     path: tuple[str, ...]
     interrupt: asyncio.Event | None
     spend: Spend
@@ -149,9 +150,6 @@ class Tool:
     provenance gate traces destinations and control values, and the addresses written in
     a send's content. A tool that declares neither (an MCP tool) has only control
     parameters: safe by default.
-
-    ``source`` and ``source_name`` are the old names of ``origin`` and ``server``: still
-    accepted as keyword arguments, and readable.
     """
 
     spec: ToolSpec
@@ -184,20 +182,17 @@ class Tool:
         *,
         content_params: Iterable[str] = (),
         destination_params: Iterable[str] = (),
-        source: ToolOrigin | None = None,
-        source_name: str | None = None,
     ) -> None:
-        # Frozen: set once, here. The old keyword names win when given (dataclasses.replace
-        # passes the new ones too).
+        # Frozen: set once, here (dataclasses.replace passes every field by its name).
         put = object.__setattr__
         put(self, "spec", spec)
         put(self, "handler", handler)
         put(self, "capabilities", capabilities)
         put(self, "validator", validator)
         put(self, "cache_approval", cache_approval)
-        put(self, "origin", source if source is not None else origin)
+        put(self, "origin", origin)
         put(self, "read_only_hint", read_only_hint)
-        put(self, "server", source_name if source_name is not None else server)
+        put(self, "server", server)
         put(self, "spec_from_outside", spec_from_outside)
         put(self, "on_invalid", on_invalid)
         put(self, "idempotent", idempotent)
@@ -221,16 +216,6 @@ class Tool:
     @property
     def name(self) -> str:
         return self.spec.name
-
-    @property
-    def source(self) -> ToolOrigin:
-        """The old name of ``origin``."""
-        return self.origin
-
-    @property
-    def source_name(self) -> str | None:
-        """The old name of ``server``."""
-        return self.server
 
     def parameter_role(self, name: str) -> Literal["content", "destination", "control"]:
         """What parameter ``name`` does: carries ``content``, says where a send goes
