@@ -40,12 +40,8 @@ from tether.providers.base import (
     complete,
 )
 from tether.providers.http import RetryPolicy, Timeouts
-from tether.providers.openai_chat import (
-    PARSE_RETRY_TEMPERATURE,
-    OpenAIChat,
-    is_fence_debris,
-    warmer_after_parse_error,
-)
+from tether.providers.openai_chat import OpenAIChat, is_fence_debris
+from tether.providers.parse_retry import PARSE_RETRY_TEMPERATURE, warmer_after_parse_error
 from tether.providers.profiles import OpenAICompatProfile
 from tether.tools.spec import ToolSpec
 

@@ -64,18 +64,16 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
+from tether.providers.failures import classify_status, error_message, stated_number
 from tether.providers.http import (
     RetryPolicy,
     Sleep,
     Timeouts,
-    classify_status,
     count,
     cut_short,
     decode_json,
-    error_message,
     load_json,
     parse_retry_after,
-    stated_number,
     wrong_type,
 )
 from tether.providers.shell import HTTPModel, WireCodec

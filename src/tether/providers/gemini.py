@@ -71,17 +71,16 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
+from tether.providers.failures import classify_status, stated_number
 from tether.providers.http import (
     RetryPolicy,
     Sleep,
     Timeouts,
-    classify_status,
     count,
     cut_short,
     decode_json,
     load_json,
     parse_retry_after,
-    stated_number,
     wrong_type,
 )
 from tether.providers.shell import HTTPModel, WireCodec

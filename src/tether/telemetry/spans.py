@@ -24,6 +24,7 @@ import functools
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -450,8 +451,6 @@ def _instruments(tracer_provider: Any, meter_provider: Any) -> tuple[Any, Any, A
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("tether")
     except PackageNotFoundError:
