@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 from typing import Any
 
 from tether.batch import BatchItem, BatchProgress, ItemResult, read_items, run_batch
@@ -75,8 +76,6 @@ async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) ->
 def _logged(args: argparse.Namespace, cfg: Any) -> Any:
     """A function giving each item a new session tagged with this batch (its id printed
     now), or None when the store cannot be opened: then only the log is lost."""
-    from pathlib import Path
-
     from tether.cli.common import error, workspace_of
     from tether.cli.sessions import store_for
     from tether.store.base import StoreError, new_session_id

@@ -21,7 +21,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -214,8 +217,6 @@ class _Reader:
             self._setup_terminal()
 
     def _setup_terminal(self) -> None:
-        import os
-
         with contextlib.suppress(ImportError, OSError, ValueError):
             import termios
 
@@ -236,8 +237,6 @@ class _Reader:
         readline.parse_and_bind("set enable-bracketed-paste on")
 
     def close(self) -> None:
-        import os
-
         if self._terminal is not None:
             with contextlib.suppress(ImportError, OSError, ValueError):
                 import termios
@@ -253,9 +252,6 @@ class _Reader:
 
     async def _line(self, prompt: str) -> str | None:
         """One line without its newline; None at the end of input or on Ctrl-C."""
-        import signal
-        import threading
-
         loop = asyncio.get_running_loop()
         got: asyncio.Future[str | None] = loop.create_future()
 

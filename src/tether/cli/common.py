@@ -7,10 +7,13 @@ import argparse
 import asyncio
 import contextlib
 import copy
+import ipaddress
+import math
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 from tether.errors import ConfigError
 
@@ -112,8 +115,6 @@ def _at_least_one(text: str) -> int:
 
 
 def _temperature(text: str) -> float:
-    import math
-
     try:
         value = float(text)
     except ValueError:
@@ -129,6 +130,20 @@ def error(message: str) -> None:
 
     # Messages quote what servers, tools and models wrote: printed literally.
     stderr_console().print(shown(("tether:", "red"), f" {message}"))
+
+
+# What piped standard input is called when it is given beside the prompt (outside text).
+STDIN = "standard input"
+
+
+def prompt_parts(prompt: str, outside: str | None) -> Any:
+    """What the agent is given: the prompt, after the outside text piped beside it."""
+    if outside is None:
+        return prompt
+    from tether.messages import Text
+    from tether.trust import outside_text
+
+    return (outside_text(outside, STDIN), Text(prompt))
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -269,9 +284,6 @@ def no_provider_help(cfg: Any, error: Exception | str, provider: str | None = No
 
 def _is_local(url: str) -> bool:
     """Whether ``url`` is on this machine or a private network (a server someone starts)."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
     try:
         host = (urlsplit(url).hostname or "").lower()
     except ValueError:

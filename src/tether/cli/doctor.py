@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import EXIT_ERROR, EXIT_OK
@@ -200,8 +201,6 @@ async def check_local_cache(config: Config) -> list[tuple[bool | None, str, str]
     ``tether local setup`` would do (and whether it can: cmake and a compiler). Missing is
     information (``None``), not a failure: a hosted provider needs no local model. A
     changed or unreadable file is a failure."""
-    from pathlib import Path
-
     from tether.errors import LocalSetupError
     from tether.local.setup import (
         DEFAULT_MODEL,

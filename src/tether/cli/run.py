@@ -28,6 +28,7 @@ from tether.cli.common import (
     local_serving,
     make_agent,
     no_provider_help,
+    prompt_parts,
     telemetry_export,
 )
 from tether.cli.temporal import add_engine_flag
@@ -80,9 +81,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 # --- the prompt -------------------------------------------------------------------------------
 
 
-STDIN = "standard input"
-
-
 def prompt_of(given: str | None, *, trusted: bool = False) -> tuple[str, str | None]:
     """The user's prompt and the outside text piped beside it (None: none). ``-`` is the
     piped text as the whole prompt (the user typing through a pipe). Piped beside a prompt,
@@ -108,16 +106,6 @@ def prompt_of(given: str | None, *, trusted: bool = False) -> tuple[str, str | N
     if trusted:
         return f"{piped.rstrip()}\n\n{given}", None
     return given, piped
-
-
-def prompt_parts(prompt: str, outside: str | None) -> Any:
-    """What the agent is given: the prompt, after the outside text piped beside it."""
-    if outside is None:
-        return prompt
-    from tether.messages import Text
-    from tether.trust import outside_text
-
-    return (outside_text(outside, STDIN), Text(prompt))
 
 
 def _read_stdin(required: bool) -> str:

@@ -21,6 +21,7 @@ from tether.cli.common import (
     EXIT_REFUSED,
     graceful_interrupt,
     overrides,
+    prompt_parts,
 )
 from tether.errors import ConfigError
 
@@ -73,8 +74,6 @@ async def _run(args: argparse.Namespace, cfg: Any, given: dict[str, Any]) -> int
     from tether.temporal.client import connect, start_run
 
     client = await connect(cfg.temporal)
-    from tether.cli.run import prompt_parts
-
     prompt = prompt_parts(args.prompt, getattr(args, "outside", None))
     handle = await start_run(client, prompt if isinstance(prompt, str) else [prompt],
                              task_queue=cfg.temporal.task_queue, overrides=given)

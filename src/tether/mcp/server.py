@@ -14,11 +14,13 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
+from tether import __version__
 from tether.display import inline
 from tether.errors import ConfigError
 from tether.events import Notice
 from tether.mcp.environment import child_environment
 from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
+from tether.mcp.stdio import stdio_server_streams
 from tether.tools.tool import Tool, ToolContext, ToolOutput
 from tether.tools.toolsets import PrefixedToolset
 from tether.trust import NO_CAPABILITIES, Capabilities
@@ -288,8 +290,6 @@ class McpServer:
         from mcp.client.session import ClientSession
         from mcp_types import Implementation
 
-        from tether import __version__
-
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._connect())
@@ -342,8 +342,6 @@ class McpServer:
                 async with stdio_client(params, errlog=errlog) as streams:
                     yield streams
             else:
-                from tether.mcp.stdio import stdio_server_streams
-
                 async with stdio_server_streams(
                         transport.command, transport.args, env=env, cwd=transport.cwd,
                         errlog=errlog, on_gone=self._on_gone) as streams:

@@ -38,8 +38,8 @@ with workflow.unsafe.imports_passed_through():
     from tether import events as ev
     from tether.agent import Agent
     from tether.conversation import Conversation
-    from tether.errors import TetherError
-    from tether.messages import Part, Usage, part_from_dict
+    from tether.errors import ConfigError, TetherError
+    from tether.messages import Part, Usage, part_from_dict, usage_from_dict
     from tether.outcome import StopCause
     from tether.provenance import Source
     from tether.result import RunResult, final_result, summed
@@ -328,8 +328,6 @@ def run_settings(plan: dict[str, Any]) -> AgentSettings:
 def _model(plan: dict[str, Any], provider: str, model: str, timing: Timing) -> ActivityModel:
     entry = plan["providers"].get(provider)
     if entry is None:  # a sub-agent's profile names a provider the workers do not have
-        from tether.errors import ConfigError
-
         raise ConfigError(f"provider {provider!r} is not configured; configured: "
                           f"{', '.join(sorted(plan['providers'])) or 'none'}")
     return ActivityModel(provider, entry["wire"], model, float(entry["timeout_secs"]), timing)
@@ -348,8 +346,6 @@ def _failed(error: ChildWorkflowError, taint: Taint) -> RunResult:
 
 def _as_result(outcome: dict[str, Any]) -> RunResult:
     """A child's outcome as the RunResult ``delegation_answer`` reads."""
-    from tether.messages import usage_from_dict
-
     error = outcome.get("error")
     return RunResult(
         text=outcome["text"], stop_cause=StopCause(outcome["stop_cause"]),
