@@ -11,12 +11,14 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tether.batch import BatchItem, BatchProgress, ItemResult, read_items, run_batch
 from tether.cli.common import add_run_flags, list_limit
 from tether.cli.temporal import add_batch_flags
-from tether.messages import Usage
+
+if TYPE_CHECKING:  # the batch runner (the whole core) loads when the command runs
+    from tether.batch import BatchItem, BatchProgress, ItemResult
+    from tether.messages import Usage
 
 
 def add_cli(sub: Any) -> None:
@@ -39,7 +41,9 @@ def add_cli(sub: Any) -> None:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
+    from tether.batch import read_items
     from tether.cli.render import stderr_console
+
     err = stderr_console()
     items = read_items(args.input)
     view = _TerminalProgress(err, args.out) if err.is_terminal else _PlainProgress()
@@ -59,6 +63,7 @@ async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) ->
         from tether.cli.temporal import batch_on_temporal
 
         return await batch_on_temporal(args, items, view)
+    from tether.batch import run_batch
     from tether.cli.common import local_serving, make_agent, telemetry_export
 
     async with local_serving(args):
