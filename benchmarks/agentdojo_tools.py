@@ -195,7 +195,7 @@ class SuiteTools:
 
     def for_environment(self, environment: TaskEnvironment) -> list[Tool]:
         return [Tool(d.spec, _handler(self.runtime, environment, d.spec.name), d.capabilities,
-                     d.validate, source="agentdojo",
+                     d.validate, origin="agentdojo",
                      content_params=CONTENT_PARAMS.get(d.spec.name, ()),
                      destination_params=DESTINATION_PARAMS.get(d.spec.name, ()))
                 for d in self.declared]
