@@ -73,7 +73,7 @@ from tether.events import ApprovalRequested  # noqa: E402
 from tether.messages import ToolCall, ToolResult  # noqa: E402
 from tether.providers.base import ModelRequest, Provider  # noqa: E402
 from tether.providers.scripted import Reply, Scripted  # noqa: E402
-from tether.tools import Tool  # noqa: E402
+from tether.tools.tool import Tool  # noqa: E402
 from tether.trust import SecurityConfig  # noqa: E402
 
 

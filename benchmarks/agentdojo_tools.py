@@ -45,7 +45,8 @@ from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
 from agentdojo.functions_runtime import FunctionsRuntime, TaskEnvironment
 from agentdojo.task_suite.task_suite import TaskSuite
 
-from tether.tools import Tool, ToolContext, ToolOutput, ToolSpec, Validator, json_schema_validator
+from tether.tools.spec import ToolSpec
+from tether.tools.tool import Tool, ToolContext, ToolOutput, Validator, json_schema_validator
 from tether.trust import Capabilities
 
 _P = Capabilities(private_data=True)
@@ -194,7 +195,7 @@ class SuiteTools:
 
     def for_environment(self, environment: TaskEnvironment) -> list[Tool]:
         return [Tool(d.spec, _handler(self.runtime, environment, d.spec.name), d.capabilities,
-                     d.validate, source="agentdojo",
+                     d.validate, origin="agentdojo",
                      content_params=CONTENT_PARAMS.get(d.spec.name, ()),
                      destination_params=DESTINATION_PARAMS.get(d.spec.name, ()))
                 for d in self.declared]

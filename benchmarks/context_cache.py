@@ -29,11 +29,11 @@ from dataclasses import dataclass
 
 from tether import Agent, Conversation
 from tether import events as ev
-from tether.context import ContextConfig
 from tether.local import SYSTEM_PROMPT, LocalServer
 from tether.messages import Usage
 from tether.providers.openai_chat import OpenAIChat
-from tether.tools import tool
+from tether.settings import ContextConfig
+from tether.tools.function import tool
 
 
 @tool

@@ -105,9 +105,9 @@ def items(n: int, tag: str) -> list[dict[str, Any]]:
 
 
 async def in_process(ws: Path, n: int, concurrency: int) -> tuple[float, float]:
-    from tether import Agent, run_batch
+    from tether import from_config, run_batch
 
-    async with Agent.from_config(ws) as agent:
+    async with from_config(ws) as agent:
         await run_batch(agent, items(20, "warm"), concurrency=concurrency)
         cpu, start = time.process_time(), time.perf_counter()
         results = await run_batch(agent, items(n, "run"), concurrency=concurrency)

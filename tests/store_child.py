@@ -22,9 +22,9 @@ from collections.abc import AsyncIterator
 
 from tether import Agent, Capabilities, tool
 from tether.events import TextDelta, ToolFinished
-from tether.pending import DeferringApprover
 from tether.providers.base import ModelRequest, StreamChunk, TextChunk
 from tether.providers.scripted import Scripted, call, calls
+from tether.run.pending import DeferringApprover
 from tether.store import Session, SessionStore, SQLiteStore
 from tether.store.postgres import PostgresStore, is_postgres_url
 

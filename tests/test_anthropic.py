@@ -44,7 +44,8 @@ from tether.providers.base import (
     complete,
 )
 from tether.providers.http import RetryPolicy, Timeouts
-from tether.tools import ToolSpec, tool
+from tether.tools.function import tool
+from tether.tools.spec import ToolSpec
 
 WEATHER = ToolSpec("get_weather", "Get the weather for a city.",
                    {"type": "object", "properties": {"city": {"type": "string"}},
@@ -472,6 +473,20 @@ async def test_http_errors_map_to_named_errors_without_retry(server, sleep, stat
     assert message in str(caught.value) and caught.value.provider == "anthropic"
     assert caught.value.status == status
     assert len(server.requests) == 1 and sleep.waits == []
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_an_overflow_states_the_prompt_and_the_window_as_anthropic_words_them(
+        server, streamed):
+    # As an error status, and as an error event in a 200 stream.
+    words = "prompt is too long: 210000 tokens > 200000 maximum"
+    if streamed:
+        server.queue(sse(start(), ("error", error_json("invalid_request_error", words))))
+    else:
+        server.queue(Canned.json(error_json("invalid_request_error", words), 400))
+    with pytest.raises(ContextOverflowError) as caught:
+        await complete(claude(server), ask(stream=streamed))
+    assert (caught.value.prompt_tokens, caught.value.window) == (210000, 200000)
 
 
 async def test_a_rate_limit_is_retried_after_the_wait_the_server_asked_for(server, sleep):

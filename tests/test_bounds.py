@@ -8,8 +8,9 @@ import asyncio
 from tether import Agent, Prices, ToolOutput, tool
 from tether.bounds import BOUNDS, Progress, Spend, first_reached
 from tether.messages import ToolResult, Usage
+from tether.outcome import StopCause
 from tether.providers import Reply, Scripted, call
-from tether.result import RunResult, StopCause
+from tether.result import RunResult
 from tether.settings import AgentSettings
 
 ran: list[str] = []

@@ -170,8 +170,8 @@ def test_run_with_a_session_continues_it_and_sessions_lists_and_shows_it(tmp_pat
 def test_a_paused_session_is_decided_and_resumed_from_the_command_line(tmp_path: Path) -> None:
     # A host with a deferring approver paused it (another process); the CLI decides.
     from tether import Agent, Capabilities, tool
-    from tether.pending import DeferringApprover
     from tether.providers.scripted import Scripted, call
+    from tether.run.pending import DeferringApprover
 
     @tool(needs_approval=True, capabilities=Capabilities(destructive=True))
     def write_file(path: str, content: str) -> str:
@@ -230,8 +230,8 @@ def test_doctor_checks_that_the_store_is_writable(tmp_path: Path) -> None:
 
 def test_chat_on_a_paused_session_asks_for_the_paused_call_first(tmp_path: Path) -> None:
     from tether import Agent, Capabilities, tool
-    from tether.pending import DeferringApprover
     from tether.providers.scripted import Scripted, call
+    from tether.run.pending import DeferringApprover
 
     @tool(needs_approval=True, capabilities=Capabilities(destructive=True))
     def write_file(path: str, content: str) -> str:

@@ -374,8 +374,9 @@ def test_doctor_reports_a_missing_key_as_a_missing_key(tmp_path: Path) -> None:
 def test_a_write_file_approval_shows_a_diff_against_the_current_file(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from tether.approval import ApprovalRequest, approval_text
-    from tether.approval import _current_text as current_text
+    from tether.approval import ApprovalRequest
+    from tether.cli.approver import _current_text as current_text
+    from tether.cli.approver import approval_text
     from tether.trust import Capabilities, Taint
 
     (tmp_path / "notes.txt").write_text("one\ntwo\nthree\n")

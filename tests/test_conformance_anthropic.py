@@ -27,7 +27,7 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
-from tether.tools import ToolSpec
+from tether.tools.spec import ToolSpec
 
 if not available():
     pytest.skip(f"the recorded cassettes are not here ({CASSETTES}); the Anthropic "

@@ -35,7 +35,7 @@ from tether.providers.base import (
     ToolChoice,
 )
 from tether.providers.gemini import Gemini
-from tether.tools import ToolSpec
+from tether.tools.spec import ToolSpec
 
 pytestmark = [
     pytest.mark.skipif(not available(),

@@ -30,7 +30,7 @@ from tether.providers.base import (
     ToolChoice,
 )
 from tether.providers.openai_chat import OpenAIChat, wire_messages
-from tether.tools import ToolSpec
+from tether.tools.spec import ToolSpec
 
 if not available():
     pytest.skip(f"the recorded cassettes are not here ({CASSETTES}); the OpenAI Chat "

@@ -29,7 +29,7 @@ from tether.providers.base import (
     ToolChoice,
 )
 from tether.providers.openai_responses import OpenAIResponses, input_items
-from tether.tools import ToolSpec
+from tether.tools.spec import ToolSpec
 
 if not available():
     pytest.skip(f"the recorded cassettes are not here ({CASSETTES}); the OpenAI Responses "

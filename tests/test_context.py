@@ -11,11 +11,13 @@ import pytest
 
 from tether import Agent, Capabilities, Conversation, Taint, tool
 from tether import events as ev
-from tether.context import (
-    SUMMARY_SOURCE,
+from tether.errors import ConfigError, ContextOverflowError, ProviderError
+from tether.messages import Image, Message, Reasoning, Text, ToolCall, ToolResult
+from tether.providers import Scripted, call, calls
+from tether.providers.base import Completed, ModelRequest
+from tether.run.context.fitter import ContextFitter
+from tether.run.context.plan import (
     Budget,
-    ContextConfig,
-    ContextFitter,
     Estimate,
     blocks,
     build_view,
@@ -23,11 +25,9 @@ from tether.context import (
     shorten_result,
     trim_note,
 )
-from tether.errors import ConfigError, ContextOverflowError, ProviderError
-from tether.messages import Image, Message, Reasoning, Text, ToolCall, ToolResult
-from tether.pending import DeferringApprover
-from tether.providers import Scripted, call, calls
-from tether.providers.base import Completed, ModelRequest
+from tether.run.context.summary import SUMMARY_SOURCE
+from tether.run.pending import DeferringApprover
+from tether.settings import ContextConfig
 from tether.trust import untrusted_block
 
 WINDOW = 2048
@@ -437,14 +437,16 @@ async def test_the_view_is_a_function_of_the_messages_so_a_new_process_sends_the
 
 
 def _overflow(n_prompt: int, n_ctx: int) -> ContextOverflowError:
-    # What llama-server answers (measured on the build tests/e2e use).
+    # What llama-server answers (measured on the build tests/e2e use), as the Chat
+    # Completions wire reads it: the numbers of its JSON fields on the error.
     body = json.dumps({"error": {
         "code": 400, "type": "exceed_context_size_error",
         "message": f"request ({n_prompt} tokens) exceeds the available context size "
                    f"({n_ctx} tokens), try increasing it",
         "n_prompt_tokens": n_prompt, "n_ctx": n_ctx}})
     return ContextOverflowError("openai-chat: HTTP 400: request exceeds the available "
-                                "context size", provider="openai-chat", status=400, body=body)
+                                "context size", provider="openai-chat", status=400, body=body,
+                                prompt_tokens=n_prompt, window=n_ctx)
 
 
 async def test_an_overflow_despite_fitting_fits_tighter_and_retries_once() -> None:

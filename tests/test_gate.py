@@ -17,14 +17,14 @@ from tether import (
     SecurityConfig,
     Taint,
     ToolOutput,
-    gate,
     tool,
 )
 from tether import events as ev
-from tether.agent import Conversation
-from tether.conversation import PendingCall
+from tether.conversation import Conversation, PendingCall
 from tether.messages import ToolCall, ToolResult
 from tether.providers import Scripted, call, calls
+from tether.run import gate
+from tether.settings import AgentSettings
 from tether.trust import CLEAN
 
 sent: list[str] = []
@@ -590,3 +590,97 @@ def test_a_given_decision_for_other_arguments_is_not_applied_and_says_so() -> No
     assert isinstance(given, ev.Notice) and "not applied" in given.message
     same = PendingCall("c1", "send", {"data": "new"}, "trifecta", "", 0)
     assert gate.given_decision((same, Decision.allow()), c, asked) == Decision.allow()
+
+
+# --- gate.judge_turn: the whole verdict of a turn, without a loop ---------------------------
+
+
+TOOLS = {t.name: t for t in (read_secret, read_web, send, deploy)}
+
+
+async def judged(turn_calls: list[ToolCall], *, taint: Taint = CLEAN, approver: Any = None,
+                 trifecta: str = "block",
+                 decisions: dict[int, tuple[PendingCall, Decision]] | None = None,
+                 interrupt: asyncio.Event | None = None,
+                 ) -> tuple[list[ev.Event], gate.TurnVerdict]:
+    conversation = Conversation(taint=taint)
+    settings = AgentSettings(security=SecurityConfig(trifecta=trifecta,  # type: ignore[arg-type]
+                                                     rule="interlock"))
+    ask = gate.Asking(approver, settings.permission_mode, 5.0, conversation.session_approvals,
+                      interrupt)
+    events: list[ev.Event] = []
+    verdicts: list[gate.TurnVerdict] = []
+    async for item in gate.judge_turn(turn_calls, TOOLS, conversation, settings, ask,
+                                      decisions):
+        (verdicts if isinstance(item, gate.TurnVerdict) else events).append(item)  # type: ignore[arg-type]
+    [verdict] = verdicts  # one, and last
+    return events, verdict
+
+
+async def test_a_turn_of_a_read_is_allowed_whole() -> None:
+    read = ToolCall("r1", "read_secret", "{}")
+    events, verdict = await judged([read])
+    [allowed] = verdict.allowed
+    assert (allowed.position, allowed.call, allowed.tool) == (0, read, read_secret)
+    assert allowed.arguments == {} and allowed.arguments_traced
+    assert verdict.refused == {} and verdict.deferred == () and verdict.pending == []
+    assert [type(e) for e in events] == [ev.ToolCallRequested]
+
+
+async def test_a_send_beside_a_read_is_refused_and_settled_in_the_verdict() -> None:
+    turn = [ToolCall("r1", "read_secret", "{}"), ToolCall("s1", "send", '{"data": "x"}')]
+    events, verdict = await judged(turn, taint=Taint(untrusted=True))
+    assert [a.position for a in verdict.allowed] == [0]
+    refused = verdict.refused[1]
+    assert refused.record.status == "blocked" and refused.result.is_error
+    assert refused.result.content.startswith("Blocked by policy:")
+    assert refused.result.call_id == "s1"
+    assert [type(e) for e in events] == [ev.ToolCallRequested, ev.ToolCallRequested,
+                                         ev.TrifectaBlocked, ev.ToolFinished]
+
+
+async def test_an_asked_call_runs_when_the_approver_allows_it() -> None:
+    approver = Recorder(Decision.allow())
+    events, verdict = await judged([ToolCall("d1", "deploy", "{}")], approver=approver)
+    assert [a.tool for a in verdict.allowed] == [deploy] and verdict.refused == {}
+    assert [r.tool for r in approver.requests] == ["deploy"]
+    assert [type(e) for e in events] == [ev.ToolCallRequested, ev.ApprovalRequested,
+                                         ev.ApprovalDecided]
+
+
+async def test_an_asked_call_without_an_approver_is_refused_by_policy() -> None:
+    events, verdict = await judged([ToolCall("d1", "deploy", "{}")])
+    assert verdict.allowed == () and verdict.refused[0].record.status == "denied"
+    assert verdict.refused[0].result.content.startswith("Blocked by policy:")
+    decided = [e for e in events if isinstance(e, ev.ApprovalDecided)]
+    assert [(e.verdict, e.by) for e in decided] == [("deny", "policy")]
+
+
+async def test_a_deferred_call_leaves_the_turn_waiting_and_nothing_of_it_runs_yet() -> None:
+    turn = [ToolCall("r1", "read_secret", "{}"), ToolCall("d1", "deploy", "{}")]
+    _, verdict = await judged(turn, approver=Recorder(Decision.defer()))
+    assert [a.position for a in verdict.allowed] == [0]  # allowed, but the turn pauses
+    assert verdict.deferred == (PendingCall("d1", "deploy", {}, "needs_approval",
+                                            "Deploy needs approval before it runs.", 1),)
+    assert verdict.pending == list(verdict.deferred)
+
+
+async def test_a_hosts_decision_answers_its_call_and_the_call_waits_again_with_the_rest() -> None:
+    turn = [ToolCall("d1", "deploy", "{}"), ToolCall("d2", "deploy", "{}")]
+    first = PendingCall("d1", "deploy", {}, "needs_approval", "", 0)
+    approver = Recorder(Decision.defer())
+    _, verdict = await judged(turn, approver=approver,
+                              decisions={0: (first, Decision.allow())})
+    assert [r.call_id for r in approver.requests] == ["d2"]  # the decided one is not asked
+    assert verdict.decided == (first,)
+    assert [p.call_id for p in verdict.pending] == ["d1", "d2"]  # the whole turn, in order
+
+
+async def test_calls_allowed_while_the_run_is_interrupted_are_settled_not_run() -> None:
+    interrupt = asyncio.Event()
+    interrupt.set()
+    events, verdict = await judged([ToolCall("r1", "read_secret", "{}")], interrupt=interrupt)
+    assert verdict.allowed == ()
+    assert verdict.refused[0].result.content == \
+        "Not run: the run was interrupted before it started."
+    assert isinstance(events[-1], ev.ToolFinished) and events[-1].status == "denied"

@@ -14,7 +14,7 @@ import pytest
 
 from tests.providers.helpers import FakeSleep, ask, collect
 from tests.servers.http import Canned, LoopbackServer
-from tether.agent import Agent, StopCause
+from tether.agent import Agent
 from tether.errors import (
     AuthError,
     BadRequestError,
@@ -31,6 +31,7 @@ from tether.errors import (
 )
 from tether.events import RunFinished, TextDelta
 from tether.messages import Image, Message, Reasoning, Text, ToolCall, ToolResult
+from tether.outcome import StopCause
 from tether.providers.base import (
     Completed,
     ModelRequest,
@@ -45,7 +46,8 @@ from tether.providers.base import (
 )
 from tether.providers.gemini import SKIP_SIGNATURE, Gemini
 from tether.providers.http import RetryPolicy, Timeouts
-from tether.tools import ToolSpec, tool
+from tether.tools.function import tool
+from tether.tools.spec import ToolSpec
 
 WEATHER = ToolSpec("get_weather", "Get the weather for a city.",
                    {"$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -560,6 +562,19 @@ async def test_each_error_class_is_named(server: LoopbackServer, status: int, bo
     if cls is BadRequestError:
         assert type(info.value) is BadRequestError
     assert len(server.requests) == 1  # none of these is retried
+
+
+@pytest.mark.parametrize(("message", "numbers"), [
+    ("The input token count (1200000) exceeds the maximum number of tokens allowed "
+     "(1048576).", (1200000, 1048576)),
+    ("the input is too long for the context window", (None, None)),
+])
+async def test_an_overflow_states_the_prompt_and_the_window_as_gemini_words_them(
+        server: LoopbackServer, message: str, numbers: tuple[int | None, int | None]) -> None:
+    server.queue(Canned.json(gerror(400, "INVALID_ARGUMENT", message), 400))
+    with pytest.raises(ContextOverflowError) as caught:
+        await complete(gemini(server), ask())
+    assert (caught.value.prompt_tokens, caught.value.window) == numbers
 
 
 async def test_rate_limit_is_retried_honouring_retry_after(

@@ -33,12 +33,11 @@ from tether.providers.base import (
     StreamChunk,
     TextChunk,
 )
+from tether.providers.failures import classify_status, error_message
 from tether.providers.http import (
     HTTPTransport,
     RetryBudget,
     RetryPolicy,
-    classify_status,
-    error_message,
     iter_sse,
     parse_retry_after,
     read_stream_errors,

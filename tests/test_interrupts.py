@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tether.interrupts import until_interrupted
+from tether.run.interrupts import until_interrupted
 
 WHERE: contextvars.ContextVar[str] = contextvars.ContextVar("where", default="reader")
 

@@ -1,4 +1,6 @@
-"""The layer order of pyproject's [tool.importlinter] holds (CI also runs `lint-imports`)."""
+"""The floors hold: import-linter's contract (pyproject's [tool.importlinter]) and the guards
+beside it (.ci/guards.py: file sizes, imports inside functions, import circles). CI runs
+both in .ci/run too; here they run under pytest, so a change that breaks them fails here."""
 
 from __future__ import annotations
 
@@ -9,9 +11,41 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_no_module_imports_a_layer_above_its_own() -> None:
+def test_no_module_imports_a_floor_above_its_own() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
     proc = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "Contracts: 2 kept, 0 broken." in proc.stdout
+
+
+def test_no_file_is_too_long_no_lazy_import_keeps_nothing_out_and_no_import_circles() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / ".ci" / "guards.py")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("guards: ok")
+
+
+def test_the_guards_find_what_they_guard_against(tmp_path: Path) -> None:
+    # A copy of the package with one of each: a long file, an import inside a function of
+    # a cheap module, a circle of imports.
+    import shutil
+
+    copy = tmp_path / "repo"
+    shutil.copytree(ROOT / "src", copy / "src")
+    shutil.copytree(ROOT / ".ci", copy / ".ci")
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    pkg = copy / "src" / "tether"
+    (pkg / "long.py").write_text("\"\"\"Long.\"\"\"\n" + "x = 1\n" * 801)
+    (pkg / "lazy.py").write_text("def f():\n    import json\n\n    return json\n")
+    (pkg / "ring_a.py").write_text("from tether import ring_b\n")
+    (pkg / "ring_b.py").write_text("def f():\n    from tether import ring_a\n\n    return ring_a\n")
+    proc = subprocess.run([sys.executable, str(copy / ".ci" / "guards.py")], cwd=copy,
+                          capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(copy / "src"), "PATH": ""})
+    assert proc.returncode == 1
+    out = proc.stdout
+    assert "src/tether/long.py: 802 lines" in out
+    assert "src/tether/lazy.py:2: `json` imported inside a function" in out
+    assert "src/tether/ring_b.py:2: `tether.ring_a`" in out
+    assert "import circle: tether.ring_a <-> tether.ring_b" in out

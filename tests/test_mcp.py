@@ -108,7 +108,7 @@ async def test_every_hint_combination_maps_to_capabilities_approval_and_read_onl
         caps, approval, read_only = expected_flags(ro, de, ow)
         assert (t.capabilities, t.needs_approval, t.spec.needs_approval, t.read_only) == \
             (caps, approval, approval, read_only), t.name
-        assert t.source == "mcp" and t.source_name == "h" and not t.cache_approval
+        assert t.origin == "mcp" and t.server == "h" and not t.cache_approval
     # No annotations at all: every default, the cautious way.
     bare = tools["h__bare"]
     assert bare.capabilities == Capabilities(True, True, True, True)

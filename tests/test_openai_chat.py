@@ -40,14 +40,10 @@ from tether.providers.base import (
     complete,
 )
 from tether.providers.http import RetryPolicy, Timeouts
-from tether.providers.openai_chat import (
-    PARSE_RETRY_TEMPERATURE,
-    OpenAIChat,
-    is_fence_debris,
-    warmer_after_parse_error,
-)
+from tether.providers.openai_chat import OpenAIChat, is_fence_debris
+from tether.providers.parse_retry import PARSE_RETRY_TEMPERATURE, warmer_after_parse_error
 from tether.providers.profiles import OpenAICompatProfile
-from tether.tools import ToolSpec
+from tether.tools.spec import ToolSpec
 
 ADD = ToolSpec("add", "Add two integers.", {
     "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
@@ -566,6 +562,28 @@ async def test_http_errors_map_to_the_typed_hierarchy_without_retry(
     assert type(caught.value) is kind
     assert message in str(caught.value) and caught.value.status == status
     assert len(server.requests) == 1 and sleep.waits == []
+
+
+@pytest.mark.parametrize(("body", "numbers"), [
+    (error_body("This model's maximum context length is 4096 tokens. However, your messages "
+                "resulted in 5000 tokens."), (5000, 4096)),
+    (error_body("This model's maximum context length is 4096 tokens. However, you requested "
+                "5000 tokens (4000 in the messages, 1000 in the completion)."), (4000, 4096)),
+    (error_body("request (3000 tokens) exceeds the available context size (2048 tokens), try "
+                "increasing it", type="exceed_context_size_error", n_prompt_tokens=3000,
+                n_ctx=2048), (3000, 2048)),
+    (error_body("too long", type="exceed_context_size_error", n_prompt_tokens=3000, n_ctx=2048),
+     (3000, 2048)),
+    (error_body("the request exceeds the available context size, try increasing it"),
+     (None, None)),
+])
+async def test_an_overflow_states_the_prompt_and_the_window_as_the_server_words_them(
+        server: LoopbackServer, body: dict[str, Any],
+        numbers: tuple[int | None, int | None]) -> None:
+    server.queue(Canned.json(body, 400))
+    with pytest.raises(ContextOverflowError) as caught:
+        await complete(chat(server), ask())
+    assert (caught.value.prompt_tokens, caught.value.window) == numbers
 
 
 async def test_llama_server_parse_error_is_retried_once_then_succeeds(

@@ -37,7 +37,7 @@ from tether.providers.base import (
     complete,
 )
 from tether.providers.http import RetryPolicy, Timeouts
-from tether.tools import ToolSpec
+from tether.tools.spec import ToolSpec
 
 WEATHER = ToolSpec("get_weather", "Weather for a city.",
                    {"type": "object", "properties": {"city": {"type": "string"}},
@@ -493,6 +493,19 @@ async def test_http_errors_map_to_the_taxonomy(server: LoopbackServer, status: i
     assert caught.value.status == status
     assert body["error"]["message"] in str(caught.value)
     assert (len(server.requests), sleep.waits) == (1, [])  # none of these is retried
+
+
+@pytest.mark.parametrize(("message", "numbers"), [
+    ("This model's maximum context length is 128000 tokens. However, your messages resulted "
+     "in 130000 tokens.", (130000, 128000)),
+    ("Your input exceeds the context window of this model.", (None, None)),
+])
+async def test_an_overflow_states_the_prompt_and_the_window_as_openai_words_them(
+        server: LoopbackServer, message: str, numbers: tuple[int | None, int | None]) -> None:
+    server.queue(Canned.json(error_body(message, "context_length_exceeded"), 400))
+    with pytest.raises(ContextOverflowError) as caught:
+        await complete(provider(server), ask())
+    assert (caught.value.prompt_tokens, caught.value.window) == numbers
 
 
 async def test_a_429_is_retried_after_the_wait_the_server_asked_for(server: LoopbackServer):

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from tether import Agent, gate
+from tether import Agent
 from tether import events as ev
 from tether.messages import ToolCall
-from tether.outcome import TEXT_ENDING, Final, Paused, RunAgain, Stopped, TurnOutcome
+from tether.outcome import Final, Paused, RunAgain, StopCause, Stopped, TurnOutcome
 from tether.output import NUDGE, OutputPlan, OutputSpec
 from tether.providers import Scripted, call
-from tether.result import StopCause
+from tether.run import gate
+from tether.run.ending import TEXT_ENDING
 from tether.trust import CLEAN, SecurityConfig
 
 SRC = Path(inspect.getfile(gate)).parent
@@ -123,7 +124,7 @@ def names_in(path: Path, within: str | None = None) -> set[str]:
 
 
 def test_neither_the_gate_nor_the_loop_branch_on_the_answering_tool() -> None:
-    for path, within in ((SRC / "gate.py", None), (SRC / "agent.py", "_Run")):
+    for path, within in ((SRC / "gate.py", None), (SRC / "loop.py", "_Run")):
         seen = names_in(path, within)
         for word in ("OutputPlan", "origin", "output", "tool_name", "owns", "on_answer"):
             assert word not in seen, f"{path.name} reads {word!r}"

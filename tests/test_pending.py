@@ -11,13 +11,10 @@ from typing import Any
 import pytest
 
 from tether import Agent, Capabilities, Decision, tool
-from tether.pending import (
-    PENDING_STATE_VERSION,
-    DeferringApprover,
-    PendingState,
-    PendingStateError,
-)
+from tether.conversation import PENDING_STATE_VERSION
+from tether.errors import PendingStateError
 from tether.providers.scripted import Scripted, call
+from tether.run.pending import DeferringApprover, PendingState
 from tether.trust import SecurityConfig
 
 CORPUS = Path(__file__).parent / "corpus" / "pending"
@@ -75,7 +72,7 @@ def test_every_saved_pending_state_still_loads_and_resumes(path: Path, allow: bo
     state = PendingState.from_dict(saved)
     assert state.version == saved["version"]
     # Every call knows its place in the paused turn (version 1 learns it from the message).
-    unanswered = state.conversation.pending_calls
+    unanswered = state.conversation.unanswered_calls
     assert all(unanswered[c.position].id == c.call_id for c in state.calls)  # type: ignore[index]
     taint_before = state.conversation.taint
     decisions = {c: Decision.allow() if allow else Decision.deny("not now") for c in state.calls}
@@ -92,7 +89,7 @@ def test_every_saved_pending_state_still_loads_and_resumes(path: Path, allow: bo
         first_argument = next(iter(c.arguments.values()))
         assert ((c.tool, first_argument) in ran) == allow
     # Every call of the paused turn got its result, so the conversation is whole again.
-    assert not result.conversation.pending_calls and not result.conversation.pending
+    assert not result.conversation.unanswered_calls and not result.conversation.pending
     assert (result.taint | taint_before) == result.taint  # never cleaner than it was
 
 

@@ -212,9 +212,9 @@ def test_the_rule_is_read_from_tether_toml(tmp_path: object) -> None:
 
 
 def test_the_gate_reads_keys_and_undeclared_names_by_the_tools_schema() -> None:
-    from tether import gate
     from tether.messages import ToolCall
-    from tether.tools import Tool
+    from tether.run import gate
+    from tether.tools.tool import Tool
     from tether.trust import Taint
 
     async def handler(arguments: dict[str, object], ctx: object) -> str:

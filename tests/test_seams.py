@@ -1,15 +1,19 @@
 """The seams between the loop and what it drives are typed: protocols that name every
 method the loop calls, Literal types for closed sets, typed fields instead of bags of
-extras, no private keyword arguments on public methods, and old names that keep working."""
+extras, no private keyword arguments on public methods; the engine drives a host
+(``RunHost``), not the Agent; and no old names kept beside the new ones."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import typing
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
+
+import pytest
 
 import tether
 from tether import (
@@ -24,9 +28,10 @@ from tether import (
     tool,
 )
 from tether import events as ev
-from tether.approval import ApprovalRequest
+from tether.approval import ApprovalRequest, Approver
 from tether.errors import OutputFailure, TetherError
 from tether.messages import Message, Text, Usage
+from tether.outcome import StopCause
 from tether.providers import Scripted, call
 from tether.providers.base import (
     Completed,
@@ -35,8 +40,14 @@ from tether.providers.base import (
     Provider,
     StreamChunk,
 )
-from tether.result import RunResult, StopCause
-from tether.tools import ManagedToolset, RunScope, Toolset
+from tether.result import RunResult, final_result
+from tether.run.context.fitter import ContextFitter
+from tether.run.host import RunHost
+from tether.run.loop import run_events
+from tether.settings import AgentSettings
+from tether.subagents import SubagentProfile, delegation_tools
+from tether.tools.tool import RunScope
+from tether.tools.toolsets import ManagedToolset, Toolset, collect_tools
 
 
 @tool
@@ -190,9 +201,9 @@ def test_a_tool_context_has_typed_fields_and_no_bag_of_extras() -> None:
     fields = {f.name for f in dataclasses.fields(ToolContext)}
     assert "extras" not in fields
     assert "run" in fields
-    import tether.tools
+    import tether.tools.tool
 
-    hints = typing.get_type_hints(ToolContext, {**vars(tether.tools), "Event": ev.Event})
+    hints = typing.get_type_hints(ToolContext, {**vars(tether.tools.tool), "Event": ev.Event})
     assert all(hint is not Any and typing.get_origin(hint) is not dict
                for hint in hints.values())
     assert {f.name for f in dataclasses.fields(RunScope)} == {"agent", "path", "interrupt",
@@ -269,20 +280,111 @@ def test_pending_means_waiting_for_a_decision_and_unanswered_means_no_result_yet
     conv = Conversation([Message.user("go"), Message("assistant", call("ping").calls)])
     assert [c.name for c in conv.unanswered_calls] == ["ping"]
     assert conv.pending == []  # no run paused on it
-    assert conv.pending_calls == conv.unanswered_calls  # the old name
 
 
-def test_a_decision_holds_a_verdict_and_its_old_name_scope_still_reads() -> None:
+def test_a_decision_holds_a_verdict_and_a_saved_one_that_named_it_scope_still_reads() -> None:
     assert Decision.allow_for_session().verdict == "session"
-    assert Decision.allow_for_session().scope == "session"
     assert Decision.from_dict({"scope": "deny", "reason": "no"}) == Decision.deny("no")
     assert Decision.deny("no").to_dict() == {"verdict": "deny", "reason": "no"}
     decided = ev.ApprovalDecided("c", "t", True, "once", "approver", None)
-    assert decided.scope == decided.verdict == "once"
+    assert decided.verdict == "once"
 
 
-def test_a_tools_origin_and_server_keep_their_old_names() -> None:
-    old = Tool(ping.spec, ping.handler, source="mcp", source_name="files")
-    assert (old.origin, old.server) == ("mcp", "files")
-    assert (old.source, old.source_name) == ("mcp", "files")
+def test_old_names_are_gone_and_the_new_ones_say_what_they_hold() -> None:
+    tool = Tool(ping.spec, ping.handler, origin="mcp", server="files")
+    assert (tool.origin, tool.server) == ("mcp", "files")
     assert ping.origin == "python" and ping.server is None
+    for holder, old in ((tool, "source"), (tool, "source_name"), (Conversation(), "pending_calls"),
+                        (Decision.allow(), "scope"), (decided_once(), "scope")):
+        assert not hasattr(holder, old), old
+    with pytest.raises(TypeError):
+        Tool(ping.spec, ping.handler, source="mcp")  # type: ignore[call-arg]
+
+
+def decided_once() -> ev.ApprovalDecided:
+    return ev.ApprovalDecided("c", "t", True, "once", "approver", None)
+
+
+# --- the engine drives a host, not the Agent -------------------------------------------------
+
+
+class MiniHost:
+    """A host that is not an ``Agent``: exactly what ``RunHost`` names, nothing more."""
+
+    def __init__(self, model: Provider, tools: Sequence[Tool], *,
+                 settings: AgentSettings | None = None, name: str = "mini") -> None:
+        self.settings = settings or AgentSettings()
+        self.model = model
+        self.providers: dict[str, Provider] = {}
+        self.approver = None
+        self.toolsets: list[Tool | Toolset] = list(tools)
+        self.name = name
+        self.fitter = ContextFitter(self.settings.context, model)
+        self.runs = 0
+        self.spawned: list[MiniHost] = []
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        return collect_tools(self.toolsets)[0]
+
+    @contextlib.asynccontextmanager
+    async def toolsets_for_run(self) -> AsyncIterator[None]:
+        self.runs += 1
+        yield
+
+    def context_fitter(self) -> ContextFitter:
+        return self.fitter
+
+    def observer(self, conversation: Conversation, path: tuple[str, ...],
+                 stream_requests: bool) -> None:
+        return None
+
+    def take_notices(self) -> list[ev.Notice]:
+        return [ev.Notice("info", f"hello from {self.name}")]
+
+    def spawn(self, model: Provider, settings: AgentSettings, tools: Iterable[Tool | Toolset],
+              *, approver: Approver | None, name: str) -> MiniHost:
+        child = MiniHost(model, [], settings=settings, name=name)
+        child.toolsets = list(tools)
+        child.approver = approver  # type: ignore[assignment]
+        self.spawned.append(child)
+        return child
+
+
+async def test_a_host_that_is_not_an_agent_runs_a_whole_run_through_the_loop() -> None:
+    model = Scripted([call("ping", id="c1"), "pong it is"])
+    host = MiniHost(model, [ping])
+    result = await final_result(run_events(host, "ping", stream_requests=False))
+    assert result.text == "pong it is" and result.stop_cause == StopCause.COMPLETED
+    assert [(r.name, r.status, r.output) for r in result.tool_calls] == [("ping", "ok", "pong")]
+    assert host.runs == 1  # the host's toolsets' lifetime wrapped the run
+    assert [e.message for e in result.events if isinstance(e, ev.Notice)] == \
+        ["hello from mini"]  # the host's notices, handed over
+
+
+async def test_a_sub_agent_runs_on_the_child_host_its_parent_host_spawns() -> None:
+    child_model = Scripted(["the child's answer"])
+    profile = SubagentProfile("ask", "Ask the child.", tools=["ping"], provider="kid")
+    parent = MiniHost(Scripted([call("ask", task="do it", id="d1"), "done"]), [ping])
+    parent.providers = {"kid": child_model}
+    parent.toolsets[0:0] = delegation_tools([profile], parent)
+    result = await final_result(run_events(parent, "delegate", stream_requests=False))
+    assert result.text == "done"
+    [child] = parent.spawned
+    assert child.name == "ask" and child.model is child_model
+    assert list(child.tools) == ["ping"]  # the profile's allowlist over the parent's tools
+    assert child.settings.max_turns == profile.max_turns
+    finished = [e for e in result.events if isinstance(e, ev.RunFinished)]
+    assert [e.path for e in finished] == [("d1",)]  # the child's run, inside the parent's
+
+
+def test_an_agent_is_a_run_host() -> None:
+    agent = Agent(Scripted(["hi"]), tools=[ping])
+    members = [name for name, value in vars(RunHost).items()
+               if not name.startswith("_") and (callable(value) or isinstance(value, property))]
+    assert {"settings", "model", "providers", "approver", "tools", "toolsets",
+            "toolsets_for_run", "context_fitter", "observer", "take_notices",
+            "spawn"} == set(members)
+    assert all(hasattr(agent, name) for name in members)
+    host: RunHost = agent  # mypy checks the same in tether/agent.py (_a_run_host)
+    assert host.tools == {"ping": ping}

@@ -17,8 +17,8 @@ from tests.servers.http import LoopbackServer
 from tests.servers.postgres import PASSWORD, PostgresServer
 from tests.test_chat import answer, tether, tool_call, workspace
 from tether import Agent, Capabilities, tool
-from tether.pending import DeferringApprover
 from tether.providers.scripted import Scripted, call
+from tether.run.pending import DeferringApprover
 from tether.store import Session, SessionStore, SQLiteStore
 from tether.store.postgres import mask_url
 

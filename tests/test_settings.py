@@ -11,7 +11,7 @@ import pytest
 from tether import Agent, AgentSettings, Prices, SecurityConfig, SubagentProfile, tool
 from tether.errors import ConfigError
 from tether.providers import Scripted, call
-from tether.tools import ToolContext
+from tether.tools.tool import ToolContext
 
 PROFILE_CHANGES = {"system_prompt", "max_turns"}
 

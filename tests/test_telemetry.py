@@ -580,7 +580,7 @@ def test_import_tether_and_an_uninstrumented_run_import_no_opentelemetry() -> No
     assert out.stdout.strip() == "[]"
 
 
-def test_instrument_true_follows_global_providers_the_host_sets_after_a_run() -> None:
+def test_a_plain_instrumentation_follows_global_providers_the_host_sets_after_a_run() -> None:
     # A child process: the global providers can be set once per process.
     code = """
 from opentelemetry import metrics, trace
@@ -591,7 +591,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from tether import Agent
 from tether.providers import Scripted
-agent = Agent(Scripted(['before', 'after']), instrument=True)
+from tether.telemetry import Instrumentation
+agent = Agent(Scripted(['before', 'after']), instrument=Instrumentation())
 agent.run_sync('hello')
 spans = InMemorySpanExporter()
 tracer_provider = TracerProvider()
@@ -611,16 +612,19 @@ print(sorted(m.name for r in data.resource_metrics for s in r.scope_metrics for 
         "['gen_ai.client.operation.duration', 'gen_ai.client.token.usage']"]
 
 
-def test_instrument_without_the_opentelemetry_api_is_a_config_error(
+def test_an_instrumentation_without_the_opentelemetry_api_is_a_config_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)  # as if not installed
     with pytest.raises(ConfigError, match=r"tether\[otel\]"):
-        Agent(Scripted(["hi"]), instrument=True)
+        Instrumentation()
 
 
-def test_instrument_must_be_a_flag_or_an_instrumentation() -> None:
+def test_instrument_must_be_an_instrument_and_true_says_which_to_pass() -> None:
     with pytest.raises(ConfigError, match="Instrumentation"):
         Agent(Scripted(["hi"]), instrument="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"tether\.telemetry\.Instrumentation\(\)"):
+        Agent(Scripted(["hi"]), instrument=True)  # type: ignore[arg-type]
+    assert Agent(Scripted(["hi"]), instrument=None).instrument is None
 
 
 def test_the_export_without_the_sdk_says_what_to_install(

@@ -1,11 +1,11 @@
-"""tether.threads: sync work in reused daemon threads, never held by one that hangs."""
+"""tether.tools.threads: sync work in reused daemon threads, never held by one that hangs."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 
-from tether.threads import in_daemon_thread
+from tether.tools.threads import in_daemon_thread
 
 
 def _thread_name_and_daemon() -> tuple[int, bool]:
@@ -64,7 +64,7 @@ def test_a_process_exits_cleanly_with_idle_and_hung_workers_left() -> None:
 
     program = """
 import asyncio, threading
-from tether.threads import in_daemon_thread
+from tether.tools.threads import in_daemon_thread
 
 hang = threading.Event()
 

@@ -10,7 +10,7 @@ import pytest
 
 from tether.config.tool_files import load_tool_references, load_tools
 from tether.errors import ConfigError
-from tether.tools import Tool
+from tether.tools.tool import Tool
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

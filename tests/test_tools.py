@@ -13,7 +13,7 @@ from tests.conftest import Recorder, statuses
 from tether import Agent, Capabilities, Decision, Tool, ToolSpec, humanize_tool_name, tool
 from tether.errors import ToolError
 from tether.providers import Scripted, call
-from tether.tools import ArgumentError, ToolContext, unknown_arguments
+from tether.tools.tool import ArgumentError, ToolContext, unknown_arguments
 from tether.trust import SecurityConfig, Taint
 
 

@@ -27,21 +27,21 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "Agent": "tether.agent",
     "Conversation": "tether.conversation",
-    "ContextConfig": "tether.context",
+    "ContextConfig": "tether.settings",
     "RunResult": "tether.result",
-    "StopCause": "tether.result",
+    "StopCause": "tether.outcome",
     "ToolCallRecord": "tether.result",
     "PendingCall": "tether.conversation",
     "SessionLike": "tether.conversation",
     "Prices": "tether.settings",
     "AgentSettings": "tether.settings",
-    "tool": "tether.tools",
-    "Tool": "tether.tools",
-    "ToolSpec": "tether.tools",
-    "ToolContext": "tether.tools",
-    "ToolOutput": "tether.tools",
-    "Toolset": "tether.tools",
-    "humanize_tool_name": "tether.tools",
+    "tool": "tether.tools.function",
+    "Tool": "tether.tools.tool",
+    "ToolSpec": "tether.tools.spec",
+    "ToolContext": "tether.tools.tool",
+    "ToolOutput": "tether.tools.tool",
+    "Toolset": "tether.tools.toolsets",
+    "humanize_tool_name": "tether.tools.spec",
     "Capabilities": "tether.trust",
     "Taint": "tether.trust",
     "SecurityConfig": "tether.trust",
@@ -58,7 +58,7 @@ _EXPORTS: dict[str, str] = {
     "OutputReport": "tether.output",
     "PreparedRun": "tether.output",
     "SubagentProfile": "tether.subagents",
-    "McpServer": "tether.mcp",
+    "McpServer": "tether.mcp.server",
     "Message": "tether.messages",
     "Usage": "tether.messages",
     "TetherError": "tether.errors",
@@ -66,23 +66,26 @@ _EXPORTS: dict[str, str] = {
     "ToolError": "tether.errors",
     "ProviderError": "tether.errors",
     "OutputFailure": "tether.errors",
-    "Session": "tether.store",
-    "SQLiteStore": "tether.store",
+    "Session": "tether.store.session",
+    "SQLiteStore": "tether.store.sqlite",
     "PostgresStore": "tether.store.postgres",
-    "PendingState": "tether.pending",
-    "DeferringApprover": "tether.pending",
+    "PendingState": "tether.run.pending",
+    "DeferringApprover": "tether.run.pending",
     "run_batch": "tether.batch",
     "Instrumentation": "tether.telemetry",
+    # An agent as tether.toml describes it (the configuration's, above the core).
+    "from_config": "tether.config.build:agent_from_config",
 }
 
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
+    home = _EXPORTS.get(name)
+    if home is None:
         raise AttributeError(f"module 'tether' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    module, _, attribute = home.partition(":")
+    value = getattr(import_module(module), attribute or name)
     globals()[name] = value
     return value
 
@@ -95,7 +98,7 @@ if TYPE_CHECKING:
     from tether.agent import Agent
     from tether.approval import AllowAll, ApprovalRequest, Approver, Decision, DenyAll
     from tether.batch import run_batch
-    from tether.context import ContextConfig
+    from tether.config.build import agent_from_config as from_config
     from tether.conversation import Conversation, PendingCall, SessionLike
     from tether.errors import (
         ConfigError,
@@ -104,23 +107,20 @@ if TYPE_CHECKING:
         TetherError,
         ToolError,
     )
-    from tether.mcp import McpServer
+    from tether.mcp.server import McpServer
     from tether.messages import Message, Text, Usage
+    from tether.outcome import StopCause
     from tether.output import OutputReport, OutputReservation, OutputSpec, PreparedRun
-    from tether.pending import DeferringApprover, PendingState
-    from tether.result import RunResult, StopCause, ToolCallRecord
-    from tether.settings import AgentSettings, Prices
-    from tether.store import Session, SQLiteStore
+    from tether.result import RunResult, ToolCallRecord
+    from tether.run.pending import DeferringApprover, PendingState
+    from tether.settings import AgentSettings, ContextConfig, Prices
     from tether.store.postgres import PostgresStore
+    from tether.store.session import Session
+    from tether.store.sqlite import SQLiteStore
     from tether.subagents import SubagentProfile
     from tether.telemetry import Instrumentation
-    from tether.tools import (
-        Tool,
-        ToolContext,
-        ToolOutput,
-        Toolset,
-        ToolSpec,
-        humanize_tool_name,
-        tool,
-    )
+    from tether.tools.function import tool
+    from tether.tools.spec import ToolSpec, humanize_tool_name
+    from tether.tools.tool import Tool, ToolContext, ToolOutput
+    from tether.tools.toolsets import Toolset
     from tether.trust import AnswerShape, Capabilities, SecurityConfig, Taint, outside_text

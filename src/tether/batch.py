@@ -27,16 +27,16 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from tether.agent import Agent
+from tether.conversation import Conversation, SessionLike
 from tether.errors import TetherError
 from tether.messages import Usage, loads_bounded, usage_to_dict
+from tether.outcome import StopCause
+from tether.result import RunResult, final_result, summed
+from tether.run.loop import run_events
 from tether.trust import CLEAN, Taint
-
-if TYPE_CHECKING:
-
-    from tether.agent import Agent
-    from tether.conversation import SessionLike
 
 
 class BatchError(TetherError):
@@ -367,13 +367,9 @@ def _open_sink(out: Path) -> TextIO:
 
 async def _run_item(source: Any, item: BatchItem,
                     session_for: Callable[[BatchItem], SessionLike] | None = None) -> ItemResult:
-    from tether.agent import Agent, Conversation, run_events
-    from tether.events import RunFinished
-
     started = time.perf_counter()
-    usage, taint = Usage(), CLEAN
-    blocked = refused = calls = model_turns = 0
-    text, error, stop = "", None, None
+    results: list[RunResult] = []
+    error: str | None = None
     agent: Agent | None = None
     session: SessionLike | None = None
     own = not isinstance(source, Agent)
@@ -388,22 +384,11 @@ async def _run_item(source: Any, item: BatchItem,
             session = session_for(item)
         conversation = Conversation() if session is None else None
         for turn in item.turns:
-            result = None
             # Run's requests (not streamed), and its result even when the provider fails.
-            async for event in run_events(agent, turn, conversation=conversation,
-                                          session=session, stream_requests=False):
-                if isinstance(event, RunFinished) and not event.path:
-                    result = event.result
-            assert result is not None
-            usage, taint = usage + result.usage, result.taint
-            blocked += result.blocked_sends
-            refused += sum(r.denied or r.blocked for r in result.tool_calls)
-            calls += len(result.tool_calls)
-            model_turns += result.turns
-            text, stop = result.text, str(result.stop_cause)
-            if result.error is not None:
-                error = f"{type(result.error).__name__}: {result.error}"
-            if stop != "completed":
+            result = await final_result(run_events(agent, turn, conversation=conversation,
+                                                   session=session, stream_requests=False))
+            results.append(result)
+            if result.stop_cause != StopCause.COMPLETED:
                 break
     except asyncio.CancelledError:
         raise
@@ -412,9 +397,17 @@ async def _run_item(source: Any, item: BatchItem,
     finally:
         if own and agent is not None:
             await agent.aclose()
+    ran = summed(results) if results else None
+    if error is None and ran is not None and ran.error is not None:
+        error = f"{type(ran.error).__name__}: {ran.error}"
+    stop = str(ran.stop_cause) if ran is not None else None
     ok = error is None and stop == "completed"
-    return ItemResult(item.id, ok, text, error, stop, usage, taint, blocked, refused, calls,
-                      model_turns, time.perf_counter() - started, item.meta,
+    if ran is None:
+        return ItemResult(item.id, ok, "", error, stop, Usage(), CLEAN, 0, 0, 0, 0,
+                          time.perf_counter() - started, item.meta, getattr(session, "id", None))
+    return ItemResult(item.id, ok, ran.text, error, stop, ran.usage, ran.taint,
+                      ran.blocked_sends, sum(r.denied or r.blocked for r in ran.tool_calls),
+                      len(ran.tool_calls), ran.turns, time.perf_counter() - started, item.meta,
                       getattr(session, "id", None))
 
 

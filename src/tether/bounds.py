@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tether.messages import Usage
-from tether.result import StopCause
+from tether.outcome import StopCause
 from tether.settings import AgentSettings
 
 

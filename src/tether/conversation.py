@@ -4,15 +4,22 @@ Two words, two meanings: a call is *unanswered* while it has no result yet (the 
 assistant message's calls, until the tool message answers them); it is *pending* while it
 waits for a host's decision (a run paused for approval; ``Conversation.pending``). Every
 pending call is unanswered; an unanswered call is pending only when a run paused on it.
+
+The pending calls' codec lives beside them (``calls_to_dict``, ``calls_from_dict``): what a
+conversation, a paused run's ``PendingState`` and a session store write is one format,
+versioned (``PENDING_STATE_VERSION``); every version ever written keeps loading.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tether.approval import ApprovalReason
+from tether.display import inline
+from tether.errors import PendingStateError
 from tether.messages import Message, ToolCall, message_from_dict, message_to_dict
 from tether.provenance import Source, sources_of
 from tether.trust import CLEAN, Taint
@@ -65,12 +72,6 @@ class Conversation:
             return []
         return self.messages[-1].tool_calls
 
-    @property
-    def pending_calls(self) -> list[ToolCall]:
-        """The old name of ``unanswered_calls`` (these are not all ``pending``: only the
-        ones a paused run waits on for a decision are)."""
-        return self.unanswered_calls
-
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "messages": [message_to_dict(m) for m in self.messages],
@@ -78,8 +79,6 @@ class Conversation:
             "session_approvals": sorted(self.session_approvals),
         }
         if self.pending:
-            from tether.pending import calls_to_dict
-
             out["pending"] = calls_to_dict(self.pending)
         if not self.prompts_trusted:
             out["prompts_trusted"] = False
@@ -94,8 +93,6 @@ class Conversation:
             prompts_trusted=d.get("prompts_trusted", True) is not False,
         )
         if d.get("pending") is not None:
-            from tether.pending import calls_from_dict
-
             conversation.pending = list(calls_from_dict(d["pending"],
                                                         conversation.unanswered_calls))
         return conversation
@@ -123,6 +120,103 @@ class PendingCall:
     def __hash__(self) -> int:
         # The arguments (a dict) are left out of the hash, not out of equality.
         return hash((self.position, self.call_id, self.tool))
+
+
+# --- the pending calls' codec (what a paused run's state and a session store keep) --------
+
+# The version this release writes. Bump it (and add a loader branch plus corpus files)
+# whenever the shape of ``to_dict`` changes. Version 2 added each call's ``position``.
+PENDING_STATE_VERSION = 2
+READABLE_PENDING_VERSIONS = (1, 2)
+
+def pending_call_to_dict(call: PendingCall) -> dict[str, Any]:
+    return {"call_id": call.call_id, "tool": call.tool, "arguments": call.arguments,
+            "reason": call.reason, "explanation": call.explanation, "position": call.position}
+
+
+def pending_call_from_dict(d: Mapping[str, Any]) -> PendingCall:
+    if not isinstance(d, Mapping):
+        raise PendingStateError(f"a pending call must be an object, not {type(d).__name__}")
+    missing = [k for k in ("call_id", "tool") if not isinstance(d.get(k), str)]
+    if missing:
+        raise PendingStateError(f"a pending call lacks {', '.join(missing)}: "
+                                f"{inline(repr(dict(d)))}")
+    reason = d.get("reason", "needs_approval")
+    if reason not in ("needs_approval", "trifecta"):
+        raise PendingStateError(f"pending call {inline(d['call_id'])}: unknown reason "
+                                f"{inline(repr(reason))}")
+    position = d.get("position")
+    if position is not None and (not isinstance(position, int) or isinstance(position, bool)
+                                 or position < 0):
+        raise PendingStateError(f"pending call {inline(d['call_id'])}: position must be a "
+                                f"whole number from 0, not {inline(repr(position))}")
+    return PendingCall(d["call_id"], d["tool"], d.get("arguments"), reason,
+                       str(d.get("explanation", "")), position)
+
+
+def calls_to_dict(calls: Sequence[PendingCall]) -> dict[str, Any]:
+    """The pending calls alone, versioned (what a session store keeps beside its messages)."""
+    return {"version": PENDING_STATE_VERSION, "calls": [pending_call_to_dict(c) for c in calls]}
+
+
+def calls_from_dict(d: Mapping[str, Any],
+                    unanswered: Sequence[ToolCall] | None = None) -> tuple[PendingCall, ...]:
+    """The pending calls of a saved state. With ``unanswered`` (the calls of the paused turn)
+    each call is checked against the call at its position (same id, same tool); a version 1
+    state, which recorded no positions, gets them from there."""
+    check_pending_version(d)
+    calls = d.get("calls")
+    if not isinstance(calls, list):
+        raise PendingStateError("a pending state needs a list of calls")
+    out = tuple(pending_call_from_dict(c) for c in calls)
+    if d.get("version") != 1 and any(c.position is None for c in out):
+        raise PendingStateError("a pending call lacks its position")
+    if unanswered is None:
+        return out
+    return place_calls(out, unanswered)
+
+
+def place_calls(calls: Sequence[PendingCall],
+                unanswered: Sequence[ToolCall]) -> tuple[PendingCall, ...]:
+    """``calls`` checked against the paused turn's calls: each names the call at its
+    position (same id, same tool); one without a position gets the first free call with its
+    id and tool. ``PendingStateError`` for any that names none."""
+    taken: set[int] = set()
+    out: list[PendingCall] = []
+    wrong: list[str] = []
+    for c in calls:
+        position = c.position
+        if position is None:  # version 1: the first free call with that id and tool
+            position = next((i for i, t in enumerate(unanswered) if i not in taken
+                             and t.id == c.call_id and t.name == c.tool), None)
+        if position is None or position >= len(unanswered) or position in taken \
+                or unanswered[position].id != c.call_id or unanswered[position].name != c.tool:
+            wrong.append(c.call_id)
+            continue
+        taken.add(position)
+        out.append(dataclasses.replace(c, position=position))
+    if wrong:
+        raise PendingStateError(f"pending call(s) {', '.join(wrong)} are not unanswered calls "
+                                f"of the conversation's last message")
+    return tuple(out)
+
+
+def check_pending_version(d: Mapping[str, Any]) -> None:
+    """Raise ``PendingStateError`` unless ``d`` is a saved pending state of a version this
+    release reads."""
+    if not isinstance(d, Mapping):
+        raise PendingStateError(f"a pending state must be an object, not {type(d).__name__}")
+    version = d.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise PendingStateError("a pending state needs an integer version")
+    if version not in READABLE_PENDING_VERSIONS:
+        newest = max(READABLE_PENDING_VERSIONS)
+        raise PendingStateError(
+            f"pending state version {version} cannot be read by this tether (it reads "
+            f"version{'s' if len(READABLE_PENDING_VERSIONS) > 1 else ''} "
+            f"{', '.join(map(str, READABLE_PENDING_VERSIONS))})"
+            + ("; upgrade tether" if version > newest else ""))
+
 
 
 @runtime_checkable

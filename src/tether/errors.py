@@ -87,7 +87,17 @@ class BadRequestError(ProviderError):
 
 
 class ContextOverflowError(BadRequestError):
-    """The conversation no longer fits the model's context window."""
+    """The conversation no longer fits the model's context window.
+
+    ``prompt_tokens`` and ``window`` are what the server's error said (the prompt's size
+    and the window, in tokens), each read by the wire that raised it from its server's own
+    words or fields; None where it did not say."""
+
+    def __init__(self, message: str, *, prompt_tokens: int | None = None,
+                 window: int | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.prompt_tokens = prompt_tokens
+        self.window = window
 
 
 class RateLimitError(ProviderError):
@@ -140,6 +150,11 @@ class ProviderConnectionError(ProviderError):
 
 class MalformedResponseError(ProviderError):
     """The provider answered with something that is not its documented wire format."""
+
+
+class PendingStateError(TetherError):
+    """A saved pending state cannot be read (wrong shape, or a newer format), or decisions
+    do not answer the calls that are pending."""
 
 
 class OutputFailure(TetherError):

@@ -18,7 +18,8 @@ from tether.trust import Taint
 
 if TYPE_CHECKING:
     from tether.approval import ApprovalReason, ApprovalVerdict, DecidedBy
-    from tether.result import RunResult, StopCause
+    from tether.outcome import StopCause
+    from tether.result import RunResult
 
 # What became of a tool call: it ran (ok, or its own error), or the gate answered it.
 ToolStatus: TypeAlias = Literal["ok", "error", "denied", "blocked", "unknown_tool", "invalid_args"]
@@ -159,8 +160,8 @@ class ApprovalRequested:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalDecided:
-    """A gated call's decision: ``verdict`` (``once``, ``session``, ``deny``, ``defer``;
-    ``scope`` is its old name) and ``by`` whom (see ``tether.approval.DecidedBy``)."""
+    """A gated call's decision: ``verdict`` (``once``, ``session``, ``deny``, ``defer``)
+    and ``by`` whom (see ``tether.approval.DecidedBy``)."""
 
     call_id: str
     tool: str
@@ -170,11 +171,6 @@ class ApprovalDecided:
     reason: str | None
     path: tuple[str, ...] = ()
     kind: Literal["approval_decided"] = "approval_decided"
-
-    @property
-    def scope(self) -> ApprovalVerdict:
-        """The old name of ``verdict``."""
-        return self.verdict
 
 
 @dataclass(frozen=True, slots=True)

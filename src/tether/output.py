@@ -16,20 +16,19 @@ import re
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from tether.conversation import Conversation
 from tether.errors import ConfigError, OutputFailure, TetherError
+from tether.events import Event
 from tether.messages import Part, ToolCall
-from tether.outcome import Final, RunAgain, Stopped, TurnOutcome
+from tether.outcome import Final, RunAgain, StopCause, Stopped, TurnOutcome
 from tether.providers.base import NamedToolChoice, ToolChoice
-from tether.result import StopCause
-from tether.tools import ArgumentError, Tool, ToolContext, ToolSpec, json_schema_validator
-
-if TYPE_CHECKING:
-    from tether.agent import Agent
-    from tether.conversation import Conversation
-    from tether.events import Event
-    from tether.result import RunResult
+from tether.result import RunResult, run_finished
+from tether.run.host import RunHost
+from tether.run.loop import run_events
+from tether.tools.spec import ToolSpec
+from tether.tools.tool import ArgumentError, Tool, ToolContext, json_schema_validator
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
@@ -223,7 +222,7 @@ class PreparedRun:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: RunHost,
         prompt: str | Sequence[Part],
         output: OutputSpec | OutputReservation,
         conversation: Conversation | None,
@@ -240,19 +239,14 @@ class PreparedRun:
         return self.reservation.tool_name
 
     async def stream(self) -> AsyncIterator[Event]:
-        from tether.events import RunFinished
-
         if self._plan is not None:
             raise TetherError("a PreparedRun runs once; prepare another for a new run")
-        from tether.agent import run_events
-
         self._plan = OutputPlan(self.reservation, self.agent.settings.output_retries)
         if self._empty_prompt():
             return
         async for event in run_events(self.agent, self.prompt, conversation=self.conversation,
                                       ending=self._plan):
-            if isinstance(event, RunFinished) and not event.path:
-                self._result = event.result
+            self._result = run_finished(event) or self._result
             yield event
 
     async def output(self) -> OutputReport:

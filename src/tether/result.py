@@ -1,9 +1,11 @@
-"""What a run comes back with: ``RunResult``, its ``StopCause``, and the records in it."""
+"""What a run comes back with: ``RunResult`` and the records in it (its ``StopCause`` is
+``tether.outcome``'s); the result a stream of events ends with (``final_result``); the
+results of several runs on one conversation as one (``summed``)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from tether import events as ev
@@ -11,29 +13,8 @@ from tether.conversation import Conversation, PendingCall
 from tether.errors import TetherError
 from tether.events import ToolStatus
 from tether.messages import Message, Usage, usage_to_dict
-from tether.settings import Prices
+from tether.outcome import StopCause
 from tether.trust import Taint
-
-__all__ = ["Prices", "RunResult", "StopCause", "ToolCallRecord"]
-
-
-class StopCause(StrEnum):
-    """Why a run ended. A ``StrEnum``: ``result.stop_cause == "completed"`` works."""
-
-    COMPLETED = "completed"  # the model gave its answer
-    MAX_TURNS = "max_turns"  # the turn bound was reached while the model still worked
-    OUTPUT_TOKEN_BUDGET = "output_token_budget"  # max_output_tokens spent
-    COST_BUDGET = "cost_budget"  # max_cost_usd spent (at the agent's prices)
-    INTERRUPTED = "interrupted"  # the interrupt event was set (Ctrl-C in the CLI)
-    NO_OUTPUT = "no_output"  # the model finished without an answer
-    # The model's answer was cut by an output token limit (the provider's or the server's,
-    # not the run's own max_output_tokens) before it was complete; calls in it never ran.
-    TRUNCATED = "truncated"
-    # The model made a call again (same tool, same arguments) that had failed
-    # max_repeated_failures times in the run, after it was told not to.
-    REPEATED_FAILURE = "repeated_failure"
-    PAUSED = "paused"  # waiting for approval decisions (see Agent.resume)
-    ERROR = "error"  # the provider failed; RunResult.error says how
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,3 +107,48 @@ class RunResult:
 def _jsonable_output(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)
     return dump(mode="json") if dump is not None else value
+
+
+def run_finished(event: ev.Event, path: tuple[str, ...] = ()) -> RunResult | None:
+    """The result ``event`` holds if it is the ``RunFinished`` of the run at ``path`` (the
+    top-level run by default; a sub-agent's events come with theirs), else None."""
+    if isinstance(event, ev.RunFinished) and event.path == path:
+        return event.result
+    return None
+
+
+async def final_result(events: AsyncIterable[ev.Event], path: tuple[str, ...] = ()) -> RunResult:
+    """The result of the run whose events these are (read to their end): what its
+    ``RunFinished`` holds."""
+    result: RunResult | None = None
+    async for event in events:
+        # run_finished's test, inline: it is asked of every event of every run.
+        if isinstance(event, ev.RunFinished) and event.path == path:
+            result = event.result
+    assert result is not None, "a run always ends with RunFinished"
+    return result
+
+
+def summed(results: Sequence[RunResult]) -> RunResult:
+    """Several runs on one conversation, one after the other (a batch item's turns, a
+    durable run's), as one result: the last one's text, stop cause, taint (it only grows),
+    error, conversation, pending calls and output; their usage, model turns, tool calls,
+    blocked sends, malformed arguments, new messages and events together; the cost when any
+    run's is known."""
+    if not results:
+        raise ValueError("summed() needs at least one result")
+    last = results[-1]
+    usage = Usage()
+    for result in results:
+        usage = usage + result.usage
+    costs = [r.cost_usd for r in results if r.cost_usd is not None]
+    return RunResult(
+        text=last.text, stop_cause=last.stop_cause, usage=usage,
+        turns=sum(r.turns for r in results),
+        tool_calls=[c for r in results for c in r.tool_calls],
+        blocked_sends=sum(r.blocked_sends for r in results), taint=last.taint,
+        malformed_tool_args=sum(r.malformed_tool_args for r in results),
+        conversation=last.conversation,
+        new_messages=[m for r in results for m in r.new_messages],
+        events=[e for r in results for e in r.events], error=last.error,
+        pending=last.pending, output=last.output, cost_usd=sum(costs) if costs else None)

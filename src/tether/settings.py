@@ -1,4 +1,5 @@
-"""An agent's settings: its bounds, budgets, timeouts, permission mode and prices, one value.
+"""An agent's settings: its bounds, budgets, timeouts, permission mode, prices and how it fits a
+conversation into its model's window (``ContextConfig``), one value.
 
 ``AgentSettings`` is frozen: an ``Agent`` holds one, a sub-agent's is made from its parent's
 with the profile's changes (``dataclasses.replace``), so a setting cannot be forgotten on the
@@ -8,17 +9,18 @@ way down. ``Agent(...)``'s keyword arguments build it; ``agent.settings`` is it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeVar, overload
 
 from tether.approval import PERMISSION_MODES, PermissionMode
-from tether.context import ContextConfig
 from tether.errors import ConfigError
 from tether.trust import SecurityConfig
 
 if TYPE_CHECKING:
     from tether.messages import Usage
+    from tether.providers.base import Provider
 
 T = TypeVar("T")
 
@@ -27,6 +29,66 @@ T = TypeVar("T")
 # repeat rule (tether.repeats) at its fourth call, long before the turn bound.
 DEFAULT_MAX_TURNS = 20
 DEFAULT_MAX_REPEATED_FAILURES = 3
+
+
+ContextStrategy: TypeAlias = Literal["trim", "summarize", "off"]
+CONTEXT_STRATEGIES: tuple[ContextStrategy, ...] = ("trim", "summarize", "off")
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    """How an agent fits a conversation into its model's context window.
+
+    - ``strategy``: ``"trim"`` (the default) leaves the oldest turns out, shortening old
+      large tool results first; ``"summarize"`` does the same and sends a summary of what
+      was left out, written by ``summarizer`` (the agent's own model when None); ``"off"``
+      sends the whole conversation (an overflow is then an error).
+    - ``window``: the model's context window in tokens; None asks the server (llama-server,
+      Ollama, vLLM, LM Studio say) or takes the server profile's default.
+    - ``reserve``: tokens kept free for the answer; None: the agent's ``max_output_tokens``,
+      else a quarter of the window up to 1,024 (never more than half the window).
+    - ``low_water``: the share of the budget a fitting trims down to. Lower trims less
+      often (the sent prefix, and a server's prompt cache, stay stable longer).
+    - ``windows``: the windows of the agent's other providers by name (for sub-agents).
+
+    ::
+
+        Agent(model, tools, context="summarize")
+        Agent(model, tools, context=ContextConfig("trim", window=2048))
+    """
+
+    strategy: ContextStrategy = "trim"
+    window: int | None = None
+    reserve: int | None = None
+    low_water: float = 0.6
+    summarizer: Provider | None = None
+    windows: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.strategy not in CONTEXT_STRATEGIES:
+            raise ConfigError(f"context must be one of {', '.join(CONTEXT_STRATEGIES)}, "
+                              f"not {self.strategy!r}")
+        for name, value in (("window", self.window), *self.windows.items()):
+            if value is not None and (not isinstance(value, int) or value < 256):
+                raise ConfigError(f"the context window of {name} must be at least 256 "
+                                  f"tokens, not {value!r}")
+        if self.reserve is not None and self.reserve < 1:
+            raise ConfigError(f"the context reserve must be at least 1 token, not "
+                              f"{self.reserve!r}")
+        if not 0.1 <= self.low_water <= 1.0:
+            raise ConfigError(f"context low_water must be between 0.1 and 1, not "
+                              f"{self.low_water!r}")
+
+    @classmethod
+    def of(cls, value: ContextStrategy | ContextConfig) -> ContextConfig:
+        """``value`` as a config: a strategy's name, or a config as it is."""
+        return value if isinstance(value, ContextConfig) else cls(value)
+
+    def for_provider(self, name: str | None) -> ContextConfig:
+        """The config for a sub-agent on provider ``name`` (None: the agent's own model)."""
+        if name is None:
+            return self
+        return dataclasses.replace(self, window=self.windows.get(name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,4 +189,12 @@ class Setting(Generic[T]):
         obj.settings = settings.replace(**{self.name: value})  # type: ignore[attr-defined]
 
 
-__all__ = ["DEFAULT_MAX_REPEATED_FAILURES", "DEFAULT_MAX_TURNS", "AgentSettings", "Prices"]
+__all__ = [
+    "CONTEXT_STRATEGIES",
+    "DEFAULT_MAX_REPEATED_FAILURES",
+    "DEFAULT_MAX_TURNS",
+    "AgentSettings",
+    "ContextConfig",
+    "ContextStrategy",
+    "Prices",
+]

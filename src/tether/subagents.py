@@ -1,5 +1,10 @@
 """Sub-agents: a profile becomes one tool; the child runs in its own conversation.
 
+A plug-in of the engine: the delegating host makes the child's host (``RunHost.spawn``),
+the child runs through the loop (``tether.run.loop.run_events``) inside the delegating
+run, and its tools are the profile's allowlist over the owner's tools as they are now (a
+``FilteredToolset``). Nothing here knows the ``Agent``.
+
 Trust through delegation, per answer: a child that could read untrusted text returns
 untrusted output, unless the profile offers ``trusted_output`` *and* this answer parses as
 the declared ``answer_shape`` (a number, a boolean, one word of a closed set). Shapes
@@ -8,26 +13,28 @@ cannot carry instructions; prose can. Private taint always flows back.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tether import events as ev
+from tether.bounds import Spend
+from tether.conversation import Conversation
 from tether.display import inline
 from tether.errors import ConfigError
-from tether.tools import RunScope, Tool, ToolContext, ToolOutput, ToolSpec, collect_tools
+from tether.outcome import StopCause
+from tether.provenance import Source
+from tether.providers.base import Provider, SwitchesModel
+from tether.result import RunResult, run_finished
+from tether.run.host import RunHost
+from tether.run.loop import run_events
+from tether.settings import AgentSettings
+from tether.tools.spec import ToolSpec
+from tether.tools.tool import RunScope, Tool, ToolContext, ToolOutput, json_schema_validator
+from tether.tools.toolsets import CombinedToolset, FilteredToolset, collect_tools
 from tether.trust import NO_CAPABILITIES, AnswerShape, Capabilities, Taint
-
-if TYPE_CHECKING:
-    from tether.agent import Agent
-    from tether.conversation import Conversation
-    from tether.provenance import Source
-    from tether.providers.base import Provider
-    from tether.result import RunResult
-    from tether.settings import AgentSettings
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -88,7 +95,7 @@ class SubagentProfile:
                               context=parent.context.for_provider(self.provider))
 
 
-def delegation_tools(profiles: Sequence[SubagentProfile], parent: Agent) -> list[Delegations]:
+def delegation_tools(profiles: Sequence[SubagentProfile], parent: RunHost) -> list[Delegations]:
     """The delegation tools of ``profiles`` as one toolset, checked against the
     parent's tools as they are now (tools of MCP servers are checked when they run)."""
     registry = parent.tools
@@ -121,7 +128,7 @@ class Delegations:
     another profile; its reach is then the union of every tool reachable that way.
     """
 
-    def __init__(self, profiles: Sequence[SubagentProfile], parent: Agent) -> None:
+    def __init__(self, profiles: Sequence[SubagentProfile], parent: RunHost) -> None:
         self.profiles = list(profiles)
         self.parent = parent
         self._built: dict[str, Tool] = {}
@@ -164,7 +171,7 @@ class Delegations:
         return caps
 
 
-def _delegation_tool(profile: SubagentProfile, caps: Capabilities, owner: Agent) -> Tool:
+def _delegation_tool(profile: SubagentProfile, caps: Capabilities, owner: RunHost) -> Tool:
     schema = {
         "type": "object",
         "properties": {"task": {"type": "string",
@@ -176,8 +183,6 @@ def _delegation_tool(profile: SubagentProfile, caps: Capabilities, owner: Agent)
     async def delegate(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return await run_subagent(profile, arguments["task"], ctx, caps, owner=owner)
 
-    from tether.tools import json_schema_validator
-
     return Tool(ToolSpec(profile.name, profile.description, schema), delegate, caps,
                 json_schema_validator(schema), origin="subagent",
                 read_only_hint=None)
@@ -185,7 +190,7 @@ def _delegation_tool(profile: SubagentProfile, caps: Capabilities, owner: Agent)
 
 async def run_subagent(
     profile: SubagentProfile, task: str, ctx: ToolContext, caps: Capabilities,
-    *, owner: Agent | None = None,
+    *, owner: RunHost | None = None,
 ) -> ToolOutput:
     """Run ``profile``'s child on ``task``, inside the run of the call (``ctx.run``).
 
@@ -194,9 +199,6 @@ async def run_subagent(
     agent running the call. The child's settings are the delegating run's with the
     profile's changes; its spend is counted in the delegating run's as it happens, so the
     budgets of every run above it cover it (the child stops when one of them is spent)."""
-    from tether.agent import Agent, run_events
-    from tether.bounds import Spend
-
     scope = ctx.run
     if scope is None:
         if owner is None:
@@ -204,35 +206,31 @@ async def run_subagent(
                               f"needs its owner (run_subagent(..., owner=agent))")
         # A host calling the handler itself: a run of the owner's, with nothing above it.
         scope = RunScope(owner, (ctx.call_id,), None, Spend(owner.settings))
-    parent: Agent = owner if owner is not None else scope.agent
-    registry = parent.tools
-    missing = [n for n in profile.tools if n not in registry]
+    parent: RunHost = owner if owner is not None else scope.agent
+    # The child's tools: the profile's allowlist over the owner's tools as they are now.
+    tools = FilteredToolset(CombinedToolset(parent.toolsets), profile.tools)
+    missing = tools.missing()
     if missing:
-        return missing_tools_output(profile, missing, registry)
+        return missing_tools_output(profile, missing, parent.tools)
     model = _child_model(profile, parent)
-    tools = [registry[n] for n in profile.tools]
     running = scope.agent
-    # Traced as the running agent's runs are, under the child's own name: its run is a span
-    # of its own, under the delegating call's (tether.telemetry).
-    instrument = None if running.instrument is None \
-        else dataclasses.replace(running.instrument, agent_name=profile.name)
-    child = Agent.from_settings(model, profile.child_settings(running.settings), tools,
-                                approver=parent.approver, providers=parent.providers,
-                                instrument=instrument)
+    # Observed as the running host's runs are, under the child's own name: its run is a
+    # span of its own, under the delegating call's (tether.telemetry).
+    child = running.spawn(model, profile.child_settings(running.settings), [tools],
+                          approver=parent.approver, name=profile.name)
     emit = ctx.emit
     path = scope.path
     if emit is not None:
         await emit(ev.SubagentStarted(ctx.call_id, profile.name, task))
     conversation = child_conversation(ctx.taint, ctx.sources)
-    result = None
+    result: RunResult | None = None
     # Within the parent's run: its path, its interrupt (which stops the child too), its
     # spend (whose budgets the child's usage counts against as it happens).
     async for event in run_events(child, task, conversation=conversation, within=scope):
-        if isinstance(event, ev.RunFinished) and event.path == path:
-            result = event.result
+        result = run_finished(event, path) or result
         if emit is not None:
             await emit(event)
-    assert result is not None
+    assert result is not None, "a run always ends with RunFinished"
 
     output, trusted, why = delegation_answer(profile, caps, result)
     if emit is not None:
@@ -251,8 +249,6 @@ def child_conversation(taint: Taint, sources: Iterable[Source]) -> Conversation:
     only while nothing untrusted could have chosen them; the parent's trusted texts are
     the child's too (a recipient the user named stays traceable), its untrusted ones are
     not."""
-    from tether.conversation import Conversation
-
     return Conversation(taint=taint, prompts_trusted=not taint.untrusted,
                         inherited_sources=tuple(s for s in sources if s.trusted))
 
@@ -274,7 +270,6 @@ def delegation_answer(profile: SubagentProfile, caps: Capabilities,
     """What the parent gets from a child's run: the tool output, whether its answer is
     trusted, and why. One rule wherever the child ran (in this process, or as a durable
     child workflow: ``tether.temporal``)."""
-    from tether.result import StopCause
 
     could_read_untrusted = caps.untrusted_input or result.taint.untrusted
     raw = result.text
@@ -347,7 +342,7 @@ def delegation_answer(profile: SubagentProfile, caps: Capabilities,
             trusted, why)
 
 
-def _child_model(profile: SubagentProfile, parent: Agent) -> Provider:
+def _child_model(profile: SubagentProfile, parent: RunHost) -> Provider:
     model: Provider = parent.model
     if profile.provider is not None:
         if profile.provider not in parent.providers:
@@ -356,8 +351,6 @@ def _child_model(profile: SubagentProfile, parent: Agent) -> Provider:
                 f"configured: {', '.join(sorted(parent.providers)) or 'none'}")
         model = parent.providers[profile.provider]
     if profile.model is not None and profile.model != model.model:
-        from tether.providers.base import SwitchesModel
-
         if not isinstance(model, SwitchesModel):
             raise ConfigError(f"subagent {profile.name!r}: provider {model.name} cannot switch "
                               f"model to {profile.model!r}")

@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from decimal import Context, Decimal
 from pathlib import Path
 from typing import Literal, TypeAlias
 
+from tether.errors import ConfigError
 from tether.messages import Text
+from tether.paths import default_locations
 
 TrifectaPolicy: TypeAlias = Literal["block", "ask", "allow"]
 # Which rule judges a consequential call (a send, a change, a call that needs approval):
@@ -91,8 +94,6 @@ CLEAN = Taint()
 
 
 def _default_protected() -> tuple[Path, ...]:
-    from tether.paths import default_locations
-
     return default_locations()
 
 
@@ -132,14 +133,10 @@ class SecurityConfig:
 
     def __post_init__(self) -> None:
         if self.trifecta not in ("block", "ask", "allow"):
-            from tether.errors import ConfigError
-
             raise ConfigError(
                 f"security.trifecta must be 'block', 'ask' or 'allow', not {self.trifecta!r}"
             )
         if self.rule not in ("provenance", "interlock"):
-            from tether.errors import ConfigError
-
             raise ConfigError(
                 f"security.rule must be 'provenance' or 'interlock', not {self.rule!r}")
         if isinstance(self.protected_paths, str | Path):
@@ -312,8 +309,6 @@ class AnswerShape:
     def one_of(cls, choices: Iterable[str]) -> AnswerShape:
         items = tuple(choices)
         if not items or not all(isinstance(c, str) and c.strip() for c in items):
-            from tether.errors import ConfigError
-
             raise ConfigError("answer_shape one_of needs a non-empty list of non-empty strings")
         return cls("one_of", tuple(c.strip() for c in items))
 
@@ -328,8 +323,6 @@ class AnswerShape:
             return cls.boolean()
         if isinstance(value, list | tuple):
             return cls.one_of(value)
-        from tether.errors import ConfigError
-
         raise ConfigError(
             f"answer_shape must be \"number\", \"boolean\" or a list of allowed answers, "
             f"not {value!r}"
@@ -370,8 +363,6 @@ def _canonical_number(text: str) -> str | None:
     is ``7``, ``2.5E-3`` is ``0.0025``, ``-0`` is ``0``), or None."""
     if len(text) > NUMBER_MAX_CHARS or not _NUMBER.fullmatch(text):
         return None
-    from decimal import Context, Decimal
-
     # Exact: the spelling is short, so this precision never rounds what was written.
     value = Decimal(text).normalize(Context(prec=NUMBER_MAX_CHARS + 1))
     if value.is_zero():

@@ -31,7 +31,7 @@ from tether.events import ProviderRetry, RunFinished, TextDelta, ToolCallRequest
 from tether.local import SYSTEM_PROMPT, LocalServer, free_port, health
 from tether.local.setup import default_cache_dir, find_toolchain, is_set_up
 from tether.providers.openai_chat import OpenAIChat
-from tether.tools import Tool
+from tether.tools.tool import Tool
 
 ROOT = Path(__file__).resolve().parents[2]
 WEATHER = ROOT / "examples" / "weather.py"

@@ -21,7 +21,6 @@ from tether.cli.render import EventRenderer
 from tether.errors import MalformedResponseError, OutputFailure, ProviderError
 from tether.messages import Message, Text, ToolResult, Usage
 from tether.output import OutputSpec
-from tether.pending import DeferringApprover
 from tether.providers import Scripted, call
 from tether.providers.base import (
     Completed,
@@ -31,6 +30,7 @@ from tether.providers.base import (
     StreamChunk,
     TextChunk,
 )
+from tether.run.pending import DeferringApprover
 from tether.store import Session, SQLiteStore
 
 

@@ -19,7 +19,8 @@ from tests.faults.rawserver import RawServer, chunked, whole
 from tests.providers.wires import WIRES, Wire
 from tether.agent import Agent
 from tether.events import RunFinished
-from tether.result import RunResult, StopCause
+from tether.outcome import StopCause
+from tether.result import RunResult
 
 
 def answer(srv: RawServer, wire: Wire, text: str, *, streamed: bool = False) -> None:

@@ -18,8 +18,8 @@ from tether.agent import Agent
 from tether.errors import MalformedResponseError, ProviderError
 from tether.events import RunFinished
 from tether.messages import Message, ToolCall
+from tether.outcome import StopCause
 from tether.providers.base import ModelRequest
-from tether.result import StopCause
 
 ALL = sorted(WIRES)
 Path = tuple[Any, ...]

@@ -20,9 +20,9 @@ from tests.security.wires import WIRES, answer, last_round, provider
 from tests.servers.http import LoopbackServer
 from tether import Agent, ApprovalRequest, Capabilities, Decision, tool
 from tether import events as ev
-from tether.agent import RunResult
-from tether.pending import DeferringApprover
 from tether.providers.scripted import Scripted, calls
+from tether.result import RunResult
+from tether.run.pending import DeferringApprover
 
 SECRET = "the vault code is 493021"
 sent: list[str] = []

@@ -16,8 +16,9 @@ from tests.servers.http import Canned, LoopbackServer
 from tests.test_chat import answer, tether, workspace
 from tether import Agent, Capabilities, Decision, tool
 from tether import events as ev
-from tether.pending import DeferringApprover, PendingState, PendingStateError
+from tether.errors import PendingStateError
 from tether.providers.scripted import Scripted, call, calls
+from tether.run.pending import DeferringApprover, PendingState
 from tether.store import Session, SQLiteStore
 
 deleted: list[str] = []

@@ -20,7 +20,8 @@ from rich.panel import Panel
 from tests.servers.http import Canned, LoopbackServer
 from tests.test_chat import tether, workspace
 from tether import Agent, Capabilities, SubagentProfile, Tool, ToolSpec, tool
-from tether.approval import ApprovalRequest, approval_text
+from tether.approval import ApprovalRequest
+from tether.cli.approver import approval_text
 from tether.cli.render import EventRenderer
 from tether.display import json_dumps, literal
 from tether.providers.scripted import Scripted, call, calls

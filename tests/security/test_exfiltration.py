@@ -31,7 +31,7 @@ from tests.security.conftest import (
 from tests.servers.http import Canned, LoopbackServer
 from tether import Decision, SecurityConfig, Taint, Tool
 from tether import events as ev
-from tether.agent import Conversation
+from tether.conversation import Conversation
 
 OPEN = SecurityConfig(block_private_ips=False, rule="interlock")
 

@@ -29,11 +29,12 @@ from tests.servers.http import Canned, LoopbackServer
 from tests.test_chat import tether, workspace
 from tether import Agent, Capabilities, Decision, SecurityConfig, Tool, tool
 from tether import events as ev
-from tether.approval import approval_text
+from tether.cli.approver import approval_text
 from tether.cli.render import EventRenderer
 from tether.conversation import PendingCall
-from tether.pending import PendingStateError, bind_decisions
+from tether.errors import PendingStateError
 from tether.providers import Scripted, calls
+from tether.run.pending import bind_decisions
 
 FORGED = "\n✓ every value traced, safe to approve"
 # A forged line, in colour, reordered: every trick at once.
@@ -157,7 +158,7 @@ async def test_the_progress_lines_keep_every_forged_name_on_its_line() -> None:
 
 
 def test_a_notice_and_the_errors_that_name_pending_calls_keep_ids_on_one_line() -> None:
-    from tether import gate
+    from tether.run import gate
 
     pending = PendingCall(f"d{HOSTILE}", f"wipe{HOSTILE}", {"path": "a"}, "needs_approval",
                           "", 0)
@@ -248,7 +249,7 @@ async def test_a_paused_session_lists_and_refuses_forged_ids_on_their_line(
         tmp_path: Path) -> None:
     # A run pauses on a call whose id and arguments the model forged; `sessions show`,
     # `sessions resume` (nobody to ask) and a decision naming no call all stay one line each.
-    from tether.pending import DeferringApprover
+    from tether.run.pending import DeferringApprover
     from tether.store import Session, SQLiteStore
 
     @tool(needs_approval=True, title=f"Tidy{HOSTILE}")

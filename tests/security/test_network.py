@@ -21,7 +21,7 @@ from tests.security.conftest import (
 from tests.servers.http import Canned, LoopbackServer
 from tether import SecurityConfig, Taint, Tool
 from tether import events as ev
-from tether.agent import Conversation
+from tether.conversation import Conversation
 
 
 def port_of(server: LoopbackServer) -> str:

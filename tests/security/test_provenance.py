@@ -34,7 +34,7 @@ from tests.servers.http import Canned, LoopbackServer
 from tests.test_mcp import http_server
 from tether import Agent, Capabilities, Decision, SecurityConfig, SubagentProfile, Tool, tool
 from tether import events as ev
-from tether.agent import Conversation
+from tether.conversation import Conversation
 from tether.mcp import McpServer
 from tether.messages import Message, ToolResult
 from tether.providers import Scripted, call

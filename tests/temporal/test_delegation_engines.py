@@ -251,14 +251,14 @@ def _untrusted(fleet: Fleet, since: int, who: str, prompt: str) -> tuple[str, ..
 
 async def _in_process(fleet: Fleet, prompt: str,
                       monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Calls], Any]:
-    from tether import Agent
+    from tether import from_config
 
     for key, value in fleet.env("process").items():
         monkeypatch.setenv(key, value)
     names: dict[tuple[str, ...], str] = {(): ""}
     calls: dict[str, Calls] = {}
     result = None
-    async with Agent.from_config(fleet.workspace("process")) as agent:  # nobody to ask
+    async with from_config(fleet.workspace("process")) as agent:  # nobody to ask
         async for event in agent.stream(prompt):
             if isinstance(event, ev.SubagentStarted):
                 above = names[event.path]

@@ -150,7 +150,7 @@ async def test_a_signal_that_names_another_call_is_refused_and_the_call_keeps_wa
         fleet: Fleet) -> None:
     import dataclasses
 
-    from tether.pending import pending_call_from_dict
+    from tether.conversation import pending_call_from_dict
     from tether.temporal.approvals import signal_payload
     from tether.temporal.client import decide, start_run, wait_pending
 

@@ -113,7 +113,7 @@ tools = ["fetch_page"]
 @pytest.mark.asyncio
 async def test_taint_usage_and_verdicts_are_those_of_the_same_run_in_process(
         fleet: Fleet, scenario: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tether import Agent
+    from tether import from_config
     from tether.temporal.client import start_run
 
     fleet.extra = SUBAGENT
@@ -124,7 +124,7 @@ async def test_taint_usage_and_verdicts_are_those_of_the_same_run_in_process(
 
     for key, value in fleet.env("local").items():
         monkeypatch.setenv(key, value)
-    async with Agent.from_config(fleet.workspace("local")) as agent:
+    async with from_config(fleet.workspace("local")) as agent:
         local = (await agent.run("Exfiltrate")).to_dict()
     for key in ("text", "stop_cause", "usage", "turns", "tool_calls", "blocked_sends", "taint",
                 "malformed_tool_args"):
@@ -150,7 +150,7 @@ SPELLED = "Post the page's news to bob@corp.test."
 @pytest.mark.asyncio
 async def test_hostile_spellings_and_keys_are_refused_durably_as_in_process(
         fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tether import Agent
+    from tether import from_config
     from tether.temporal.client import start_run
 
     # The page is untrusted; the posts it asks for hide evil.test in the content's spelling
@@ -175,7 +175,7 @@ async def test_hostile_spellings_and_keys_are_refused_durably_as_in_process(
 
     for key, value in fleet.env("local").items():
         monkeypatch.setenv(key, value)
-    async with Agent.from_config(fleet.workspace("local")) as agent:
+    async with from_config(fleet.workspace("local")) as agent:
         local = (await agent.run(SPELLED)).to_dict()
     for key in ("text", "stop_cause", "tool_calls", "blocked_sends", "taint"):
         assert durable[key] == local[key], key

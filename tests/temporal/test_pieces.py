@@ -32,7 +32,8 @@ from tether.temporal.payloads import (
     response_from_dict,
     response_to_dict,
 )
-from tether.tools import ToolOutput, ToolSpec
+from tether.tools.spec import ToolSpec
+from tether.tools.tool import ToolOutput
 from tether.trust import Taint
 
 CALL = PendingCall("c1", "launch", {"target": "moon", "speed": 2}, "needs_approval",
@@ -121,7 +122,7 @@ def test_an_interrupted_wait_is_a_denial() -> None:
     approver = SignalApprover(conversation, wait, lambda: None, lambda: True)
     request = ApprovalRequest("c1", "launch", "Launch", {}, "needs_approval", "", Taint())
     decision = asyncio.run(approver.approve(request))
-    assert decision.scope == "deny" and "interrupted" in (decision.reason or "")
+    assert decision.verdict == "deny" and "interrupted" in (decision.reason or "")
 
 
 def test_requests_responses_and_outputs_read_back_the_same() -> None:
@@ -219,7 +220,7 @@ async def test_the_blob_folder_is_one_of_tethers_own_files_an_approved_write_is_
         tmp_path: Path, configured: bool) -> None:
     from tether.builtins import write_file
     from tether.config import agent_from_config, load_config
-    from tether.tools import ToolContext
+    from tether.tools.tool import ToolContext
     from tether.trust import CLEAN
 
     blobs = tmp_path / ("shared-blobs" if configured else "data/tether/temporal-blobs")
@@ -318,7 +319,7 @@ def test_security_settings_cross_into_the_workflow_whole() -> None:
 
 async def test_a_durable_run_has_the_settings_of_a_run_in_process_of_the_same_worker(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tether import Agent
+    from tether import from_config
     from tether.config import load_config
     from tether.subagents import SubagentProfile
     from tether.temporal.worker import WorkerRuntime
@@ -341,7 +342,7 @@ async def test_a_durable_run_has_the_settings_of_a_run_in_process_of_the_same_wo
         durable = run_settings(runtime.plan({}))
     finally:
         await runtime.aclose()
-    local = Agent.from_config(tmp_path).settings
+    local = from_config(tmp_path).settings
     # Results are cut on the worker, to max_result_chars: the workflow must not cut them
     # again. The timeouts are Temporal's and the worker's; the context strategy is the
     # default (it fits requests; it judges no call).

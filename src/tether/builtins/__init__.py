@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from tether.errors import ConfigError
-from tether.tools import Tool
+from tether.tools.tool import Tool
 
 from .calculator import calculator
 from .fetch import FetchLimits, fetch_url, make_fetch_url

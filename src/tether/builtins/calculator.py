@@ -12,7 +12,8 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from tether.tools import Tool, ToolOutput, tool
+from tether.tools.function import tool
+from tether.tools.tool import Tool, ToolOutput
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, urljoin, urlsplit, urlunsplit
 
-from tether.tools import Tool, ToolContext, ToolOutput, tool
+from tether.tools.function import tool
+from tether.tools.tool import Tool, ToolContext, ToolOutput
 from tether.trust import Capabilities, SecurityConfig
 
 from .html_text import html_to_text

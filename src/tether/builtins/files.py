@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from tether.tools import Tool, ToolContext, ToolOutput, tool
+from tether.tools.function import tool
+from tether.tools.tool import Tool, ToolContext, ToolOutput
 from tether.trust import Capabilities
 
 from .workspace import (

@@ -18,7 +18,8 @@ import contextlib
 import os
 import signal
 
-from tether.tools import Tool, ToolContext, ToolOutput, tool
+from tether.tools.function import tool
+from tether.tools.tool import Tool, ToolContext, ToolOutput
 from tether.trust import Capabilities
 
 SHELL_CAPABILITIES = Capabilities(private_data=True, destructive=True, external_send=True)

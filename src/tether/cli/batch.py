@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from tether.batch import BatchItem, BatchProgress, ItemResult, read_items, run_batch
 from tether.cli.common import add_run_flags, list_limit
 from tether.cli.temporal import add_batch_flags
-from tether.messages import Usage
+
+if TYPE_CHECKING:  # the batch runner (the whole core) loads when the command runs
+    from tether.batch import BatchItem, BatchProgress, ItemResult
+    from tether.messages import Usage
 
 
 def add_cli(sub: Any) -> None:
@@ -38,7 +41,9 @@ def add_cli(sub: Any) -> None:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
+    from tether.batch import read_items
     from tether.cli.render import stderr_console
+
     err = stderr_console()
     items = read_items(args.input)
     view = _TerminalProgress(err, args.out) if err.is_terminal else _PlainProgress()
@@ -58,6 +63,7 @@ async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) ->
         from tether.cli.temporal import batch_on_temporal
 
         return await batch_on_temporal(args, items, view)
+    from tether.batch import run_batch
     from tether.cli.common import local_serving, make_agent, telemetry_export
 
     async with local_serving(args):
@@ -75,11 +81,10 @@ async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) ->
 def _logged(args: argparse.Namespace, cfg: Any) -> Any:
     """A function giving each item a new session tagged with this batch (its id printed
     now), or None when the store cannot be opened: then only the log is lost."""
-    from pathlib import Path
-
     from tether.cli.common import error, workspace_of
     from tether.cli.sessions import store_for
-    from tether.store import Session, StoreError, new_session_id
+    from tether.store.base import StoreError, new_session_id
+    from tether.store.session import Session
 
     try:
         store = store_for(args.workspace)

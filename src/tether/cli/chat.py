@@ -21,15 +21,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tether.agent import Agent, Conversation
-    from tether.store import Session
+    from tether.agent import Agent
+    from tether.conversation import Conversation
+    from tether.store.session import Session
 
 COMMANDS = {
     "/model": "the model; /model NAME switches it, /model PROVIDER:NAME the provider too",
@@ -103,8 +107,7 @@ async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
 
 async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
                 state: dict[str, Any]) -> int:
-    from tether.agent import Conversation
-    from tether.approval import ConsoleApprover
+    from tether.cli.approver import ConsoleApprover
     from tether.cli.common import make_agent, telemetry_export, workspace_of
     from tether.cli.sessions import (
         latest_session,
@@ -112,6 +115,7 @@ async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
         prefer_session_provider,
         store_for,
     )
+    from tether.conversation import Conversation
 
     interactive = stdin.isatty()
     store = None if args.no_store else store_for(args.workspace)
@@ -177,7 +181,7 @@ async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
 
 
 def _stored(store: Any, session_id: str) -> bool:
-    from tether.store import SessionNotFound
+    from tether.store.base import SessionNotFound
 
     try:
         store.load(session_id)
@@ -213,8 +217,6 @@ class _Reader:
             self._setup_terminal()
 
     def _setup_terminal(self) -> None:
-        import os
-
         with contextlib.suppress(ImportError, OSError, ValueError):
             import termios
 
@@ -235,8 +237,6 @@ class _Reader:
         readline.parse_and_bind("set enable-bracketed-paste on")
 
     def close(self) -> None:
-        import os
-
         if self._terminal is not None:
             with contextlib.suppress(ImportError, OSError, ValueError):
                 import termios
@@ -252,9 +252,6 @@ class _Reader:
 
     async def _line(self, prompt: str) -> str | None:
         """One line without its newline; None at the end of input or on Ctrl-C."""
-        import signal
-        import threading
-
         loop = asyncio.get_running_loop()
         got: asyncio.Future[str | None] = loop.create_future()
 
@@ -351,7 +348,7 @@ async def _command(line: str, talk: _Chat, err: Console) -> bool:
     elif word == "/system":
         _system(talk, rest, err)
     elif word == "/clear":
-        from tether.agent import Conversation
+        from tether.conversation import Conversation
 
         if session is not None:
             err.print(shown((f"session {session.id} stays stored (tether chat --session "
@@ -419,7 +416,7 @@ async def _turn(agent: Agent, prompt: str, conversation: Conversation, session: 
     from tether.cli.render import EventRenderer
     from tether.display import shown
     from tether.errors import ProviderConnectionError
-    from tether.events import RunFinished
+    from tether.result import run_finished
 
     renderer = EventRenderer(err=err, show_error=False)
     failed: Exception | None = None
@@ -428,8 +425,9 @@ async def _turn(agent: Agent, prompt: str, conversation: Conversation, session: 
         async for event in agent.stream(prompt, conversation=conversation, session=session,
                                         interrupt=interrupt):
             renderer(event)
-            if isinstance(event, RunFinished) and not event.path:
-                failed = event.result.error
+            finished = run_finished(event)
+            if finished is not None:
+                failed = finished.error
     if isinstance(failed, ProviderConnectionError):
         # What `tether run` advises, for the provider this chat talks to now (/model).
         failed_text = no_provider_help(talk.cfg, failed, getattr(talk.args, "provider", None))

@@ -7,10 +7,13 @@ import argparse
 import asyncio
 import contextlib
 import copy
+import ipaddress
+import math
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 from tether.errors import ConfigError
 
@@ -112,8 +115,6 @@ def _at_least_one(text: str) -> int:
 
 
 def _temperature(text: str) -> float:
-    import math
-
     try:
         value = float(text)
     except ValueError:
@@ -131,12 +132,26 @@ def error(message: str) -> None:
     stderr_console().print(shown(("tether:", "red"), f" {message}"))
 
 
+# What piped standard input is called when it is given beside the prompt (outside text).
+STDIN = "standard input"
+
+
+def prompt_parts(prompt: str, outside: str | None) -> Any:
+    """What the agent is given: the prompt, after the outside text piped beside it."""
+    if outside is None:
+        return prompt
+    from tether.messages import Text
+    from tether.trust import outside_text
+
+    return (outside_text(outside, STDIN), Text(prompt))
+
+
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     # `--local` (tether.cli.local.serving_for_run) points the local provider at its server.
     out: dict[str, Any] = copy.deepcopy(getattr(args, "local_config", None) or {})
     provider, model = getattr(args, "provider", None), getattr(args, "model", None)
     if provider or model:
-        from tether.config import load_config
+        from tether.config.layers import load_config
 
         base = load_config(args.workspace, out or None)
         if provider:
@@ -179,7 +194,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]:
     """(agent, config) for a command's flags; a console approver when a person is there."""
-    from tether.config import agent_from_config, load_config
+    from tether.config.build import agent_from_config
+    from tether.config.layers import load_config
 
     cfg = load_config(args.workspace, overrides(args))
     if getattr(args, "tool_files", None):
@@ -188,12 +204,12 @@ def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]
         agent_kwargs.setdefault("tools", load_tool_references(args.tool_files))
         agent_kwargs.setdefault("tool_files", list(args.tool_files))
     if "approver" not in agent_kwargs and sys.stdin.isatty():
-        from tether.approval import ConsoleApprover
+        from tether.cli.approver import ConsoleApprover
 
         agent_kwargs["approver"] = ConsoleApprover(workspace=workspace_of(args, cfg))
     agent = agent_from_config(args.workspace, config=cfg, **agent_kwargs)
     if getattr(args, "only_tools", None):
-        from tether.cli.selection import offer_only
+        from tether.cli.offer_only import offer_only
 
         agent = offer_only(agent, args.only_tools)
     return agent, cfg
@@ -268,9 +284,6 @@ def no_provider_help(cfg: Any, error: Exception | str, provider: str | None = No
 
 def _is_local(url: str) -> bool:
     """Whether ``url`` is on this machine or a private network (a server someone starts)."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
     try:
         host = (urlsplit(url).hostname or "").lower()
     except ValueError:

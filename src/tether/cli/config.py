@@ -39,8 +39,7 @@ def settings(workspace: str, local: dict[str, Any] | None = None,
     is the layer that set it (a file's path, ``environment``, ``defaults``, ``--local`` for
     ``local``, the layer ``--local`` adds). A list (``mcp``, ``tools.enabled``) is one
     value: a layer replaces it whole."""
-    from tether.config import load_config
-    from tether.config.layers import config_layers, origins
+    from tether.config.layers import config_layers, load_config, origins
 
     cfg = load_config(workspace, local)
     where = {key: "--local" if source == "flags" else source
@@ -95,7 +94,7 @@ def cmd_config_show(args: argparse.Namespace) -> int:
 
 
 def cmd_config_init(args: argparse.Namespace) -> int:
-    from tether.config import INIT_TEMPLATE
+    from tether.config.template import INIT_TEMPLATE
 
     path = Path(args.workspace) / "tether.toml"
     if path.exists() and not args.force:

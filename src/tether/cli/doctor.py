@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import EXIT_ERROR, EXIT_OK
 from tether.errors import ConfigError
 
 if TYPE_CHECKING:
-    from tether.config import Config, ProviderConfig
+    from tether.config.schema import Config, ProviderConfig
 
 
 def add_cli(sub: Any) -> None:
@@ -31,7 +32,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 async def _doctor(args: argparse.Namespace) -> int:
     from tether.cli.render import stdout_console
-    from tether.config import load_config
+    from tether.config.layers import load_config
 
     console = stdout_console()
     failures = 0
@@ -200,8 +201,6 @@ async def check_local_cache(config: Config) -> list[tuple[bool | None, str, str]
     ``tether local setup`` would do (and whether it can: cmake and a compiler). Missing is
     information (``None``), not a failure: a hosted provider needs no local model. A
     changed or unreadable file is a failure."""
-    from pathlib import Path
-
     from tether.errors import LocalSetupError
     from tether.local.setup import (
         DEFAULT_MODEL,
@@ -259,7 +258,7 @@ async def check_local_cache(config: Config) -> list[tuple[bool | None, str, str]
 async def check_mcp_servers(config: Config) -> list[tuple[bool, str, str]]:
     """``tether doctor``: start each configured server (side by side), list its tools, and
     close it again."""
-    from tether.config import servers_from_config
+    from tether.config.build import servers_from_config
 
     out: list[tuple[bool, str, str]] = [
         (True, f"mcp {s.name}", "disabled") for s in config.mcp if s.disabled]

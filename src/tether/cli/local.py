@@ -27,7 +27,7 @@ class LocalSettings:
 
 def settings_from(args: argparse.Namespace) -> LocalSettings:
     """Flags over ``TETHER_CACHE_DIR`` over ``[local]`` in tether.toml over the defaults."""
-    from tether.config import load_config
+    from tether.config.layers import load_config
 
     section = load_config(getattr(args, "workspace", ".")).local
     flag_cache = getattr(args, "cache_dir", None)
@@ -52,7 +52,7 @@ def local_layer(args: argparse.Namespace) -> dict[str, Any]:
     ``local`` provider at the local server's URL and, for the default small model, only
     what the user left unset: the README's system prompt, temperature 0, and a short tool
     list."""
-    from tether.config import load_config
+    from tether.config.layers import load_config
 
     if getattr(args, "provider", None) not in (None, "local"):
         raise ConfigError(f"--local runs the local provider; drop --provider {args.provider}")

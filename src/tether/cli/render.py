@@ -18,7 +18,7 @@ from rich.console import Console
 
 from tether import events as ev
 from tether.display import inline, literal, one_line, shown
-from tether.tools import humanize_tool_name
+from tether.tools.spec import humanize_tool_name
 
 # The live answer is drawn again at most this often: each drawing parses the whole answer as
 # Markdown, so drawing it on every delta of a long answer from a fast model costs quadratic

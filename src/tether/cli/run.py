@@ -28,6 +28,7 @@ from tether.cli.common import (
     local_serving,
     make_agent,
     no_provider_help,
+    prompt_parts,
     telemetry_export,
 )
 from tether.cli.temporal import add_engine_flag
@@ -80,9 +81,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 # --- the prompt -------------------------------------------------------------------------------
 
 
-STDIN = "standard input"
-
-
 def prompt_of(given: str | None, *, trusted: bool = False) -> tuple[str, str | None]:
     """The user's prompt and the outside text piped beside it (None: none). ``-`` is the
     piped text as the whole prompt (the user typing through a pipe). Piped beside a prompt,
@@ -108,16 +106,6 @@ def prompt_of(given: str | None, *, trusted: bool = False) -> tuple[str, str | N
     if trusted:
         return f"{piped.rstrip()}\n\n{given}", None
     return given, piped
-
-
-def prompt_parts(prompt: str, outside: str | None) -> Any:
-    """What the agent is given: the prompt, after the outside text piped beside it."""
-    if outside is None:
-        return prompt
-    from tether.messages import Text
-    from tether.trust import outside_text
-
-    return (outside_text(outside, STDIN), Text(prompt))
 
 
 def _read_stdin(required: bool) -> str:
@@ -155,7 +143,7 @@ def _session_for(args: argparse.Namespace, cfg: Any) -> Any:
     """The session this run is logged to: the one ``--session``/``-c`` names, a new one,
     or None (``--no-log``)."""
     from tether.cli.sessions import session_for_run
-    from tether.store import StoreError
+    from tether.store.base import StoreError
 
     if args.no_log:
         return None
@@ -194,7 +182,7 @@ async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
     async with agent:
         if spec is not None:
             return await _run_structured(agent, args, renderer, cfg, spec, session)
-        from tether.events import RunFinished
+        from tether.result import run_finished
 
         result = None
         with graceful_interrupt() as interrupt:
@@ -202,8 +190,7 @@ async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
                                             session=session, interrupt=interrupt):
                 if not quiet:
                     renderer(event)
-                if isinstance(event, RunFinished) and not event.path:
-                    result = event.result
+                result = run_finished(event) or result
     assert result is not None
     if args.json:
         from tether.display import json_dumps

@@ -9,19 +9,17 @@ the tools its profile lists (its own allowlist, taken from the configured tools)
 that names nothing is an error listing the tools there are; an MCP tool's name is checked
 once its server has started. ``--no-tools`` offers nothing at all: no built-in, no tool
 file is loaded, no MCP server is started, no sub-agent is offered.
+
+The flags are read here; the selection itself (``offer_only``) is ``tether.cli.offer_only``,
+imported once a selection is made, not to parse flags.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tether.errors import ConfigError
-
-if TYPE_CHECKING:  # tether.tools is imported when a selection is made, not to parse flags
-    from tether.tools import ManagedToolset, Tool, Toolset
 
 
 def add_tool_flags(p: argparse.ArgumentParser) -> None:
@@ -55,7 +53,7 @@ def tool_overrides(args: argparse.Namespace, out: dict[str, Any]) -> None:
     if not only:
         return
     from tether.builtins import DEFAULT_ENABLED, builtin_names
-    from tether.config import load_config
+    from tether.config.layers import load_config
 
     cfg = load_config(args.workspace, out or None)
     enabled = list(DEFAULT_ENABLED if cfg.tools.enabled is None else cfg.tools.enabled)
@@ -68,81 +66,4 @@ def tool_overrides(args: argparse.Namespace, out: dict[str, Any]) -> None:
     out.setdefault("tools", {})["enabled"] = enabled
 
 
-def offer_only(agent: Any, names: Sequence[str]) -> Any:
-    """An agent like ``agent`` that offers only the tools ``names`` names (see the module
-    docstring). A name no tool has is a ConfigError listing the tools there are; names an
-    MCP server may have are checked when the servers start."""
-    from tether.agent import Agent
-
-    present = agent.tools
-    servers = _servers(agent.toolsets)
-    unknown = [n for n in names if n not in present]
-    if unknown and not servers:
-        raise ConfigError(_unknown(unknown, present))
-    selected = Selected(agent.toolsets, names)
-    return Agent.from_settings(agent.model, agent.settings, [selected], approver=agent.approver,
-                               providers=agent.providers, instrument=agent.instrument)
-
-
-class Selected:
-    """The tools named ``names`` among ``sources`` (an agent's tools and toolsets), in the
-    order named. A managed toolset: starting it starts the MCP servers among its sources,
-    side by side, then checks that every name is there; closing it closes them."""
-
-    name = "-T"
-
-    def __init__(self, sources: Iterable[Tool | Toolset], names: Sequence[str]) -> None:
-        self.sources = list(sources)
-        self.names = tuple(dict.fromkeys(names))
-        self._started = False
-
-    def tools(self) -> list[Tool]:
-        from tether.tools import collect_tools
-
-        found, _ = collect_tools(self.sources)
-        return [found[n] for n in self.names if n in found]
-
-    @property
-    def started(self) -> bool:
-        return self._started
-
-    async def start(self) -> list[Any]:
-        servers = [s for s in _servers(self.sources) if not s.started]
-        outcomes = await asyncio.gather(*(s.start() for s in servers), return_exceptions=True)
-        failed = [o for o in outcomes if isinstance(o, BaseException)]
-        if failed:
-            await self.aclose()
-            raise failed[0]
-        notices = [n for o in outcomes if o and not isinstance(o, BaseException) for n in o]
-        from tether.tools import collect_tools
-
-        found, _ = collect_tools(self.sources)
-        unknown = [n for n in self.names if n not in found]
-        if unknown:
-            await self.aclose()
-            said = "; ".join(str(getattr(n, "message", n)) for n in notices)
-            raise ConfigError(_unknown(unknown, found) + (f" ({said})" if said else ""))
-        self._started = True
-        return notices
-
-    async def aclose(self) -> None:
-        self._started = False
-        await asyncio.gather(*(s.aclose() for s in _servers(self.sources)))
-
-
-def _servers(sources: Iterable[Tool | Toolset]) -> list[ManagedToolset]:
-    """The toolsets among ``sources`` that are started and closed (MCP servers)."""
-    from tether.tools import ManagedToolset, Tool
-
-    return [s for s in sources if not isinstance(s, Tool) and isinstance(s, ManagedToolset)]
-
-
-def _unknown(names: Sequence[str], present: Iterable[str]) -> str:
-    from tether.builtins import builtin_names
-
-    there = sorted({*present, *builtin_names()})
-    return (f"-T {', '.join(names)}: no such tool; the tools there are: {', '.join(there)} "
-            f"(`tether tools` lists them, MCP tools too)")
-
-
-__all__ = ["Selected", "add_tool_flags", "offer_only", "tool_overrides"]
+__all__ = ["add_tool_flags", "tool_overrides"]

@@ -19,12 +19,15 @@ from typing import TYPE_CHECKING, Any
 from tether.errors import ConfigError, TetherError
 
 if TYPE_CHECKING:
-    from tether.agent import Agent, RunResult
+    from tether.agent import Agent
     from tether.approval import Decision
-    from tether.config import Config
+    from tether.config.schema import Config
     from tether.conversation import PendingCall
-    from tether.store import Session, SessionInfo, SessionStore, SQLiteStore
+    from tether.result import RunResult
+    from tether.store.base import SessionInfo, SessionStore
     from tether.store.postgres import PostgresStore
+    from tether.store.session import Session
+    from tether.store.sqlite import SQLiteStore
 
 
 class SessionPaused(TetherError):
@@ -83,14 +86,15 @@ def add_cli(sub: Any) -> None:
 def store_for(workspace: str) -> SessionStore:
     """The store ``tether`` uses here: TETHER_STORE_URL or [store] url (PostgreSQL), else
     TETHER_STORE, [store] path, or the user's data dir (SQLite)."""
-    from tether.config import load_config
+    from tether.config.layers import load_config
 
     return configured_store(load_config(workspace))
 
 
 def configured_store(cfg: Config) -> SessionStore:
     """The store ``cfg`` chooses (the environment winning), opened once per process."""
-    from tether.store import default_store_path, default_store_url, open_store
+    from tether.store.default import default_store_url, open_store
+    from tether.store.sqlite import default_store_path
 
     url = default_store_url(cfg.store.url)
     if url is not None:
@@ -100,8 +104,8 @@ def configured_store(cfg: Config) -> SessionStore:
 
 def prefer_session_provider(args: argparse.Namespace, store: SessionStore) -> None:
     """Continue a session on the provider it was created with, unless a flag says otherwise."""
-    from tether.config import load_config
-    from tether.store import SessionNotFound
+    from tether.config.layers import load_config
+    from tether.store.base import SessionNotFound
 
     if getattr(args, "provider", None) or getattr(args, "local", False) \
             or not getattr(args, "session_id", None):
@@ -117,7 +121,7 @@ def prefer_session_provider(args: argparse.Namespace, store: SessionStore) -> No
 def open_session(args: argparse.Namespace, cfg: Config, session_id: str | None,
                  store: SessionStore, title: str = "") -> Session:
     """Session ``session_id`` (created with that id when new), or a new one."""
-    from tether.store import Session
+    from tether.store.session import Session
 
     name, pcfg = cfg.provider_config(getattr(args, "provider", None))
     meta = {"provider": name, "model": pcfg.model,
@@ -131,7 +135,7 @@ def open_session(args: argparse.Namespace, cfg: Config, session_id: str | None,
 def resolve_id(store: SessionStore, key: str) -> str:
     """The id of the session ``key`` names: its whole id, or a prefix of exactly one id.
     A prefix several ids share is an error listing them; no match is ``SessionNotFound``."""
-    from tether.store import SessionNotFound
+    from tether.store.base import SessionNotFound
 
     try:
         return store.load(key).info.id
@@ -248,10 +252,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from tether.cli.render import stdout_console
+    from tether.conversation import pending_call_to_dict
     from tether.display import inline, json_dumps, json_text, shown
     from tether.messages import message_to_dict
-    from tether.pending import pending_call_to_dict
-    from tether.store import Session
+    from tether.store.session import Session
 
     store = store_for(args.workspace)
     session = Session.load(resolve_id(store, args.id), store)
@@ -327,7 +331,7 @@ def _print_message(con: Any, message: Any) -> None:
 
 def cmd_rm(args: argparse.Namespace) -> int:
     from tether.cli.common import error as _error
-    from tether.store import SessionNotFound
+    from tether.store.base import SessionNotFound
 
     store = store_for(args.workspace)
     missing: list[str] = []
@@ -362,7 +366,7 @@ async def _resume(args: argparse.Namespace) -> int:
     from tether.approval import Decision
     from tether.cli.common import local_serving, make_agent
     from tether.display import inline, literal
-    from tether.store import Session
+    from tether.store.session import Session
 
     store = store_for(args.workspace)
     args.id = args.session_id = resolve_id(store, args.id)
@@ -399,6 +403,7 @@ async def _resumed(args: argparse.Namespace, agent: Agent, cfg: Any, session: Se
                    pending: Any, decisions: dict[PendingCall, Decision]) -> int:
     from tether.cli.common import exit_code, telemetry_export
     from tether.cli.render import EventRenderer
+    from tether.result import final_result
 
     renderer = EventRenderer(show_text=not args.json)
     session.listeners.append(renderer)
@@ -411,11 +416,7 @@ async def _resumed(args: argparse.Namespace, agent: Agent, cfg: Any, session: Se
             if in_flight:
                 result = await _continue(agent, session, decisions)
             if args.prompt and (result is None or result.stop_cause == "completed"):
-                async for event in agent.stream(args.prompt, session=session):
-                    from tether.events import RunFinished
-
-                    if isinstance(event, RunFinished) and not event.path:
-                        result = event.result
+                result = await final_result(agent.stream(args.prompt, session=session))
     if result is None:
         print(f"session {session.id}: nothing to resume (its last run "
               f"{session.info.last_stop or 'did not start'}); give a prompt to continue it: "
@@ -433,7 +434,7 @@ def _paused_call(session_id: str, calls: list[PendingCall], key: str) -> Pending
     """The paused call ``--allow``/``--deny`` names: ``#N`` (its position in the paused
     turn, as ``sessions show`` lists it) or its call id, which must name one call."""
     from tether.display import inline
-    from tether.pending import PendingStateError
+    from tether.errors import PendingStateError
 
     waiting = ", ".join(f"{inline(c.call_id)} (#{c.position})" for c in calls) or "none"
     if key.startswith("#") and key[1:].isdigit():
@@ -469,7 +470,9 @@ async def _continue(agent: Agent, session: Session,
 async def check_store(cfg: Config) -> list[tuple[bool, str, str]]:
     """`tether doctor`: can the configured session store be opened and written? Names the
     store (a PostgreSQL URL without its password), its schema version and its sessions."""
-    from tether.store import SessionInfo, default_store_path, default_store_url, new_session_id
+    from tether.store.base import SessionInfo, new_session_id
+    from tether.store.default import default_store_url
+    from tether.store.sqlite import default_store_path
 
     label = "session store"
     try:
@@ -481,7 +484,7 @@ async def check_store(cfg: Config) -> list[tuple[bool, str, str]]:
             opened = PostgresStore(url, connect_timeout=5, timeout=5, max_size=1)
             kind = f"PostgreSQL {opened.server_version}"
         else:
-            from tether.store import SQLiteStore
+            from tether.store.sqlite import SQLiteStore
 
             opened = SQLiteStore(default_store_path(cfg.store.path), busy_timeout_ms=2000,
                                  retries=1)

@@ -21,6 +21,7 @@ from tether.cli.common import (
     EXIT_REFUSED,
     graceful_interrupt,
     overrides,
+    prompt_parts,
 )
 from tether.errors import ConfigError
 
@@ -36,7 +37,7 @@ def add_engine_flag(p: argparse.ArgumentParser) -> None:
 def load(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """The configuration the flags select, and the flag values a worker applies to a run
     (it builds the run's providers and tools from its own configuration)."""
-    from tether.config import load_config
+    from tether.config.layers import load_config
 
     given = overrides(args)
     return load_config(args.workspace, given), given
@@ -73,8 +74,6 @@ async def _run(args: argparse.Namespace, cfg: Any, given: dict[str, Any]) -> int
     from tether.temporal.client import connect, start_run
 
     client = await connect(cfg.temporal)
-    from tether.cli.run import prompt_parts
-
     prompt = prompt_parts(args.prompt, getattr(args, "outside", None))
     handle = await start_run(client, prompt if isinstance(prompt, str) else [prompt],
                              task_queue=cfg.temporal.task_queue, overrides=given)
@@ -133,7 +132,7 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
     from tether.temporal.client import decide, wait_pending
 
     if ask and approver is None:
-        from tether.approval import ConsoleApprover
+        from tether.cli.approver import ConsoleApprover
 
         approver = ConsoleApprover()
     from temporalio.client import (

@@ -2,26 +2,53 @@
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tether.agent import Agent
+from tether.builtins import select_builtins
 from tether.config.layers import _workspace_path, load_config
-from tether.config.schema import Config, McpSection, ProviderConfig, SecuritySection
+from tether.config.mcp_json import expand
+from tether.config.schema import (
+    Config,
+    McpSection,
+    ProviderConfig,
+    ProviderKind,
+    SecuritySection,
+)
+from tether.config.tool_files import load_tool_references, python_files
 from tether.errors import ConfigError
+from tether.mcp.server import McpServer
+from tether.paths import unique
+from tether.providers.anthropic import Anthropic
+from tether.providers.base import Provider
+from tether.providers.gemini import Gemini
+from tether.providers.http import RetryPolicy, Timeouts
+from tether.providers.openai_chat import OpenAIChat
+from tether.providers.openai_responses import OpenAIResponses
+from tether.providers.shell import HTTPModel
+from tether.settings import ContextConfig, Prices
+from tether.subagents import SubagentProfile
+from tether.telemetry import Instrumentation
+from tether.tools.tool import Tool
+from tether.trust import Capabilities, SecurityConfig
 
-if TYPE_CHECKING:
-    from tether.agent import Agent
-    from tether.mcp import McpServer
-    from tether.providers.base import Provider
+# The adapter of each provider kind (``[providers.NAME] kind``): one table, one row a kind.
+ADAPTERS: dict[ProviderKind, type[HTTPModel[Any]]] = {
+    "openai-chat": OpenAIChat,
+    "openai-responses": OpenAIResponses,
+    "anthropic": Anthropic,
+    "gemini": Gemini,
+}
 
 
 def build_provider(name: str, cfg: ProviderConfig) -> Provider:
     """The adapter for one ``[providers.NAME]`` entry. A key variable that is not set is a
     ConfigError naming the provider, the variable and the setting that names it."""
-    from tether.providers.http import RetryPolicy, Timeouts
-
     variable = key_variable(cfg)
     if variable and variable not in os.environ:
         raise ConfigError(missing_key_message(name, cfg))
@@ -35,50 +62,16 @@ def build_provider(name: str, cfg: ProviderConfig) -> Provider:
         common["base_url"] = cfg.base_url
     if cfg.api_key_env:
         common["api_key_env"] = cfg.api_key_env
-    provider: Provider
-    if cfg.kind == "openai-chat":
-        from tether.providers.openai_chat import OpenAIChat
-
-        provider = OpenAIChat(profile=cfg.profile, **common)
-    elif cfg.kind == "openai-responses":
-        from tether.providers.openai_responses import OpenAIResponses
-
-        provider = OpenAIResponses(**common)
-    elif cfg.kind == "anthropic":
-        from tether.providers.anthropic import Anthropic
-
-        provider = Anthropic(**common)
-    else:
-        from tether.providers.gemini import Gemini
-
-        provider = Gemini(**common)
-    if cfg.profile and cfg.kind != "openai-chat":
-        raise ConfigError(f"providers.{name}.profile applies to kind = \"openai-chat\" only")
-    return provider
+    if cfg.profile:
+        if cfg.kind != "openai-chat":
+            raise ConfigError(f"providers.{name}.profile applies to kind = \"openai-chat\" "
+                              f"only")
+        common["profile"] = cfg.profile
+    return ADAPTERS[cfg.kind](**common)
 
 
-def _adapter_class(kind: str) -> Any:
-    if kind == "openai-chat":
-        from tether.providers.openai_chat import OpenAIChat
-
-        return OpenAIChat
-    if kind == "openai-responses":
-        from tether.providers.openai_responses import OpenAIResponses
-
-        return OpenAIResponses
-    if kind == "anthropic":
-        from tether.providers.anthropic import Anthropic
-
-        return Anthropic
-    from tether.providers.gemini import Gemini
-
-    return Gemini
-
-
-def _adapter_default(kind: str, parameter: str) -> Any:
-    import inspect
-
-    return inspect.signature(_adapter_class(kind)).parameters[parameter].default
+def _adapter_default(kind: ProviderKind, parameter: str) -> Any:
+    return inspect.signature(ADAPTERS[kind]).parameters[parameter].default
 
 
 def key_variable(cfg: ProviderConfig) -> str | None:
@@ -107,15 +100,11 @@ def missing_key_message(name: str, cfg: ProviderConfig) -> str:
 
 
 def security_from(section: SecuritySection, protected: Sequence[str | Path] | None = None
-                  ) -> Any:
+                  ) -> SecurityConfig:
     """The ``SecurityConfig`` of a ``[security]`` section; ``protected`` (tether's own files)
     defaults to the places the environment and the defaults name."""
-    from tether.trust import SecurityConfig
-
     extra: dict[str, Any] = {}
     if protected is not None:
-        from tether.paths import unique
-
         extra["protected_paths"] = unique(Path(p) for p in protected)
     return SecurityConfig(
         trifecta=section.trifecta,
@@ -142,11 +131,6 @@ def agent_from_config(
     (``approver=...``, ``max_turns=...``, ``model=`` a Provider instead of the configured
     one) that win over the file. ``tool_files`` are the references ``tools`` were loaded
     from (``--tools``): protected like ``[tools] python``."""
-    from tether.agent import Agent
-    from tether.builtins import select_builtins
-    from tether.subagents import SubagentProfile
-    from tether.tools import Tool
-
     cfg = config or load_config(workspace)
     name, pcfg = cfg.provider_config(provider)
     given = overrides.pop("model", None)
@@ -160,8 +144,6 @@ def agent_from_config(
               if n in cfg.providers}
     others[name] = model
     ws = Path(cfg.tools.workspace or workspace)
-    from tether.config.tool_files import python_files
-
     own: list[str | Path] = [*cfg.own_files, *python_files(tool_files)]
     if cfg.tools.python:
         own.extend(python_files(_workspace_path(ws, r) for r in cfg.tools.python))
@@ -169,8 +151,6 @@ def agent_from_config(
     selected: list[Any] = list(select_builtins(cfg.tools.enabled, cfg.tools.disabled))
     explicit = list(tools or [])
     if cfg.tools.python:
-        from tether.config.tool_files import load_tool_references
-
         # Tools passed in (`--tools`) win over configured ones of the same name.
         taken = {t.name for t in explicit if isinstance(t, Tool)}
         references = [_workspace_path(ws, r) for r in cfg.tools.python]
@@ -182,8 +162,6 @@ def agent_from_config(
     subagents = [SubagentProfile(**s.model_dump()) for s in cfg.subagents]
     prices = None
     if pcfg.prices is not None:
-        from tether.result import Prices
-
         prices = Prices(pcfg.prices.input_per_mtok, pcfg.prices.output_per_mtok)
     kwargs: dict[str, Any] = {
         "context": context_from(cfg, name, others),
@@ -204,19 +182,15 @@ def agent_from_config(
         "output_retries": cfg.agent.output_retries,
     }
     if cfg.telemetry.enabled:
-        from tether.telemetry import Instrumentation
-
         kwargs["instrument"] = Instrumentation(include_content=cfg.telemetry.include_content,
                                                agent_name=cfg.telemetry.agent_name)
     kwargs.update(overrides)
     return Agent(model, selected, **kwargs)
 
 
-def context_from(cfg: Config, name: str, providers: dict[str, Provider]) -> Any:
+def context_from(cfg: Config, name: str, providers: dict[str, Provider]) -> ContextConfig:
     """The ``ContextConfig`` of ``[agent] context`` for provider ``name``: its
     ``context_window``, the other providers' windows (for sub-agents), the summarizer."""
-    from tether.context import ContextConfig
-
     summarizer = None
     wanted = cfg.agent.context_summarizer
     if wanted is not None:
@@ -233,9 +207,6 @@ def context_from(cfg: Config, name: str, providers: dict[str, Provider]) -> Any:
 
 def servers_from_config(sections: Sequence[McpSection]) -> list[McpServer]:
     """One ``McpServer`` per enabled ``[[mcp]]`` entry of tether.toml."""
-    from tether.mcp import McpServer
-    from tether.trust import Capabilities
-
     _require_sdk()
     servers: list[McpServer] = []
     for s in sections:
@@ -263,8 +234,6 @@ def servers_from_config(sections: Sequence[McpSection]) -> list[McpServer]:
 def _expanded(s: McpSection) -> McpSection:
     """``s`` with ``${VAR}`` and ``${VAR:-default}`` read from the environment in its
     command, args, env, url and headers; an unset variable is a ConfigError naming where."""
-    from tether.config.mcp_json import expand
-
     whose = f"mcp server {s.name}" + (f" (from {s.source_file})" if s.source_file else "")
 
     def text(value: str, field: str) -> str:
@@ -280,8 +249,6 @@ def _expanded(s: McpSection) -> McpSection:
 
 
 def _require_sdk() -> None:
-    import importlib.util
-
     if importlib.util.find_spec("mcp") is None:
         raise ConfigError("[[mcp]] servers need the official MCP SDK: "
                           "pip install 'tether[mcp]'")

@@ -7,6 +7,7 @@ read strictly (UTF-8 TOML, no NUL); the merged result is validated by ``schema.C
 
 from __future__ import annotations
 
+import codecs
 import copy
 import difflib
 import os
@@ -22,8 +23,9 @@ from pydantic import BaseModel, ValidationError
 from tether.config.mcp_json import import_servers, resolve_files
 from tether.config.mcp_json import named_files as named_mcp_files
 from tether.config.schema import DEFAULTS, Config
+from tether.config.tool_files import python_files
 from tether.errors import ConfigError
-from tether.paths import user_config_dir
+from tether.paths import default_locations, store_files, user_config_dir
 
 # Every TETHER_* variable tether itself reads. One that is not here but is spelled like one
 # of them is a typo that would silently do nothing: a ConfigError (other TETHER_* names are
@@ -45,8 +47,6 @@ def load_config(
     env: Mapping[str, str] | None = None,
 ) -> Config:
     """The merged configuration. ``overrides`` are flag values as a nested dict."""
-    from tether.paths import default_locations
-
     env = os.environ if env is None else env
     layers = config_layers(workspace, overrides, user_file=user_file, env=env)
     merged: dict[str, Any] = copy.deepcopy(DEFAULTS)
@@ -146,9 +146,6 @@ def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
     """The files of tether's that one configuration layer names: its store, its cache
     folder, its Temporal blob folder, its tool files. Read loosely: validation reports a
     malformed value."""
-    from tether.config.tool_files import python_files
-    from tether.paths import store_files
-
     out: list[Path] = []
     store, local, tools = (layer.get(k) for k in ("store", "local", "tools"))
     if isinstance(store, Mapping) and _named(store.get("path")):
@@ -193,8 +190,6 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def _toml_text(path: Path, data: bytes) -> str:
     """The file's text: TOML is UTF-8 (a UTF-8 byte order mark is skipped). Anything else
     is a ConfigError that names the encoding it looks like and the line."""
-    import codecs
-
     if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
         raise ConfigError(f"{path}: the file is UTF-32 (it starts with a UTF-32 byte order "
                           f"mark); TOML files must be UTF-8: save it as UTF-8")

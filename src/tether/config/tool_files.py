@@ -23,7 +23,8 @@ from types import ModuleType
 from typing import Any
 
 from tether.errors import ConfigError
-from tether.tools import Tool, Toolset
+from tether.tools.tool import Tool
+from tether.tools.toolsets import Toolset
 
 
 def load_tools(reference: str) -> list[Tool | Toolset]:

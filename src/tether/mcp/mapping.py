@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether.tools import ToolOutput
+from tether.tools.tool import ToolOutput
 from tether.trust import NO_CAPABILITIES, Capabilities
 
 if TYPE_CHECKING:

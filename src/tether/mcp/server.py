@@ -14,12 +14,15 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
+from tether import __version__
 from tether.display import inline
 from tether.errors import ConfigError
 from tether.events import Notice
 from tether.mcp.environment import child_environment
 from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
-from tether.tools import Tool, ToolContext, ToolOutput
+from tether.mcp.stdio import stdio_server_streams
+from tether.tools.tool import Tool, ToolContext, ToolOutput
+from tether.tools.toolsets import PrefixedToolset
 from tether.trust import NO_CAPABILITIES, Capabilities
 
 if TYPE_CHECKING:
@@ -75,7 +78,8 @@ class McpServer:
     ``McpServer.http(...)`` (or ``tether.config.servers_from_config``) and pass it in
     ``Agent(tools=[...])``.
 
-    - ``name`` prefixes the tool names (``<name>__<tool>``) unless ``prefix_tools=False``.
+    - ``name`` prefixes the tool names (``<name>__<tool>``) unless ``prefix_tools=False``:
+      the server's tools are offered through a ``PrefixedToolset``.
     - ``timeout_secs`` bounds each call: one that runs out gets an error result, and the
       server is asked to cancel it. ``start_timeout_secs`` (default: ``timeout_secs``)
       bounds each request of the start (initialize, each page of the tool list), for
@@ -111,6 +115,7 @@ class McpServer:
                               f"(it prefixes the tool names the model sees)")
         if timeout_secs <= 0 or (start_timeout_secs is not None and start_timeout_secs <= 0):
             raise ConfigError(f"mcp server {name!r}: timeouts must be positive")
+        self._prefixed: PrefixedToolset | None = None
         self.name = name
         self.transport = transport
         self.prefix_tools = prefix_tools
@@ -124,7 +129,9 @@ class McpServer:
         self._started = False
         self._down: str | None = None
         self._stderr: TextIO | None = None
-        self._tools: tuple[Tool, ...] = ()
+        self._tools: tuple[Tool, ...] = ()  # named as the server names them
+        if prefix_tools:
+            self._prefixed = PrefixedToolset(_Listing(self), name)
         self._session: ClientSession | None = None
         self._handshake: anyio.CancelScope | None = None
         self._task: asyncio.Task[None] | None = None
@@ -186,12 +193,23 @@ class McpServer:
     def __repr__(self) -> str:
         return f"McpServer({self.name!r}, {self.transport.describe()!r})"
 
+    @property
+    def name(self) -> str:
+        """The server's name: in its notices, and the prefix of its tools' names."""
+        return self._name
+
+    @name.setter
+    def name(self, name: str) -> None:
+        self._name = name
+        if self._prefixed is not None:
+            self._prefixed.prefix = name
+
     # --- Toolset ------------------------------------------------------------------------------
 
     def tools(self) -> Sequence[Tool]:
         """The tools as the server last listed them (none before ``start()`` or after a
-        failed start)."""
-        return self._tools
+        failed start), named as the model sees them."""
+        return self._tools if self._prefixed is None else self._prefixed.tools()
 
     @property
     def started(self) -> bool:
@@ -272,8 +290,6 @@ class McpServer:
         from mcp.client.session import ClientSession
         from mcp_types import Implementation
 
-        from tether import __version__
-
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._connect())
@@ -326,8 +342,6 @@ class McpServer:
                 async with stdio_client(params, errlog=errlog) as streams:
                     yield streams
             else:
-                from tether.mcp.stdio import stdio_server_streams
-
                 async with stdio_server_streams(
                         transport.command, transport.args, env=env, cwd=transport.cwd,
                         errlog=errlog, on_gone=self._on_gone) as streams:
@@ -368,12 +382,13 @@ class McpServer:
     def _build_tools(self, listed: Sequence[McpTool]) -> tuple[Tool, ...]:
         tools: dict[str, Tool] = {}
         for mcp_tool in listed:
-            name = self._tool_name(mcp_tool.name)
+            name = _safe_name(mcp_tool.name)
+            shown = self._shown_name(name)
             problem = schema_problem(mcp_tool.input_schema)
-            if problem is None and len(name) > _MAX_TOOL_NAME:
-                problem = f"its name {name!r} is longer than {_MAX_TOOL_NAME} characters"
+            if problem is None and len(shown) > _MAX_TOOL_NAME:
+                problem = f"its name {shown!r} is longer than {_MAX_TOOL_NAME} characters"
             if problem is None and name in tools:
-                problem = f"its name {name!r} is taken by another tool of this server"
+                problem = f"its name {shown!r} is taken by another tool of this server"
             if problem is not None:
                 # An invalid schema sent to a provider can fail every request of the run,
                 # so the tool is left out, and the user is told.
@@ -385,10 +400,9 @@ class McpServer:
             tools[name] = self._tool(name, mcp_tool)
         return tuple(tools.values())
 
-    def _tool_name(self, tool_name: str) -> str:
-        # Providers accept [A-Za-z0-9_-] only; MCP also allows "." (and servers send more).
-        safe = _NOT_NAME_CHAR.sub("_", tool_name)
-        return f"{self.name}__{safe}" if self.prefix_tools else safe
+    def _shown_name(self, name: str) -> str:
+        """A tool's name as the model knows it (prefixed, unless the server is not)."""
+        return name if self._prefixed is None else self._prefixed.named(name)
 
     def _tool(self, name: str, mcp_tool: McpTool) -> Tool:
         annotations = mcp_tool.annotations
@@ -418,7 +432,7 @@ class McpServer:
 
         # Named as the model knows it (prefixed, only [A-Za-z0-9_-]), never by the server's
         # own spelling: these texts are tether's, and may be trusted sources.
-        name = self._tool_name(tool_name)
+        name = self._shown_name(_safe_name(tool_name))
         session = self._session
         if session is None:
             why = self._down or "it is not started"
@@ -548,3 +562,18 @@ def _describe(error: BaseException, timeout: float) -> str:
     if isinstance(error, FileNotFoundError):
         return f"cannot run the command: {error}"
     return f"{type(error).__name__}: {inline(error)}"
+
+
+def _safe_name(tool_name: str) -> str:
+    # Providers accept [A-Za-z0-9_-] only; MCP also allows "." (and servers send more).
+    return _NOT_NAME_CHAR.sub("_", tool_name)
+
+
+class _Listing:
+    """A server's tools as it lists them, unprefixed: what its ``PrefixedToolset`` wraps."""
+
+    def __init__(self, server: McpServer) -> None:
+        self.server = server
+
+    def tools(self) -> Sequence[Tool]:
+        return self.server._tools

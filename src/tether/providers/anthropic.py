@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tether.errors import (
     ConfigError,
+    ContextOverflowError,
     MalformedResponseError,
     OverloadedError,
     ProviderError,
@@ -62,21 +64,20 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
+from tether.providers.failures import classify_status, error_message, stated_number
 from tether.providers.http import (
     RetryPolicy,
     Sleep,
     Timeouts,
-    classify_status,
     count,
     cut_short,
     decode_json,
-    error_message,
     load_json,
     parse_retry_after,
     wrong_type,
 )
 from tether.providers.shell import HTTPModel, WireCodec
-from tether.tools import ToolSpec
+from tether.tools.spec import ToolSpec
 
 NAME = "anthropic"
 _RETRY = RetryPolicy()
@@ -188,6 +189,21 @@ class Anthropic(HTTPModel[_AnthropicCodec]):
 # --- errors ---------------------------------------------------------------------------------
 
 
+# What an overflow error says of the prompt and the window, in Anthropic's words ("prompt
+# is too long: 210000 tokens > 200000 maximum").
+_OVERFLOW_PROMPT = (re.compile(r"too long: (\d+) tokens"),)
+_OVERFLOW_WINDOW = (re.compile(r"tokens > (\d+) maximum"),)
+
+
+def _numbered(error: ProviderError) -> ProviderError:
+    """``error``, an overflow with the numbers its words state."""
+    if isinstance(error, ContextOverflowError):
+        text = f"{error.message} {error.body or ''}"
+        error.prompt_tokens = stated_number(_OVERFLOW_PROMPT, text)
+        error.window = stated_number(_OVERFLOW_WINDOW, text)
+    return error
+
+
 def classify_error(status: int, headers: Mapping[str, str], body: str) -> ProviderError:
     """Anthropic's error body (``{"type": "error", "error": {"type": ..., "message": ...}}``)
     refines the shared status mapping: its error type names overload and rate limits even
@@ -201,7 +217,7 @@ def classify_error(status: int, headers: Mapping[str, str], body: str) -> Provid
         return RateLimitError(
             f"{NAME}: HTTP {status}: rate limited ({error_message(body)})",
             retry_after=parse_retry_after(headers), provider=NAME, status=status, body=body)
-    return classify_status(status, headers, body, provider=NAME)
+    return _numbered(classify_status(status, headers, body, provider=NAME))
 
 
 def _answered_error(payload: dict[str, Any], raw: str, where: str) -> ProviderError:
@@ -211,7 +227,8 @@ def _answered_error(payload: dict[str, Any], raw: str, where: str) -> ProviderEr
     kind = error.get("type") if isinstance(error, dict) else None
     if not isinstance(kind, str):
         kind = None
-    found = classify_status(_ERROR_STATUS.get(kind or "", 500), {}, raw, provider=NAME)
+    found = _numbered(classify_status(_ERROR_STATUS.get(kind or "", 500), {}, raw,
+                                      provider=NAME))
     # Say where it came from: the HTTP status the shared mapping names was not on the wire.
     found.message = f"{found.message} ({kind or 'untyped error'} {where})"
     found.args = (found.message,)

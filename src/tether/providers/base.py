@@ -13,7 +13,7 @@ from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from tether.errors import MalformedResponseError, OverloadedError, ProviderError
 from tether.messages import Message, StopReason, Usage
-from tether.tools import ToolSpec
+from tether.tools.spec import ToolSpec
 
 
 @dataclass(frozen=True, slots=True)

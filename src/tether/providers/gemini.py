@@ -71,11 +71,11 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
+from tether.providers.failures import classify_status, stated_number
 from tether.providers.http import (
     RetryPolicy,
     Sleep,
     Timeouts,
-    classify_status,
     count,
     cut_short,
     decode_json,
@@ -84,7 +84,7 @@ from tether.providers.http import (
     wrong_type,
 )
 from tether.providers.shell import HTTPModel, WireCodec
-from tether.tools import ToolSpec
+from tether.tools.spec import ToolSpec
 
 NAME = "gemini"
 _RETRY = RetryPolicy()
@@ -185,6 +185,10 @@ _OVERFLOW = re.compile(
     r"input token count|exceeds the maximum number of tokens|token count .* exceeds|"
     r"context (length|window)", re.IGNORECASE)
 _KEY_INVALID = re.compile(r"api key not valid|api_key_invalid|api key expired", re.IGNORECASE)
+# What an overflow error says of the prompt and the window, in Gemini's words ("The input
+# token count (1200000) exceeds the maximum number of tokens allowed (1048576).").
+_OVERFLOW_PROMPT = (re.compile(r"input token count \((\d+)\)", re.IGNORECASE),)
+_OVERFLOW_WINDOW = (re.compile(r"number of tokens allowed \((\d+)\)", re.IGNORECASE),)
 
 
 def classify_error(status: int, headers: Mapping[str, str], body: str) -> ProviderError:
@@ -211,7 +215,9 @@ def classify_error(status: int, headers: Mapping[str, str], body: str) -> Provid
     if status == 401 or code == "UNAUTHENTICATED" or _KEY_INVALID.search(body):
         return AuthError(f"{text} (check the API key or api_key_env)", **kw)
     if status == 400 and _OVERFLOW.search(message):
-        return ContextOverflowError(f"{text} (the conversation no longer fits the model)", **kw)
+        return ContextOverflowError(f"{text} (the conversation no longer fits the model)",
+                                    prompt_tokens=stated_number(_OVERFLOW_PROMPT, message),
+                                    window=stated_number(_OVERFLOW_WINDOW, message), **kw)
     if isinstance(base, NotFoundError):
         return NotFoundError(f"{text} (check base_url and model)", **kw)
     return type(base)(text, **kw)

@@ -1,4 +1,5 @@
-"""What every HTTP adapter shares: the client, the retry policy, error mapping, SSE reading.
+"""What every HTTP adapter shares: the client, the retry policy, SSE reading, bounded JSON
+(what an error answer means is ``tether.providers.failures``'s to say).
 
 One retry policy for all adapters: 429, 503, 529 and transport errors are retried with
 exponential backoff, honouring Retry-After up to a cap; a Retry-After beyond the cap fails
@@ -40,20 +41,12 @@ from typing import Any
 import httpx
 
 from tether.errors import (
-    AuthError,
-    BadRequestError,
     ConfigError,
-    ContextOverflowError,
     MalformedResponseError,
     ModelOutputParseError,
-    NotFoundError,
-    OverloadedError,
-    PermissionDeniedError,
     ProviderConnectionError,
     ProviderError,
     ProviderTimeout,
-    RateLimitError,
-    ServerError,
 )
 from tether.messages import Message, Text, Usage
 from tether.providers.base import Completed, Retrying, StreamChunk, TextChunk, attempt_usage
@@ -584,70 +577,6 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-_OVERFLOW_HINTS = (
-    "context length", "context_length", "maximum context", "context window", "too many tokens",
-    "prompt is too long", "exceeds the context", "input is too long", "token limit",
-)
-_PARSE_HINTS = ("does not match the expected", "failed to parse", "parse tool call")
-
-
-def error_message(body: str) -> str:
-    """The human part of a JSON error body (``{"error": {"message": ...}}`` and kin)."""
-    try:
-        data = decode_json(body)
-    except ValueError:
-        return body.strip()[:500]
-    if isinstance(data, list) and data:
-        data = data[0]
-    if isinstance(data, dict):
-        err = data.get("error", data)
-        if isinstance(err, dict):
-            msg = err.get("message") or err.get("msg")
-            if isinstance(msg, str):
-                return msg
-        if isinstance(err, str):
-            return err
-    return body.strip()[:500]
-
-
-def classify_status(
-    status: int, headers: Mapping[str, str], body: str, *, provider: str
-) -> ProviderError:
-    """The error taxonomy shared by every adapter (each may refine it first)."""
-    detail = error_message(body)
-    text = f"{provider}: HTTP {status}: {detail}"
-    lowered = detail.lower()
-    kw: dict[str, Any] = {"provider": provider, "status": status, "body": body}
-    if status == 401:
-        return AuthError(f"{text} (check the API key)", **kw)
-    if status == 403:
-        return PermissionDeniedError(text, **kw)
-    if status == 404:
-        return NotFoundError(f"{text} (check base_url and model)", **kw)
-    if status == 429:
-        return RateLimitError(text, retry_after=parse_retry_after(headers), **kw)
-    if status in (503, 529):
-        return OverloadedError(text, retry_after=parse_retry_after(headers), **kw)
-    if status in (400, 413, 422):
-        if status == 413 or any(h in lowered for h in _OVERFLOW_HINTS):
-            return ContextOverflowError(text, **kw)
-        return BadRequestError(text, **kw)
-    if status >= 500:
-        if any(h in lowered for h in _PARSE_HINTS):
-            return ModelOutputParseError(unreadable_output(provider, status, detail), **kw)
-        return ServerError(text, **kw)
-    return BadRequestError(text, **kw)
-
-
-def unreadable_output(provider: str, status: int, detail: str) -> str:
-    """What a server's failure to read its own model's output means, and what to try."""
-    return (f"{provider}: the server could not read the model's output as an answer or as a "
-            f"call of one of the offered tools (HTTP {status}: {detail}). Small models do "
-            f"this when they call a tool that does not exist or write code the server takes "
-            f"for a call. Try rephrasing the request or naming the tool to use, offering "
-            f"fewer tools, or a larger model")
 
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024

@@ -25,7 +25,6 @@ from tether.errors import (
     ConfigError,
     ContextOverflowError,
     MalformedResponseError,
-    ModelOutputParseError,
     ProviderError,
 )
 from tether.messages import (
@@ -49,19 +48,21 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
+from tether.providers.failures import classify_status, count_field, stated_number
 from tether.providers.http import (
     RetryPolicy,
     Sleep,
     Timeouts,
-    classify_status,
     count,
     cut_short,
     decode_json,
     wrong_type,
 )
+from tether.providers.parse_retry import after_parse_error, continue_after_parse_error
 from tether.providers.profiles import OpenAICompatProfile, profile_for
 from tether.providers.shell import HTTPModel, WireCodec
-from tether.tools import ToolSpec
+from tether.providers.window import count_tokens, discover_window
+from tether.tools.spec import ToolSpec
 
 NAME = "openai-chat"
 
@@ -79,13 +80,21 @@ _STOP_REASONS: dict[str, StopReason] = {
 # Context overflow as the servers word it, beyond the shared hints in http.py: llama-server
 # ("exceeds the available context size", type exceed_context_size_error), OpenAI's code.
 _OVERFLOW_MARKERS = ("context_length_exceeded", "exceed_context_size", "context size")
+# What an overflow error says of the window and the prompt: llama-server's words ("request
+# (5000 tokens) exceeds the available context size (4096 tokens)"; its JSON fields
+# n_prompt_tokens and n_ctx say it first), OpenAI's and vLLM's ("maximum context length is
+# 4096 tokens. However, your messages resulted in 5000 tokens", or "you requested 5000
+# tokens (4000 in the messages, 1000 in the completion)").
+_OVERFLOW_WINDOW = (re.compile(r"maximum context length is (\d+)"),
+                    re.compile(r"context size \((\d+) tokens\)"))
+_OVERFLOW_PROMPT = (re.compile(r"request \((\d+) tokens\)"),
+                    re.compile(r"resulted in (\d+) tokens"),
+                    re.compile(r"\((\d+) in the messages"))
 
 # Where servers put a reasoning model's thinking: llama-server, vLLM and DeepSeek use
 # ``reasoning_content``; OpenRouter and Ollama ``reasoning``.
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
-# The lowest temperature the retry after a model-output parse error samples at.
-PARSE_RETRY_TEMPERATURE = 0.7
 
 # Code-fence debris: whitespace, runs of backticks, a fence's language word (```json). The
 # group is atomic so a long run of backticks cannot make the match backtrack exponentially.
@@ -207,8 +216,6 @@ class OpenAIChat(HTTPModel[_ChatCodec]):
     async def context_window(self) -> int | None:
         """The context window the server reports for this model (llama-server, Ollama,
         vLLM, LM Studio), else the profile's default, else None (providers/window.py)."""
-        from tether.providers.window import discover_window
-
         return await discover_window(self._transport.client, self.base_url, self.model,
                                      self.profile.name)
 
@@ -217,8 +224,6 @@ class OpenAIChat(HTTPModel[_ChatCodec]):
         endpoint for it (llama-server's ``/tokenize``); None otherwise."""
         if self.profile.name != "llama-server":
             return None
-        from tether.providers.window import count_tokens
-
         return await count_tokens(self._transport.client, self.base_url, text)
 
 
@@ -702,68 +707,31 @@ def _usage(raw: Any) -> Usage:
 # --- errors ------------------------------------------------------------------------------
 
 
-def after_parse_error(error: ProviderError, body: dict[str, Any]) -> dict[str, Any]:
-    """The body for the retry after ``error``: after a ``ModelOutputParseError``, the same
-    request with the tools withheld when the model was free to answer in words (tools
-    offered with ``tool_choice`` "auto"), else ``warmer_after_parse_error``'s; after any
-    other error, ``body`` unchanged.
-
-    llama-server answers HTTP 500 when the model's output is neither plain text nor a call
-    of an offered tool. Small models write that when they mean to answer in words: a call
-    of a tool nobody offered (measured with the 0.5B default model: "capital" for "What is
-    the capital of France?", "hello" for "Say hello."), or code whose braces the server
-    reads as the start of a call. Asked again without tools, the server cannot fail to
-    read the answer, and the model answers in words; the run's next turn offers the tools
-    again. Sent again as it was, at temperature 0 the server would only repeat the failure.
-    """
-    if not isinstance(error, ModelOutputParseError):
-        return body
-    if body.get("tools") and body.get("tool_choice", "auto") == "auto":
-        return {k: v for k, v in body.items()
-                if k not in ("tools", "tool_choice", "parallel_tool_calls")}
-    return warmer_after_parse_error(error, body)
-
-
-def continue_after_parse_error(error: ProviderError, body: dict[str, Any],
-                               text: str) -> dict[str, Any] | None:
-    """The body that has the server go on from ``text`` after a ``ModelOutputParseError``
-    that came once ``text`` had streamed out (None after any other error).
-
-    llama-server streams the text before what it takes for a call, then fails to read the
-    call: code whose ``{`` it took for one ("To declare a struct in Go, use ``type P struct
-    {``..."). The text is shown already; asked again without the tools and with it as the
-    start of the assistant's answer, the server continues it.
-    """
-    if not isinstance(error, ModelOutputParseError):
-        return None
-    out = {k: v for k, v in body.items() if k not in ("tools", "tool_choice",
-                                                      "parallel_tool_calls")}
-    out["messages"] = [*body["messages"], {"role": "assistant", "content": text}]
-    return out
-
-
-def warmer_after_parse_error(error: ProviderError, body: dict[str, Any]) -> dict[str, Any]:
-    """The body for the retry after ``error``: after a ``ModelOutputParseError``, with the
-    temperature raised to at least ``PARSE_RETRY_TEMPERATURE``; otherwise unchanged.
-
-    llama-server at temperature 0 (tether's local default) is deterministic: the same
-    request would get the same unparseable output. A body without a temperature gets one
-    too, since the server's own default may be 0 (``--temp 0``). Used where the tools cannot
-    be withheld: a call is required (``tool_choice`` "required" or a named tool).
-    """
-    if not isinstance(error, ModelOutputParseError):
-        return body
-    current = body.get("temperature")
-    floor = current if isinstance(current, int | float) else 0.0
-    return {**body, "temperature": max(PARSE_RETRY_TEMPERATURE, floor)}
-
-
 def _classify(status: int, headers: Mapping[str, str], body: str) -> ProviderError:
     error = classify_status(status, headers, body, provider=NAME)
     if (not isinstance(error, ContextOverflowError) and status in (400, 413, 422, 500)
             and any(m in body.lower() for m in _OVERFLOW_MARKERS)):
-        return ContextOverflowError(error.message, provider=NAME, status=status, body=body)
+        error = ContextOverflowError(error.message, provider=NAME, status=status, body=body)
+    if isinstance(error, ContextOverflowError):
+        error.prompt_tokens, error.window = _overflow_numbers(error.message, body)
     return error
+
+
+def _overflow_numbers(message: str, body: str) -> tuple[int | None, int | None]:
+    """``(prompt_tokens, window)`` as an overflow error states them (each None where it
+    does not): llama-server's JSON fields first, then the servers' words."""
+    try:
+        data = json.loads(body) if body.lstrip().startswith("{") else None
+    except ValueError:
+        data = None
+    fields = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(fields, dict):
+        fields = {}
+    text = f"{message} {body}"
+    prompt = count_field(fields.get("n_prompt_tokens"))
+    window = count_field(fields.get("n_ctx"))
+    return (prompt if prompt is not None else stated_number(_OVERFLOW_PROMPT, text),
+            window if window is not None else stated_number(_OVERFLOW_WINDOW, text))
 
 
 def _stream_error(data: Mapping[str, Any]) -> ProviderError:
@@ -776,6 +744,4 @@ def _stream_error(data: Mapping[str, Any]) -> ProviderError:
     return _classify(status, {}, json.dumps(data))
 
 
-__all__ = ["NAME", "PARSE_RETRY_TEMPERATURE", "OpenAIChat", "after_parse_error",
-           "continue_after_parse_error", "is_fence_debris", "warmer_after_parse_error",
-           "wire_messages"]
+__all__ = ["NAME", "OpenAIChat", "is_fence_debris", "wire_messages"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -52,11 +53,11 @@ from tether.providers.base import (
     ToolCallChunk,
     ToolChoice,
 )
+from tether.providers.failures import classify_status, stated_number
 from tether.providers.http import (
     RetryPolicy,
     Sleep,
     Timeouts,
-    classify_status,
     count,
     cut_short,
     decode_json,
@@ -64,7 +65,7 @@ from tether.providers.http import (
     wrong_type,
 )
 from tether.providers.shell import HTTPModel, WireCodec
-from tether.tools import ToolSpec
+from tether.tools.spec import ToolSpec
 
 NAME = "openai-responses"
 
@@ -584,6 +585,21 @@ _CODE_ERRORS: dict[str, type[ProviderError]] = {
 }
 
 
+# What an overflow error says of the window and the prompt, in OpenAI's words ("maximum
+# context length is 4096 tokens. However, your messages resulted in 5000 tokens", or "you
+# requested 5000 tokens (4000 in the messages, 1000 in the completion)").
+_OVERFLOW_WINDOW = (re.compile(r"maximum context length is (\d+)"),)
+_OVERFLOW_PROMPT = (re.compile(r"resulted in (\d+) tokens"),
+                    re.compile(r"\((\d+) in the messages"))
+
+
+def _overflow(message: str, body: str, **kw: Any) -> ContextOverflowError:
+    """The overflow error, with the numbers its words state."""
+    text = f"{message} {body}"
+    return ContextOverflowError(message, prompt_tokens=stated_number(_OVERFLOW_PROMPT, text),
+                                window=stated_number(_OVERFLOW_WINDOW, text), body=body, **kw)
+
+
 def error_from_payload(error: Any, what: str) -> ProviderError:
     """The typed error for an ``error`` object of a failed response or an ``error`` event."""
     if not isinstance(error, dict):
@@ -595,7 +611,7 @@ def error_from_payload(error: Any, what: str) -> ProviderError:
     body = json.dumps(error)
     if code == "context_length_exceeded" or "context window" in message.lower() \
             or "context length" in message.lower():
-        return ContextOverflowError(text, provider=NAME, body=body)
+        return _overflow(text, body, provider=NAME)
     cls = _CODE_ERRORS.get(code) or _CODE_ERRORS.get(kind)
     if cls is None and code.startswith("invalid_"):
         cls = BadRequestError
@@ -608,8 +624,8 @@ def error_from_payload(error: Any, what: str) -> ProviderError:
 def _classify(status: int, headers: Mapping[str, str], body: str) -> ProviderError:
     error = classify_status(status, headers, body, provider=NAME)
     code = _error_code(body)
-    if code == "context_length_exceeded" and not isinstance(error, ContextOverflowError):
-        return ContextOverflowError(error.message, provider=NAME, status=status, body=body)
+    if code == "context_length_exceeded" or isinstance(error, ContextOverflowError):
+        return _overflow(error.message, body, provider=NAME, status=status)
     if code == "insufficient_quota":
         error.retryable = False  # a 429 that waiting does not cure
         error.message = f"{error.message} (the quota is spent: check the plan and billing)"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from tether.errors import TetherError
-from tether.trust import CLEAN, Taint
+from tether.trust import CLEAN, Taint, untrusted_content
 
 
 class StoreError(TetherError):
@@ -123,8 +123,6 @@ def search_text(message: dict[str, Any]) -> str:
     wraps, not the notice written for the model), one part a line, case-folded. Kept beside
     the message, so a store finds it with a plain substring match (``instr``, ``strpos``),
     the same in every database."""
-    from tether.trust import untrusted_content
-
     lines: list[str] = []
     parts = message.get("parts")
     for part in parts if isinstance(parts, list) else ():

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tether.errors import ConfigError
 from tether.store.base import SessionStore
+from tether.store.postgres import PostgresStore
 from tether.store.sqlite import SQLiteStore, default_store_path
 
 
@@ -53,12 +54,7 @@ def open_store(path: str | Path | None = None, *, url: str | None = None) -> Ses
     with _DEFAULT_LOCK:
         store = _DEFAULT_STORES.get(key)
         if store is None or getattr(store, "closed", False):
-            if isinstance(key, str):
-                from tether.store.postgres import PostgresStore
-
-                store = PostgresStore(key)
-            else:
-                store = SQLiteStore(key)
+            store = PostgresStore(key) if isinstance(key, str) else SQLiteStore(key)
             _DEFAULT_STORES[key] = store
         return store
 

@@ -37,11 +37,12 @@ The tables live in their own schema, ``tether``, beside whatever else the databa
 from __future__ import annotations
 
 import json
+import select
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tether.display import mask_url
 from tether.store.base import (
@@ -185,8 +186,6 @@ def is_postgres_url(url: str) -> bool:
 
 def _secrets(url: str) -> list[str]:
     """The password spellings in ``url`` (as written and percent-decoded), longest first."""
-    from urllib.parse import parse_qsl, unquote
-
     found: set[str] = set()
     try:
         parts = urlsplit(url)
@@ -525,8 +524,6 @@ def _check_connection(conn: psycopg.Connection[Any]) -> None:
     connection: a restart, an idle timeout, a proxy) and a real round trip decides; a quiet
     one is lent as it is. That spares every write the round trip of psycopg_pool's
     ``check_connection``, which a connection dropped without a word would not pass either."""
-    import select
-
     from psycopg_pool import ConnectionPool
 
     if conn.closed or conn.broken or select.select([conn.fileno()], [], [], 0)[0]:

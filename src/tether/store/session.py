@@ -7,8 +7,13 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tether import events as ev
+from tether.conversation import Conversation, calls_from_dict, calls_to_dict
+from tether.events import Event, event_to_dict
+from tether.messages import Message, ToolResult, message_from_dict, message_to_dict
+from tether.run.pending import PendingState
 from tether.store.base import (
     SessionInfo,
     SessionNotFound,
@@ -18,12 +23,6 @@ from tether.store.base import (
 )
 from tether.store.default import open_store
 from tether.trust import CLEAN, Taint
-
-if TYPE_CHECKING:
-    from tether.conversation import Conversation
-    from tether.events import Event
-    from tether.messages import Message
-    from tether.pending import PendingState
 
 
 class Session:
@@ -96,8 +95,6 @@ class Session:
         """The messages (as stored when loaded, live once ``conversation()`` was called)."""
         if self._conversation is not None:
             return list(self._conversation.messages)
-        from tether.messages import message_from_dict
-
         return [message_from_dict(m) for m in self._record.messages]
 
     @property
@@ -110,8 +107,6 @@ class Session:
         """The approvals the last run paused on, or None."""
         if self._record.pending is None:
             return None
-        from tether.pending import PendingState
-
         conversation = self.conversation()
         return PendingState(tuple(conversation.pending), conversation)
 
@@ -127,14 +122,9 @@ class Session:
         a result saying so, so the conversation is valid to continue."""
         if self._conversation is not None:
             return self._conversation
-        from tether.agent import Conversation
-        from tether.messages import message_from_dict
-
         conv = Conversation([message_from_dict(m) for m in self._record.messages],
                             self._record.taint, set(self._record.approvals))
         if self._record.pending is not None:
-            from tether.pending import calls_from_dict
-
             conv.pending = list(calls_from_dict(self._record.pending, conv.unanswered_calls))
         # A function, not the bound method: copy.deepcopy (dataclasses.asdict of a RunResult)
         # keeps a function as it is, but would copy the session, store and locks behind a
@@ -142,8 +132,6 @@ class Session:
         conv.on_append = lambda message, taint: self._on_append(message, taint)
         self._conversation = conv
         if conv.unanswered_calls and self._record.pending is None:
-            from tether.messages import Message, ToolResult
-
             conv.append(Message("tool", tuple(
                 ToolResult(c.id, c.name, "Interrupted: the process running this call stopped "
                            "before its result was recorded. It may or may not have run; check "
@@ -152,16 +140,12 @@ class Session:
         return conv
 
     def _on_append(self, message: Message, taint: Taint) -> None:
-        from tether.messages import message_to_dict
-
         assert self._conversation is not None
         seq = len(self._conversation.messages) - 1
         self.store.append_message(self.id, seq, message_to_dict(message), taint)
 
     def record(self, event: Event) -> None:
         """Persist one event of a run on this session (the agent calls this)."""
-        from tether import events as ev
-
         for listener in self.listeners:
             listener(event)
         top = not event.path
@@ -174,8 +158,6 @@ class Session:
             self.store.record_taint(self.id, event.after, event.cause)
             self._taint = self._taint | event.after
         if isinstance(event, ev.RunFinished) and top:
-            from tether.pending import calls_to_dict
-
             result = event.result
             pending = calls_to_dict(result.pending) if str(result.stop_cause) == "paused" \
                 else None
@@ -187,7 +169,5 @@ class Session:
         if isinstance(event, ev.ApprovalDecided) and top and event.verdict == "session" \
                 and self._conversation is not None:
             self.store.record_approvals(self.id, sorted(self._conversation.session_approvals))
-        from tether.events import event_to_dict
-
         self.store.append_event(self.id, run_id, event_to_dict(event))
 

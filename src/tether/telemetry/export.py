@@ -11,6 +11,7 @@ picks ``http/protobuf`` (the default) or ``grpc``; ``OTEL_TRACES_EXPORTER`` /
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -73,8 +74,6 @@ def _exporters(env: Mapping[str, str]) -> tuple[Any, Any]:
 
 
 def _exporter(signal: str, protocol: str) -> Any:
-    import importlib
-
     if protocol not in ("http/protobuf", "grpc"):
         raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: use http/protobuf or grpc")
     wire = "http" if protocol == "http/protobuf" else "grpc"

@@ -24,6 +24,7 @@ import functools
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -31,8 +32,9 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from tether import events as ev
-from tether.interrupts import abandon
 from tether.messages import Message, ToolCall
+from tether.run.host import RunHost
+from tether.run.interrupts import abandon
 from tether.telemetry.genai import (
     DURATION_BUCKETS,
     FINISH_REASONS,
@@ -47,7 +49,6 @@ from tether.telemetry.genai import (
 from tether.trust import Capabilities, Taint
 
 if TYPE_CHECKING:
-    from tether.agent import Agent
     from tether.conversation import Conversation
     from tether.telemetry import Instrumentation
 
@@ -76,7 +77,7 @@ class _Call:
 class RunTelemetry:
     """Spans and metrics for one run: ``record(events)`` passes the events on unchanged."""
 
-    def __init__(self, settings: Instrumentation, agent: Agent, conversation: Conversation,
+    def __init__(self, settings: Instrumentation, agent: RunHost, conversation: Conversation,
                  path: tuple[str, ...], stream_requests: bool) -> None:
         self.settings = settings
         self.content = settings.include_content
@@ -135,8 +136,8 @@ class RunTelemetry:
         agent, name = self.agent, self.settings.agent_name
         attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name,
                       **self.common, "tether.tools": list(event.tools),
-                      "tether.security.trifecta": agent.security.trifecta,
-                      "tether.permission_mode": agent.permission_mode,
+                      "tether.security.trifecta": agent.settings.security.trifecta,
+                      "tether.permission_mode": agent.settings.permission_mode,
                       **_taint("tether.taint.before", event.taint)}
         span = self.tracer.start_span(f"invoke_agent {name}", kind=SpanKind.INTERNAL,
                                       attributes=attributes)
@@ -144,8 +145,9 @@ class RunTelemetry:
             if event.prompt:
                 span.set_attribute("gen_ai.input.messages",
                                    messages_json([Message.user(event.prompt)]))
-            if agent.system_prompt:
-                span.set_attribute("gen_ai.system_instructions", system_json(agent.system_prompt))
+            system = agent.settings.system_prompt
+            if system:
+                span.set_attribute("gen_ai.system_instructions", system_json(system))
         self.run_span = span
         self.run_context = trace.set_span_in_context(span)
         self.taint = event.taint
@@ -202,8 +204,8 @@ class RunTelemetry:
                                       "tether.turn": event.turn}
         if self.stream_requests:
             attributes["gen_ai.request.stream"] = True
-        if agent.temperature is not None:
-            attributes["gen_ai.request.temperature"] = agent.temperature
+        if agent.settings.temperature is not None:
+            attributes["gen_ai.request.temperature"] = agent.settings.temperature
         if event.max_output_tokens is not None:
             attributes["gen_ai.request.max_tokens"] = event.max_output_tokens
         span = self.tracer.start_span(f"chat {self.model}", context=self.run_context,
@@ -211,8 +213,9 @@ class RunTelemetry:
         if self.content:
             span.set_attribute("gen_ai.input.messages",
                                messages_json(self.conversation.messages))
-            if agent.system_prompt:
-                span.set_attribute("gen_ai.system_instructions", system_json(agent.system_prompt))
+            system = agent.settings.system_prompt
+            if system:
+                span.set_attribute("gen_ai.system_instructions", system_json(system))
         self.chat = _Chat(span, time.perf_counter())
 
     def _provider_retry(self, event: ev.ProviderRetry) -> None:
@@ -316,9 +319,9 @@ class RunTelemetry:
         if call is None:
             return
         call.span.set_attributes({"tether.gate.decided_by": event.by,
-                                  "tether.gate.scope": event.scope})
+                                  "tether.gate.scope": event.verdict})
         decided: dict[str, Any] = {"tether.approval.allowed": event.allowed,
-                                   "tether.approval.scope": event.scope,
+                                   "tether.approval.scope": event.verdict,
                                    "tether.approval.by": event.by}
         if self.content and event.reason:  # a person's words, or the policy's
             decided["tether.approval.reason"] = event.reason
@@ -448,8 +451,6 @@ def _instruments(tracer_provider: Any, meter_provider: Any) -> tuple[Any, Any, A
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("tether")
     except PackageNotFoundError:

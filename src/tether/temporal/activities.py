@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from tether.bounds import Spend
 from tether.errors import ConfigError, TetherError
 from tether.messages import Message, message_from_dict
 from tether.providers.base import complete
-from tether.tools import ToolContext, ToolOutput
+from tether.run.execution import call_handler  # the loop's own: same timeout, messages
+from tether.tools.tool import RunScope, ToolContext, ToolOutput
 from tether.trust import Taint, truncate
 
 from . import DESCRIBE, MODEL, TOOL
@@ -98,10 +100,6 @@ class TetherActivities:
 
     @activity.defn(name=TOOL)
     async def tool(self, call: dict[str, Any]) -> dict[str, Any]:
-        from tether.bounds import Spend
-        from tether.execution import call_handler  # the loop's own: same timeout, messages
-        from tether.tools import RunScope
-
         runtime = self.runtime
         agent = runtime.agent
         name = str(call["tool"])

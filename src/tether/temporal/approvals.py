@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.approval import ApprovalRequest, Decision
-from tether.conversation import Conversation, PendingCall
+from tether.conversation import Conversation, PendingCall, pending_call_to_dict
 from tether.display import inline
-from tether.pending import pending_call_to_dict
+from tether.trust import Taint
 
-from .payloads import canonical, jsonable
+from .payloads import canonical, capabilities_from_dict, capabilities_to_dict, jsonable
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +42,6 @@ def shown(call: PendingCall, request: ApprovalRequest | None = None) -> dict[str
     """A waiting call as a query shows it: JSON data, what a signal must name back, and
     what a person is shown before deciding (title, capabilities, the conversation's taint,
     whether it may be allowed for the session)."""
-    from .payloads import capabilities_to_dict
-
     d = pending_call_to_dict(call)
     d["arguments"] = jsonable(call.arguments)
     if request is not None:
@@ -55,10 +53,6 @@ def shown(call: PendingCall, request: ApprovalRequest | None = None) -> dict[str
 
 def request_of(d: Mapping[str, Any]) -> ApprovalRequest:
     """The approval request a ``shown`` call describes (for a console approver)."""
-    from tether.trust import Taint
-
-    from .payloads import capabilities_from_dict
-
     return ApprovalRequest(str(d["call_id"]), str(d["tool"]),
                            str(d.get("display_name", d["tool"])), d.get("arguments"),
                            d.get("reason", "needs_approval"),

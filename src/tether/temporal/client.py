@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tether.approval import Decision
-from tether.messages import Part
+from tether.conversation import pending_call_from_dict
+from tether.messages import Part, part_to_dict
 
 from . import WORKFLOW, require
 from .approvals import signal_payload
@@ -45,8 +46,6 @@ async def start_run(client: Any, prompt: str | Sequence[str | Sequence[Part]], *
     require()
     from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
     from temporalio.exceptions import WorkflowAlreadyStartedError
-
-    from tether.messages import part_to_dict
 
     turns = [prompt] if isinstance(prompt, str) else [
         turn if isinstance(turn, str) else [part_to_dict(p) for p in turn] for turn in prompt]
@@ -96,8 +95,6 @@ async def wait_pending(handle: Any, after: int = -1) -> dict[str, Any]:
 
 async def decide(handle: Any, call: Mapping[str, Any], decision: Decision) -> None:
     """Signal the decision for one pending call (a dict from a ``pending`` state)."""
-    from tether.pending import pending_call_from_dict
-
     await handle.signal("decide", signal_payload(pending_call_from_dict(call), decision))
 
 

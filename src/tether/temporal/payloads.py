@@ -25,7 +25,8 @@ from tether.messages import (
 )
 from tether.provenance import Source
 from tether.providers.base import ModelRequest, ModelResponse, NamedToolChoice, ToolChoice
-from tether.tools import Tool, ToolOutput, ToolSpec
+from tether.tools.spec import ToolSpec
+from tether.tools.tool import Tool, ToolOutput
 from tether.trust import Capabilities, SecurityConfig, Taint
 
 
@@ -116,8 +117,10 @@ def tool_entry(tool: Tool) -> dict[str, Any]:
     validator, which the workflow takes from the worker's own tool of that name), the
     parameter roles the gate reads included."""
     return {"spec": tool.spec.to_dict(), "capabilities": capabilities_to_dict(tool.capabilities),
-            "cache_approval": tool.cache_approval, "source": tool.source,
-            "read_only_hint": tool.read_only_hint, "source_name": tool.source_name,
+            # "source" and "source_name" are the origin and the server (the plan's keys:
+            # recorded in durable histories, so they keep their spelling).
+            "cache_approval": tool.cache_approval, "source": tool.origin,
+            "read_only_hint": tool.read_only_hint, "source_name": tool.server,
             "spec_from_outside": tool.spec_from_outside, "idempotent": tool.idempotent,
             # What provenance traces and the approval panel lays out as text.
             "content_params": list(tool.content_params),

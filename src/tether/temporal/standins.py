@@ -25,7 +25,8 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 from tether import errors
 from tether.messages import Message, message_to_dict
 from tether.providers.base import Completed, ModelRequest, StreamChunk
-from tether.tools import Tool, ToolContext, ToolOutput, ToolSpec, Validator, json_schema_validator
+from tether.tools.spec import ToolSpec
+from tether.tools.tool import Tool, ToolContext, ToolOutput, Validator, json_schema_validator
 from tether.trust import truncate
 
 from . import MODEL, TOOL

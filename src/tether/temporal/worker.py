@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Mapping
@@ -22,17 +23,20 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tether.config.build import agent_from_config
+from tether.config.layers import load_config
+from tether.config.schema import Config
 from tether.errors import ConfigError
+from tether.paths import default_blobs
 
 from . import require
+from .blobs import BlobStore
 from .payloads import canonical, security_to_dict, tool_entry
 
 if TYPE_CHECKING:
     from tether.agent import Agent
-    from tether.config import Config, ProviderConfig, TemporalSection
+    from tether.config.schema import ProviderConfig, TemporalSection
     from tether.providers.base import Provider
-
-    from .blobs import BlobStore
 
 # The flag values a client may send with a run (what `tether run` flags set); anything
 # else is the worker's configuration alone.
@@ -53,18 +57,11 @@ class WorkerRuntime:
     @classmethod
     async def start(cls, workspace: str | Path = ".", config: Config | None = None
                     ) -> WorkerRuntime:
-        from tether.config import agent_from_config, load_config
-        from tether.paths import default_blobs
-
-        from .blobs import BlobStore
-
         ws = Path(workspace).resolve()
         cfg = config or load_config(ws)
         # Nobody to ask on a worker: approvals are the workflow's (by signal).
         agent = agent_from_config(ws, config=cfg, approver=None)
         await agent.__aenter__()
-        import os
-
         blob_dir = Path(cfg.temporal.blob_dir).expanduser() if cfg.temporal.blob_dir \
             else default_blobs(os.environ)
         if not blob_dir.is_absolute():
@@ -98,8 +95,6 @@ class WorkerRuntime:
 
     def settings(self, overrides: Mapping[str, Any]) -> Config:
         """The worker's configuration with a run's flag values over it."""
-        from tether.config import Config
-
         unknown = sorted(set(overrides) - _OVERRIDABLE)
         tools = overrides.get("tools")
         if isinstance(tools, Mapping):
@@ -204,8 +199,7 @@ async def serve(workspace: str | Path = ".", *, config: Config | None = None,
     require()
     from temporalio.worker import Worker
 
-    from tether.config import load_config
-
+    # These import temporalio at their top: loaded once it is known to be installed.
     from .activities import TetherActivities
     from .standins import use_local_tools
     from .workflow import TetherRun, workflow_runner

@@ -38,19 +38,20 @@ with workflow.unsafe.imports_passed_through():
     from tether import events as ev
     from tether.agent import Agent
     from tether.conversation import Conversation
-    from tether.errors import TetherError
-    from tether.messages import Part, Usage, part_from_dict, usage_to_dict
+    from tether.errors import ConfigError, TetherError
+    from tether.messages import Part, Usage, part_from_dict, usage_from_dict
+    from tether.outcome import StopCause
     from tether.provenance import Source
-    from tether.result import Prices, RunResult, StopCause
-    from tether.settings import DEFAULT_MAX_REPEATED_FAILURES, AgentSettings
+    from tether.result import RunResult, final_result, summed
+    from tether.settings import DEFAULT_MAX_REPEATED_FAILURES, AgentSettings, Prices
     from tether.subagents import (
         SubagentProfile,
         child_conversation,
         delegation_answer,
         missing_tools_output,
     )
-    from tether.tools import Tool, ToolContext, ToolOutput
-    from tether.trust import CLEAN, Taint, truncate
+    from tether.tools.tool import Tool, ToolContext, ToolOutput
+    from tether.trust import Taint, truncate
 
     from . import DESCRIBE, WORKFLOW
     from .approvals import SignalApprover, shown
@@ -170,7 +171,7 @@ class TetherRun:
         def tool(name: str) -> Tool:
             entry = entries[name]
             made = activity_tool(entry, local_validator(entry), timing)
-            if made.source == "subagent" and name in profiles:
+            if made.origin == "subagent" and name in profiles:
                 return self._delegation(made, profiles[name], plan, timing)
             return made
 
@@ -256,11 +257,7 @@ class TetherRun:
         """Each turn on the one conversation, stopping at the first that does not complete;
         the outcome sums them (as ``tether batch`` does for a list of turns). ``streamed``
         asks for streamed responses, as a sub-agent's run in process does."""
-        usage, taint = Usage(), CLEAN
-        records: list[dict[str, Any]] = []
-        blocked = malformed = model_turns = 0
-        text, stop, error, error_type = "", "completed", None, None
-        cost: float | None = None
+        results: list[RunResult] = []
         for turn in turns:
             try:
                 result = await _run(agent, turn, conversation, self._interrupt, streamed)
@@ -270,36 +267,24 @@ class TetherRun:
                     raise ApplicationError(str(e), type=type(e).__name__,
                                            non_retryable=True) from None
                 result = made
-            summary = result.to_dict()
-            usage, taint = usage + result.usage, result.taint
-            records.extend(summary["tool_calls"])
-            blocked += result.blocked_sends
-            malformed += result.malformed_tool_args
-            model_turns += result.turns
-            text, stop = result.text, str(result.stop_cause)
-            if result.cost_usd is not None:
-                cost = (cost or 0.0) + result.cost_usd
-            if result.error is not None:
-                error, error_type = str(result.error), type(result.error).__name__
-            if stop != "completed":
+            results.append(result)
+            if result.stop_cause != StopCause.COMPLETED:
                 break
-        return {"text": text, "stop_cause": stop, "usage": usage_to_dict(usage),
-                "turns": model_turns, "tool_calls": records, "blocked_sends": blocked,
-                "refused": sum(r["denied"] or r["blocked"] for r in records),
-                "taint": taint.to_dict(), "malformed_tool_args": malformed,
-                "cost_usd": cost, "error": error, "error_type": error_type}
+        ran = summed(results)
+        summary = ran.to_dict()
+        return {key: summary[key] for key in ("text", "stop_cause", "usage", "turns",
+                                              "tool_calls", "blocked_sends", "taint",
+                                              "malformed_tool_args", "cost_usd", "error")} \
+            | {"refused": sum(r.denied or r.blocked for r in ran.tool_calls),
+               "error_type": type(ran.error).__name__ if ran.error is not None else None}
 
 
 async def _run(agent: Agent, prompt: str | tuple[Part, ...], conversation: Conversation,
                interrupt: asyncio.Event, streamed: bool) -> RunResult:
     if not streamed:
         return await agent.run(prompt, conversation=conversation, interrupt=interrupt)
-    result: RunResult | None = None
-    async for event in agent.stream(prompt, conversation=conversation, interrupt=interrupt):
-        if isinstance(event, ev.RunFinished) and not event.path:
-            result = event.result
-    assert result is not None, "a run always ends with RunFinished"
-    return result
+    return await final_result(agent.stream(prompt, conversation=conversation,
+                                           interrupt=interrupt))
 
 
 async def _describe(overrides: dict[str, Any]) -> dict[str, Any]:
@@ -343,8 +328,6 @@ def run_settings(plan: dict[str, Any]) -> AgentSettings:
 def _model(plan: dict[str, Any], provider: str, model: str, timing: Timing) -> ActivityModel:
     entry = plan["providers"].get(provider)
     if entry is None:  # a sub-agent's profile names a provider the workers do not have
-        from tether.errors import ConfigError
-
         raise ConfigError(f"provider {provider!r} is not configured; configured: "
                           f"{', '.join(sorted(plan['providers'])) or 'none'}")
     return ActivityModel(provider, entry["wire"], model, float(entry["timeout_secs"]), timing)
@@ -363,8 +346,6 @@ def _failed(error: ChildWorkflowError, taint: Taint) -> RunResult:
 
 def _as_result(outcome: dict[str, Any]) -> RunResult:
     """A child's outcome as the RunResult ``delegation_answer`` reads."""
-    from tether.messages import usage_from_dict
-
     error = outcome.get("error")
     return RunResult(
         text=outcome["text"], stop_cause=StopCause(outcome["stop_cause"]),

@@ -1,4 +1,4 @@
-"""The gate: one verdict per tool call, each stage a small function.
+"""The gate: one verdict per tool call, each stage a small function, and one per turn.
 
     lookup -> argument validation -> provenance (or the trifecta interlock) -> permission
     mode -> approval
@@ -14,6 +14,11 @@ or a server wrote, and two calls may claim the same one. Every stage reads a ``T
 (the tools, the taint, which positions are armed sends) and returns what it decided with
 the events that say so; nothing here runs a tool or changes a conversation, except that a
 call allowed "for this session" joins the session's approvals.
+
+``judge_turn`` is the whole verdict of a turn: every call checked, asked about where it must
+be, and settled where the gate answers it itself; it yields the events and ends in one
+``TurnVerdict`` (what runs, what was refused, what waits for a host). The loop then only
+pauses or runs.
 """
 
 from __future__ import annotations
@@ -35,11 +40,14 @@ from tether.approval import (
     PermissionMode,
     ask,
 )
-from tether.conversation import PendingCall
+from tether.conversation import Conversation, PendingCall
 from tether.display import inline
 from tether.events import ToolStatus
 from tether.messages import ToolCall
-from tether.tools import ArgumentError, Tool
+from tether.run.execution import Allowed, Done, Note, settled
+from tether.run.interrupts import abandon
+from tether.settings import AgentSettings
+from tether.tools.tool import ArgumentError, Tool
 from tether.trust import SecurityConfig, Taint, armed_calls, forecast
 
 
@@ -424,3 +432,110 @@ def same_arguments(tool: Tool, decided: Any, arguments: dict[str, Any]) -> bool:
         return tool.validate(copy.deepcopy(decided)) == arguments
     except ValueError:
         return False
+
+
+# --- the turn ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TurnVerdict:
+    """The gate's verdict on a whole turn, each call by its position.
+
+    - ``allowed``: the calls that run, with their validated arguments (``Allowed``);
+    - ``refused``: the calls the gate answered itself, each settled (its result for the
+      model and its record): refused at a stage, denied, or not run because the run was
+      interrupted while the turn was judged;
+    - ``deferred``: the calls that wait for a host's decision (the run pauses on them);
+    - ``decided``: the calls a host's decision answered (a resumed turn's).
+    """
+
+    allowed: tuple[Allowed, ...] = ()
+    refused: Mapping[int, Done] = field(default_factory=dict)
+    deferred: tuple[PendingCall, ...] = ()
+    decided: tuple[PendingCall, ...] = ()
+
+    @property
+    def pending(self) -> list[PendingCall]:
+        """What a paused turn waits on, in call order: the deferred calls and the ones a
+        host decided this time (the next resume decides the whole turn, and sees it).
+        Empty unless a call was deferred."""
+        if not self.deferred:
+            return []
+        return sorted([*self.decided, *self.deferred], key=lambda p: p.position or 0)
+
+
+async def judge_turn(
+    calls: Sequence[ToolCall], tools: Mapping[str, Tool], conversation: Conversation,
+    settings: AgentSettings, asking: Asking,
+    decisions: Mapping[int, tuple[PendingCall, Decision]] | None = None,
+    noted: Note | None = None,
+) -> AsyncIterator[ev.Event | TurnVerdict]:
+    """Judge every call of a turn: yields the events (each call's request, every stage's
+    decision, the approver's, the result of each call the gate answered itself) and, last,
+    the ``TurnVerdict``.
+
+    ``tools`` are the turn's; ``decisions`` a resumed turn's host decisions, by position
+    (each applied only to the very call it was made for: ``given_decision``); ``noted``
+    words what the model reads of a refused call's result (the run's repeat rule). A call
+    allowed while ``asking.interrupt`` was set (Ctrl-C at an approval prompt) is not run,
+    unless the turn pauses: the turn is then resumed whole."""
+    taint = conversation.taint
+    # The texts seen are traced only where untrusted text could have chosen a value: once
+    # the conversation holds some, or a call of this turn reads some (any call then, not
+    # only a send: a result is a trusted source only if its call's values trace). Walking
+    # the whole conversation for them is skipped on a turn with nothing exposed.
+    traced = forecast(taint, (tools[c.name].capabilities for c in calls
+                              if c.name in tools)).untrusted
+    turn = view_turn(calls, tools, taint, settings.security, settings.permission_mode,
+                     conversation.sources(settings.system_prompt) if traced else ())
+    left = dict(decisions or {})
+    allowed: list[Allowed] = []
+    refused: dict[int, Done] = {}
+    deferred: list[PendingCall] = []
+    decided: list[PendingCall] = []
+    for position, call in enumerate(calls):
+        tool = turn.tools.get(call.name)
+        yield ev.ToolCallRequested(call, tool.spec.display_name if tool else call.name)
+        checked = check(call, position, turn)
+        for event in checked.events:
+            yield event
+        verdict: Verdict = checked.verdict
+        if isinstance(verdict, Ask):
+            answer = left.pop(position, None)
+            given = given_decision(answer, call, verdict)
+            if isinstance(given, ev.Notice):
+                yield given
+                given = None
+            elif given is not None and answer is not None:
+                decided.append(answer[0])
+            items = decide(call, position, verdict, asking, conversation.taint, given)
+            try:
+                async for item in items:
+                    if isinstance(item, Run | Refuse | Defer):
+                        verdict = item
+                    else:
+                        yield item
+            except BaseException:
+                await abandon(items)
+                raise
+        if isinstance(verdict, Refuse):
+            text = verdict.text if noted is None else noted(call, verdict.status, verdict.text)
+            refused[position] = done = settled(call, verdict.status, text)
+            yield ev.ToolFinished(call.id, call.name, verdict.status, done.result, 0.0)
+        elif isinstance(verdict, Defer):
+            deferred.append(verdict.pending)
+        elif isinstance(verdict, Run):
+            allowed.append(Allowed(position, call, verdict.tool, verdict.arguments,
+                                   arguments_traced(position, verdict.tool, verdict.arguments,
+                                                    turn)))
+    interrupt = asking.interrupt
+    if allowed and not deferred and interrupt is not None and interrupt.is_set():
+        # Interrupted while the turn was judged: nothing starts after it. Each call still
+        # gets its result: the conversation stays valid.
+        for waiting in allowed:
+            refused[waiting.position] = unrun = settled(
+                waiting.call, "denied", "Not run: the run was interrupted before it started.")
+            yield ev.ToolFinished(waiting.call.id, waiting.call.name, "denied", unrun.result,
+                                  0.0)
+        allowed = []
+    yield TurnVerdict(tuple(allowed), refused, tuple(deferred), tuple(decided))

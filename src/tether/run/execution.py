@@ -23,7 +23,7 @@ from tether.messages import ToolCall, ToolResult
 from tether.provenance import GATE_LABELS, result_labels
 from tether.result import ToolCallRecord
 from tether.settings import AgentSettings
-from tether.tools import RunScope, ThreadedHandler, Tool, ToolContext, ToolOutput
+from tether.tools.tool import RunScope, ThreadedHandler, Tool, ToolContext, ToolOutput
 from tether.trust import received
 
 # What the model reads of a finished call's result, given the call, its status and content.

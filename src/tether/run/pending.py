@@ -23,26 +23,24 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tether.approval import ApprovalRequest, Decision
+from tether.conversation import (
+    PENDING_STATE_VERSION,
+    Conversation,
+    PendingCall,
+    calls_from_dict,
+    calls_to_dict,
+    check_pending_version,
+    place_calls,
+)
 from tether.display import inline
-from tether.errors import TetherError
+from tether.errors import PendingStateError
 
 if TYPE_CHECKING:
-    from tether.agent import Conversation, PendingCall, RunResult
-    from tether.messages import ToolCall
-
-# The version this release writes. Bump it (and add a loader branch plus corpus files)
-# whenever the shape of ``to_dict`` changes. Version 2 added each call's ``position``.
-PENDING_STATE_VERSION = 2
-_READABLE_VERSIONS = (1, 2)
+    from tether.result import RunResult
 
 # What ``Agent.resume`` takes: decisions keyed by PendingCall or by call id.
-Decisions: TypeAlias = ("Mapping[str, Decision] | Mapping[PendingCall, Decision] "
-                        "| Mapping[str | PendingCall, Decision]")
-
-
-class PendingStateError(TetherError):
-    """A saved pending state cannot be read (wrong shape, or a newer format), or decisions
-    do not answer the calls that are pending."""
+Decisions: TypeAlias = (Mapping[str, Decision] | Mapping[PendingCall, Decision]
+                        | Mapping[str | PendingCall, Decision])
 
 
 class DeferringApprover:
@@ -57,88 +55,12 @@ class DeferringApprover:
         return Decision.defer()
 
 
-def pending_call_to_dict(call: PendingCall) -> dict[str, Any]:
-    return {"call_id": call.call_id, "tool": call.tool, "arguments": call.arguments,
-            "reason": call.reason, "explanation": call.explanation, "position": call.position}
-
-
-def pending_call_from_dict(d: Mapping[str, Any]) -> PendingCall:
-    from tether.agent import PendingCall
-
-    if not isinstance(d, Mapping):
-        raise PendingStateError(f"a pending call must be an object, not {type(d).__name__}")
-    missing = [k for k in ("call_id", "tool") if not isinstance(d.get(k), str)]
-    if missing:
-        raise PendingStateError(f"a pending call lacks {', '.join(missing)}: "
-                                f"{inline(repr(dict(d)))}")
-    reason = d.get("reason", "needs_approval")
-    if reason not in ("needs_approval", "trifecta"):
-        raise PendingStateError(f"pending call {inline(d['call_id'])}: unknown reason "
-                                f"{inline(repr(reason))}")
-    position = d.get("position")
-    if position is not None and (not isinstance(position, int) or isinstance(position, bool)
-                                 or position < 0):
-        raise PendingStateError(f"pending call {inline(d['call_id'])}: position must be a "
-                                f"whole number from 0, not {inline(repr(position))}")
-    return PendingCall(d["call_id"], d["tool"], d.get("arguments"), reason,
-                       str(d.get("explanation", "")), position)
-
-
-def calls_to_dict(calls: Sequence[PendingCall]) -> dict[str, Any]:
-    """The pending calls alone, versioned (what a session store keeps beside its messages)."""
-    return {"version": PENDING_STATE_VERSION, "calls": [pending_call_to_dict(c) for c in calls]}
-
-
-def calls_from_dict(d: Mapping[str, Any],
-                    unanswered: Sequence[ToolCall] | None = None) -> tuple[PendingCall, ...]:
-    """The pending calls of a saved state. With ``unanswered`` (the calls of the paused turn)
-    each call is checked against the call at its position (same id, same tool); a version 1
-    state, which recorded no positions, gets them from there."""
-    _check_version(d)
-    calls = d.get("calls")
-    if not isinstance(calls, list):
-        raise PendingStateError("a pending state needs a list of calls")
-    out = tuple(pending_call_from_dict(c) for c in calls)
-    if d.get("version") != 1 and any(c.position is None for c in out):
-        raise PendingStateError("a pending call lacks its position")
-    if unanswered is None:
-        return out
-    return place_calls(out, unanswered)
-
-
-def place_calls(calls: Sequence[PendingCall],
-                unanswered: Sequence[ToolCall]) -> tuple[PendingCall, ...]:
-    """``calls`` checked against the paused turn's calls: each names the call at its
-    position (same id, same tool); one without a position gets the first free call with its
-    id and tool. ``PendingStateError`` for any that names none."""
-    import dataclasses
-
-    taken: set[int] = set()
-    out: list[PendingCall] = []
-    wrong: list[str] = []
-    for c in calls:
-        position = c.position
-        if position is None:  # version 1: the first free call with that id and tool
-            position = next((i for i, t in enumerate(unanswered) if i not in taken
-                             and t.id == c.call_id and t.name == c.tool), None)
-        if position is None or position >= len(unanswered) or position in taken \
-                or unanswered[position].id != c.call_id or unanswered[position].name != c.tool:
-            wrong.append(c.call_id)
-            continue
-        taken.add(position)
-        out.append(dataclasses.replace(c, position=position))
-    if wrong:
-        raise PendingStateError(f"pending call(s) {', '.join(wrong)} are not unanswered calls "
-                                f"of the conversation's last message")
-    return tuple(out)
-
-
 @dataclass(frozen=True, slots=True)
 class PendingState:
     """The calls a paused run waits on, with the conversation to resume.
 
     ``to_dict()`` is JSON-ready and self-contained (messages, taint, session approvals and
-    the calls); ``from_dict`` reads every version listed in ``_READABLE_VERSIONS``.
+    the calls); ``from_dict`` reads every version listed in ``READABLE_PENDING_VERSIONS``.
     ``agent.resume(state, decisions)`` continues it.
     """
 
@@ -165,9 +87,7 @@ class PendingState:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PendingState:
-        from tether.agent import Conversation
-
-        _check_version(d)
+        check_pending_version(d)
         conv = d.get("conversation")
         if not isinstance(conv, Mapping):
             raise PendingStateError("a pending state needs its conversation")
@@ -190,8 +110,6 @@ def paused_calls(conversation: Conversation) -> list[PendingCall]:
 
     A conversation saved without them (by an older tether) waits on every unanswered call.
     """
-    from tether.conversation import PendingCall
-
     unanswered = conversation.unanswered_calls
     if not unanswered:
         return []
@@ -218,8 +136,6 @@ def bind_decisions(
     share, two decisions for one call, and a ``defer`` (leave a call out to have the
     approver asked again).
     """
-    from tether.agent import PendingCall
-
     bound: dict[int, tuple[PendingCall, Decision]] = {}
     unknown: list[str] = []
     for key, decision in decisions.items():
@@ -273,34 +189,15 @@ def _describe(call: PendingCall) -> str:
 
 
 def _key(key: Any) -> str:
-    from tether.agent import PendingCall
-
     if isinstance(key, PendingCall):
         return inline(key.call_id) if key.position is None else \
             f"{inline(key.call_id)} (#{key.position})"
     return inline(key)
 
 
-def _check_version(d: Mapping[str, Any]) -> None:
-    if not isinstance(d, Mapping):
-        raise PendingStateError(f"a pending state must be an object, not {type(d).__name__}")
-    version = d.get("version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise PendingStateError("a pending state needs an integer version")
-    if version not in _READABLE_VERSIONS:
-        newest = max(_READABLE_VERSIONS)
-        raise PendingStateError(
-            f"pending state version {version} cannot be read by this tether (it reads "
-            f"version{'s' if len(_READABLE_VERSIONS) > 1 else ''} "
-            f"{', '.join(map(str, _READABLE_VERSIONS))})"
-            + ("; upgrade tether" if version > newest else ""))
-
-
 __all__ = [
-    "PENDING_STATE_VERSION",
     "DeferringApprover",
     "PendingState",
-    "PendingStateError",
     "bind_decisions",
     "check_decisions",
 ]

@@ -1,0 +1,341 @@
+"""Which messages a fitting leaves out and shortens: pure functions over the message list.
+
+The conversation stays whole (a stored session keeps its full history); what is *sent* is
+a view of it, made fresh before every request by the rules below: ``plan_fit`` says which
+messages to leave out and shorten, ``build_view`` makes the view. Tokens are estimated
+from characters (``Estimate``). The fitter that applies a plan to each request is
+``tether.run.context.fitter``; summaries of what is left out are ``...summary``'s.
+
+The rules, in order:
+
+- The system prompt (sent apart from the messages) and the latest user message are kept.
+- A tool call and its result are one block: the assistant message with its calls and the
+  tool message that answers them (parallel calls included) are kept or left out together.
+- The newest block is never left out: it holds the calls just answered, or a paused call
+  and the results its resumed turn produced.
+- When the view passes the budget (the window less a reserve for the answer), old large
+  tool results are shortened first, each with a marker saying so; then whole blocks are
+  left out, oldest first, down to a low-water mark well under the budget. Trimming in
+  such large steps keeps the sent prefix the same for many turns, so a server's prompt
+  cache keeps hitting.
+- Fitting never reads or writes ``Conversation.taint``: leaving text out never makes the
+  conversation cleaner. Untrusted text stays delimited when it is shortened, and a
+  summary of untrusted text is itself untrusted and delimited
+  (``trust.untrusted_block``): the summarizer read the text, so what it wrote is no more
+  trustworthy than what it read.
+
+The view is a function of the messages alone (the fitting is *replayed* over every
+earlier request of the conversation), so a session continued in a new process is sent the
+same prefix its last request was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from tether.messages import Image, Message, Part, Reasoning, Text, ToolCall, ToolResult
+from tether.providers.base import ModelRequest
+from tether.tools.spec import ToolSpec
+
+# A new estimate counts this many characters as one token until the model's own counts
+# (or its tokenizer) say otherwise: low, so an unknown text is over- rather than under-
+# counted (English runs near 4, JSON and code near 3).
+DEFAULT_CHARS_PER_TOKEN = 3.0
+# What a message costs beyond its text (the chat template's role markers), and an image.
+MESSAGE_OVERHEAD_TOKENS = 4
+IMAGE_TOKENS = 768
+# Below this many characters in all, a request fits any window tether expects (2,048
+# tokens and up): it is sent as it is, and nobody is asked for the window.
+SMALL_REQUEST_CHARS = 2_000
+# What the note standing for left-out messages costs (a summary adds its own length).
+NOTE_TOKENS = 48
+
+_UNTRUSTED_OPEN = "<untrusted-data"
+_UNTRUSTED_CLOSE = "\n</untrusted-data>"
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """Tokens from characters: ``chars / chars_per_token``, times ``scale`` (what the
+    model's own counts showed the estimate to be off by)."""
+
+    chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
+    scale: float = 1.0
+
+    def tokens(self, chars: int, extra: int = 0) -> int:
+        return math.ceil((chars / self.chars_per_token + extra) * self.scale)
+
+    def message(self, message: Message) -> int:
+        images = sum(1 for p in message.parts if isinstance(p, Image))
+        return self.tokens(message_chars(message),
+                           MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS)
+
+    def fixed(self, request: ModelRequest) -> int:
+        """The system prompt and the tool declarations (sent with every request)."""
+        return self.tokens(fixed_chars(request), 2 * MESSAGE_OVERHEAD_TOKENS)
+
+    def request(self, request: ModelRequest) -> int:
+        return self.fixed(request) + sum(self.message(m) for m in request.messages)
+
+
+def message_chars(message: Message) -> int:
+    """The characters of a message as a wire carries them (images are counted apart)."""
+    total = 0
+    for part in message.parts:
+        if isinstance(part, Text):
+            total += len(part.text)
+        elif isinstance(part, ToolCall):
+            total += len(part.name) + len(part.arguments) + 16
+        elif isinstance(part, ToolResult):
+            total += len(part.content) + 8
+        elif isinstance(part, Reasoning):
+            total += len(part.text) + len(part.signature or "") + len(part.redacted or "")
+    return total
+
+
+def fixed_chars(request: ModelRequest) -> int:
+    return len(request.system or "") + sum(map(spec_chars, request.tools))
+
+
+# A spec's count, by the spec's identity (the spec is kept, so its id is not reused): the
+# same specs go with every request, and their schemas are not changed once declared.
+_spec_chars: dict[int, tuple[ToolSpec, int]] = {}
+
+
+def spec_chars(spec: ToolSpec) -> int:
+    """The characters of a tool's declaration as a wire carries it."""
+    known = _spec_chars.get(id(spec))
+    if known is not None and known[0] is spec:
+        return known[1]
+    chars = len(spec.name) + len(spec.description) \
+        + len(json.dumps(spec.schema_json, default=str)) + 24
+    if len(_spec_chars) >= 4096:  # tools made anew all the time: start over
+        _spec_chars.clear()
+    _spec_chars[id(spec)] = (spec, chars)
+    return chars
+
+
+# --- the plan ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The tokens a request's prompt may take (``window - reserve``) and the low-water
+    mark a fitting trims down to."""
+
+    window: int
+    reserve: int
+    low_water: float = 0.6
+
+    @property
+    def high(self) -> int:
+        return max(1, self.window - self.reserve)
+
+    @property
+    def low(self) -> int:
+        return max(1, int(self.high * self.low_water))
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Which messages a fitting leaves out and which it shortens (indices into the
+    conversation), and the estimated tokens before and after."""
+
+    dropped: tuple[int, ...]
+    shortened: tuple[int, ...]
+    tokens_before: int
+    tokens_after: int
+    acted: bool  # the last request point moved the cut or shortened more
+
+    @property
+    def fitted(self) -> bool:
+        return bool(self.dropped or self.shortened)
+
+
+def blocks(messages: Sequence[Message]) -> list[tuple[int, int]]:
+    """The units a fitting keeps or leaves out whole, as ``(start, end)`` index ranges: a
+    tool message always belongs to the block before it (the assistant message whose calls
+    it answers), so a call and its result are never separated."""
+    out: list[tuple[int, int]] = []
+    for i, message in enumerate(messages):
+        if message.role == "tool" and out:
+            start, _ = out[-1]
+            out[-1] = (start, i + 1)
+        else:
+            out.append((i, i + 1))
+    return out
+
+
+def shorten_result(result: ToolResult, keep_chars: int) -> ToolResult:
+    """``result`` with its content cut to about ``keep_chars`` characters and a marker
+    saying how much was left out. A delimited untrusted block keeps its opening notice and
+    its closing delimiter; the result's trust is unchanged."""
+    content = result.content
+    head_start = 0
+    tail = ""
+    if content.startswith(_UNTRUSTED_OPEN) and content.endswith(_UNTRUSTED_CLOSE):
+        # The opening tag and the notice under it (two lines) stay, as does the close.
+        first = content.find("\n")
+        second = content.find("\n", first + 1) if first >= 0 else -1
+        head_start = second + 1 if second >= 0 else 0
+        tail = _UNTRUSTED_CLOSE
+    body_end = len(content) - len(tail)
+    keep_to = head_start + keep_chars
+    if keep_to >= body_end:
+        return result
+    left_out = body_end - keep_to
+    marker = (f"\n[... shortened by tether to fit the context window: {left_out} more "
+              f"characters left out]")
+    return dataclasses.replace(result, content=content[:keep_to] + marker + tail)
+
+
+def shorten_message(message: Message, min_chars: int, keep_chars: int) -> Message | None:
+    """``message`` with every tool result longer than ``min_chars`` shortened, or None
+    when it has none."""
+    changed = False
+    parts: list[Part] = []
+    for part in message.parts:
+        if isinstance(part, ToolResult) and len(part.content) > min_chars:
+            short = shorten_result(part, keep_chars)
+            changed = changed or short is not part
+            parts.append(short)
+        else:
+            parts.append(part)
+    return Message(message.role, tuple(parts)) if changed else None
+
+
+def shortening_limits(budget: Budget, estimate: Estimate) -> tuple[int, int]:
+    """``(min_chars, keep_chars)``: a tool result longer than ``min_chars`` is large; a
+    shortened one keeps ``keep_chars`` characters (an eighth and a sixteenth of the
+    budget's tokens, in characters)."""
+    per_token = estimate.chars_per_token / estimate.scale
+    return (int(max(100, budget.high // 8) * per_token),
+            int(max(50, budget.high // 16) * per_token))
+
+
+def plan_fit(
+    messages: Sequence[Message],
+    budget: Budget,
+    estimate: Estimate,
+    fixed: int,
+    *,
+    pins: Collection[int] = (),
+    note_tokens: int = NOTE_TOKENS,
+) -> Plan:
+    """Which messages to leave out and shorten so the view fits ``budget``.
+
+    The fitting is replayed over every request the conversation has had (each assistant
+    message answers one) and then the next: at each, a view over the budget first has its
+    old large tool results shortened, then loses whole blocks, oldest first, down to the
+    low-water mark. Kept and shortened only ever grow, so between two fittings the view is
+    only appended to. ``fixed`` is what the system prompt and tools cost; ``pins`` are
+    indices kept whatever happens (the run's own prompt), besides the latest user message
+    and the newest block.
+    """
+    n = len(messages)
+    full = [estimate.message(m) for m in messages]
+    min_chars, keep_chars = shortening_limits(budget, estimate)
+    short_cost: dict[int, int] = {}
+    for i, m in enumerate(messages):
+        if m.role == "tool":
+            short = shorten_message(m, min_chars, keep_chars)
+            if short is not None:
+                short_cost[i] = estimate.message(short)
+    units = blocks(messages)
+    block_of = [0] * n
+    for b, (start, end) in enumerate(units):
+        for i in range(start, end):
+            block_of[i] = b
+    last_user = [-1] * (n + 1)  # last_user[p]: the latest user message before p
+    for i, m in enumerate(messages):
+        last_user[i + 1] = i if m.role == "user" else last_user[i]
+    points = [i for i, m in enumerate(messages) if m.role == "assistant" and i > 0]
+    if not points or points[-1] != n:
+        points.append(n)
+
+    shortened: set[int] = set()
+    cut = 0  # blocks before this one are left out, except the pinned ones
+    held: set[int] = set()  # pinned blocks before the cut: still sent
+    total = fixed
+    noted = False
+    upto = 0
+    acted = False
+
+    def cost(i: int) -> int:
+        return short_cost[i] if i in shortened else full[i]
+
+    for p in points:
+        for i in range(upto, p):
+            total += full[i]
+        upto = p
+        pinned = {block_of[x] for x in pins if x < p}
+        if last_user[p] >= 0:
+            pinned.add(block_of[last_user[p]])
+        for b in sorted(held - pinned):  # a pin moved on: its block below the cut goes
+            held.discard(b)
+            total -= sum(cost(i) for i in range(*units[b]))
+            if not noted:
+                total, noted = total + note_tokens, True
+        acted = False
+        if total <= budget.high:
+            continue
+        acted = True
+        tail = block_of[p - 1] if p > 0 else 0
+        for i in sorted(short_cost):
+            if i < p and i not in shortened and block_of[i] != tail \
+                    and (block_of[i] >= cut or block_of[i] in held):
+                shortened.add(i)
+                total -= full[i] - short_cost[i]
+        # Shortening alone may be enough: only the view after the shortened result
+        # changes, so a server's prompt cache still serves what comes before. Otherwise
+        # whole blocks go, down to the low-water mark, so the next fitting is far off.
+        if total > budget.high:
+            while total > budget.low and cut < tail:
+                b, cut = cut, cut + 1
+                if b in pinned:
+                    held.add(b)
+                    continue
+                total -= sum(cost(i) for i in range(*units[b]))
+                if not noted:
+                    total, noted = total + note_tokens, True
+        if total > budget.high:  # the newest block alone is too large: shorten it too
+            for i in range(*units[tail]):
+                if i in short_cost and i not in shortened:
+                    shortened.add(i)
+                    total -= full[i] - short_cost[i]
+
+    dropped = tuple(i for b in range(cut) if b not in held for i in range(*units[b]))
+    kept_short = tuple(sorted(i for i in shortened if i not in set(dropped)))
+    return Plan(dropped, kept_short, fixed + sum(full), total, acted)
+
+
+def build_view(
+    messages: Sequence[Message], plan: Plan, budget: Budget, estimate: Estimate, note: str,
+) -> tuple[Message, ...]:
+    """The messages to send: ``plan`` applied, and ``note`` (saying what was left out)
+    at the start, inside the first user message so roles still alternate."""
+    min_chars, keep_chars = shortening_limits(budget, estimate)
+    dropped = set(plan.dropped)
+    shortened = set(plan.shortened)
+    view: list[Message] = []
+    for i, message in enumerate(messages):
+        if i in dropped:
+            continue
+        if i in shortened:
+            message = shorten_message(message, min_chars, keep_chars) or message
+        view.append(message)
+    if dropped:
+        if view and view[0].role == "user":
+            view[0] = Message("user", (Text(note + "\n\n"), *view[0].parts))
+        else:
+            view.insert(0, Message.user(note))
+    return tuple(view)
+
+
+def trim_note(count: int) -> str:
+    return (f"[tether: {count} earlier message(s) of this conversation were left out to fit "
+            f"the model's context window.]")
