@@ -285,7 +285,14 @@ def test_ctrl_c_during_a_turn_stops_that_turn_and_the_chat_goes_on(tmp_path: Pat
                 assert line, f"chat exited early: {seen}"
                 seen += line
             gate.set()
-            out, err = proc.communicate("hello again\n/exit\n", timeout=WAIT)
+            proc.stdin.write("hello again\n/exit\n")
+            proc.stdin.close()
+            proc.wait(timeout=WAIT)  # what it writes is a few lines: the pipes do not fill
+            # Through the same reader as readline: communicate() reads the pipe directly and
+            # would miss a line readline had already buffered with the one it returned (the
+            # "stopped: interrupted" line, when it came in the same read as "interrupting").
+            assert proc.stdout is not None
+            out, err = proc.stdout.read(), proc.stderr.read()
         finally:
             gate.set()
             if proc.poll() is None:
