@@ -18,6 +18,7 @@ from tether import __version__
 from tether.display import inline
 from tether.errors import ConfigError
 from tether.events import Notice
+from tether.mcp.elicitation import Elicitations
 from tether.mcp.environment import child_environment
 from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
 from tether.mcp.stdio import stdio_server_streams
@@ -139,6 +140,7 @@ class McpServer:
         self._refresh_lock = asyncio.Lock()
         self._refreshing = 0
         self._refreshed = asyncio.Event()
+        self._elicitations = Elicitations(self)
 
     @classmethod
     def stdio(
@@ -296,6 +298,7 @@ class McpServer:
                 session = ClientSession(
                     read, write, read_timeout_seconds=self.start_timeout_secs,
                     message_handler=self._on_message,
+                    elicitation_callback=self._elicitations.callback,
                     client_info=Implementation(name="tether", version=__version__))
                 await stack.enter_async_context(session)
                 self._session = session
@@ -414,7 +417,7 @@ class McpServer:
         original = mcp_tool.name
 
         async def handler(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-            return await self.call(original, arguments)
+            return await self.call(original, arguments, context=ctx)
 
         return Tool.from_schema(
             name, mcp_tool.description or "", dict(mcp_tool.input_schema), handler,
@@ -424,9 +427,12 @@ class McpServer:
 
     # --- calls and notifications ------------------------------------------------------------
 
-    async def call(self, tool_name: str, arguments: dict[str, Any]) -> ToolOutput:
+    async def call(self, tool_name: str, arguments: dict[str, Any], *,
+                   context: ToolContext | None = None) -> ToolOutput:
         """Call ``tool_name`` (the server's own name, unprefixed). Never raises for the
-        server's failures: a crash, a timeout or a refusal is an error result."""
+        server's failures: a crash, a timeout or a refusal is an error result. ``context``
+        is the call's, in a run: a request for input the server makes meanwhile goes to
+        that run's approver (without one it is declined)."""
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
@@ -439,8 +445,9 @@ class McpServer:
             return ToolOutput(f"Error: the MCP server {self.name!r} is not running ({why}); "
                               f"{name} was not run.", is_error=True, from_outside=False)
         try:
-            result = await session.call_tool(tool_name, arguments,
-                                             read_timeout_seconds=self.timeout_secs)
+            with self._elicitations.during(context):
+                result = await session.call_tool(tool_name, arguments,
+                                                 read_timeout_seconds=self.timeout_secs)
         except MCPError as e:
             if e.code == CONNECTION_CLOSED:
                 if self._down is None:  # else its exit, seen first, already says how

@@ -1,0 +1,288 @@
+"""A server's request for input (MCP elicitation) through the host's approver, against a
+real server written with the official SDK (tests/mcp_servers/asker.py), over stdio and
+streamable HTTP: the typed request the approver sees, what the server hears back, the
+declines when nobody can answer, and the gate's rule for what a person sends."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from tests.conftest import FormFiller, Recorder, statuses
+from tests.test_mcp import http_server
+from tether import Agent, Capabilities, Decision, tool
+from tether import events as ev
+from tether.approval import ElicitationAnswer, ElicitationRequest, FormField, elicit
+from tether.bounds import Spend
+from tether.cli.elicit import ask_form, elicitation_text, parse
+from tether.mcp import McpServer
+from tether.mcp.elicitation import FormError, form_fields, looks_secret
+from tether.providers import Scripted, call
+from tether.tools.tool import RunScope, ToolContext
+from tether.trust import SecurityConfig, Taint, untrusted_content
+
+ASKER = str(Path(__file__).parent / "mcp_servers" / "asker.py")
+BOOKED = {"email": "ada@example.com", "guests": 2, "vegan": True, "seating": "terrace",
+          "extras": ["cake"]}
+
+
+def asker(**kw: Any) -> McpServer:
+    return McpServer.stdio("a", sys.executable, [ASKER], **kw)
+
+
+def heard(result: Any) -> dict[str, Any]:
+    """What the server said it heard back, from the last tool result of a run."""
+    done = [e for e in result.events if isinstance(e, ev.ToolFinished)]
+    content = done[-1].result.content
+    return json.loads(untrusted_content(content) or content)  # type: ignore[no-any-return]
+
+
+def notices(result: Any) -> list[str]:
+    return [e.message for e in result.events if isinstance(e, ev.Notice)]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_form_reaches_the_approver_typed_and_its_answer_reaches_the_server(
+        transport: str) -> None:
+    filler = FormFiller(ElicitationAnswer.accept(BOOKED))
+    with contextlib.ExitStack() as stack:
+        server = asker() if transport == "stdio" else \
+            McpServer.http("a", stack.enter_context(http_server(ASKER)), trusted=True)
+        model = Scripted([call("a__book"), "booked"])
+        async with Agent(model, tools=[server], approver=filler) as agent:
+            result = await agent.run("book a table")
+    assert heard(result) == {"action": "accept", "content": BOOKED}
+    [request] = filler.shown
+    assert (request.server, request.trusted, request.mode, request.warning) == \
+        ("a", True, "form", None)
+    assert request.message == "Book a table.\nFor how many?"
+    fields = {f.name: f for f in request.fields}
+    assert [(f.name, f.kind, f.required) for f in request.fields] == [
+        ("email", "string", True), ("guests", "integer", True), ("vegan", "boolean", False),
+        ("seating", "choice", False), ("extras", "choices", False)]
+    assert fields["email"].format == "email" and fields["email"].title == "Your email"
+    assert (fields["guests"].minimum, fields["guests"].maximum) == (1, 8)
+    assert fields["seating"].choice_titles == ("Inside", "On the terrace")
+    assert fields["extras"].choices == ("cake", "wine")
+    # The model never sees the request: only the tool's result, as the server wrote it.
+    assert not any("For how many" in str(r.messages) for r in model.requests)
+    assert any("asked for input; answered: sent email, guests" in n for n in notices(result))
+
+
+async def test_an_approver_that_does_not_answer_for_a_person_declines() -> None:
+    # --yes, batch, a durable run's signal approver: approve() only.
+    model = Scripted([call("a__book"), "ok"])
+    async with Agent(model, tools=[asker()], approver=Recorder(Decision.allow())) as agent:
+        result = await agent.run("book")
+    assert heard(result) == {"action": "decline", "content": None}
+    assert any("declined: no person to ask" in n for n in notices(result))
+
+
+async def test_an_answer_that_does_not_fit_the_form_is_declined_not_sent() -> None:
+    wrongs = ({**BOOKED, "guests": 99}, {**BOOKED, "seating": "roof"}, {"guests": 2},
+              {**BOOKED, "card": "4111"}, {**BOOKED, "vegan": "yes"})
+    filler = FormFiller(ElicitationAnswer.accept({}))
+    model = Scripted([step for _ in wrongs for step in (call("a__book"), "ok")])
+    async with Agent(model, tools=[asker()], approver=filler) as agent:
+        for wrong in wrongs:
+            filler.answer = ElicitationAnswer.accept(wrong)
+            result = await agent.run("book")
+            assert heard(result) == {"action": "decline", "content": None}, wrong
+
+
+async def test_a_form_tether_cannot_show_is_declined_without_asking() -> None:
+    filler = FormFiller(ElicitationAnswer.accept({"card": {}}))
+    async with Agent(Scripted([call("a__nested"), "ok"]), tools=[asker()],
+                     approver=filler) as agent:
+        result = await agent.run("pay")
+    assert heard(result)["action"] == "decline" and filler.shown == []
+
+
+async def test_a_url_request_carries_the_whole_url_and_accepting_sends_no_content() -> None:
+    filler = FormFiller(ElicitationAnswer.accept({"ignored": "x"}))
+    async with Agent(Scripted([call("a__pay"), "ok"]), tools=[asker()],
+                     approver=filler) as agent:
+        result = await agent.run("pay")
+    assert heard(result) == {"action": "accept", "content": None}
+    [request] = filler.shown
+    assert request.mode == "url" and request.url == "https://pay.example.com/checkout?id=7"
+
+
+async def test_a_person_who_declines_or_dismisses_is_heard_as_such() -> None:
+    filler = FormFiller(ElicitationAnswer.decline())
+    model = Scripted([call("a__book"), "ok", call("a__book"), "ok"])
+    async with Agent(model, tools=[asker()], approver=filler) as agent:
+        for answer in (ElicitationAnswer.decline(), ElicitationAnswer.cancel()):
+            filler.answer = answer
+            result = await agent.run("book")
+            assert heard(result) == {"action": answer.action, "content": None}
+
+
+# --- the gate's rule for what a person sends -------------------------------------------------
+
+@tool(capabilities=Capabilities(private_data=True))
+def diary() -> str:
+    """Read the diary."""
+    return "dear diary"
+
+
+async def test_an_untrusted_servers_request_in_a_private_conversation_is_asked_with_a_warning(
+) -> None:
+    # trifecta = "ask": the call is put to the approver as an armed send, then the request
+    # for input reaches the person with tether's warning.
+    filler = FormFiller(ElicitationAnswer.accept(BOOKED))
+    model = Scripted([call("diary"), call("a__book"), "ok"])
+    async with Agent(model, tools=[diary, asker(trusted=False)], approver=filler,
+                     security=SecurityConfig(trifecta="ask")) as agent:
+        result = await agent.run("read my diary, then book")
+    assert statuses(result) == ["ok", "ok"]
+    [request] = filler.shown
+    assert request.trusted is False and request.taint == Taint(private=True, untrusted=True)
+    assert request.warning is not None and "untrusted server" in request.warning
+
+
+async def test_an_untrusted_servers_request_in_a_clean_conversation_has_no_send_warning(
+) -> None:
+    filler = FormFiller(ElicitationAnswer.accept(BOOKED))
+    async with Agent(Scripted([call("a__book"), "ok"]), tools=[asker(trusted=False)],
+                     approver=filler, security=SecurityConfig(trifecta="ask")) as agent:
+        result = await agent.run("book")
+    assert heard(result)["action"] == "accept"
+    assert filler.shown[0].warning is None
+
+
+async def test_under_block_an_untrusted_servers_request_in_an_armed_conversation_is_not_asked(
+) -> None:
+    # The gate refuses such a call before it runs; should one run anyway (a host calling
+    # the tool itself in an armed conversation), its request for input is refused too.
+    filler = FormFiller(ElicitationAnswer.accept(BOOKED))
+    server = asker(trusted=False)
+    async with Agent(Scripted(["unused"]), tools=[server], approver=filler) as agent:
+        seen: list[ev.Event] = []
+
+        async def emit(event: ev.Event) -> None:
+            seen.append(event)
+
+        context = ToolContext(
+            call_id="c1", tool_name="a__book", taint=Taint(private=True, untrusted=True),
+            workspace=Path.cwd(), security=SecurityConfig(), emit=emit,
+            run=RunScope(agent=agent, path=("c1",), interrupt=None,
+                         spend=Spend(agent.settings)))
+        output = await server.call("book", {}, context=context)
+    assert json.loads(output.content) == {"action": "decline", "content": None}
+    assert filler.shown == []
+    assert any("not asked: this conversation holds private data" in e.message
+               for e in seen if isinstance(e, ev.Notice))
+
+
+async def test_a_form_asking_for_a_password_is_flagged_and_nothing_is_sent_unless_typed(
+) -> None:
+    # The compromised model cannot answer for the person: the request never reaches it.
+    declined = FormFiller(ElicitationAnswer.decline())
+    model = Scripted([call("a__login"), "ok"])
+    async with Agent(model, tools=[asker()], approver=declined) as agent:
+        result = await agent.run("log in")
+    [request] = declined.shown
+    assert request.warning is not None and "looks like a secret (password)" in request.warning
+    assert heard(result) == {"action": "decline", "content": None}
+    assert not any("password" in str(r.messages).lower() for r in model.requests[:1])
+    shown = elicitation_text(request).plain
+    assert "Enter your password to continue." in shown and "looks like a secret" in shown
+
+
+@pytest.mark.parametrize(("name", "title", "description"), [
+    ("password", None, None), ("apiKey", None, None), ("value", "API key", None),
+    ("code", None, "the one-time code we texted you"), ("pin", None, None),
+    ("card_number", None, None), ("x", "Seed phrase", None)])
+def test_a_field_that_names_a_credential_looks_secret(
+        name: str, title: str | None, description: str | None) -> None:
+    assert looks_secret(FormField(name, "string", title=title, description=description))
+
+
+@pytest.mark.parametrize("name", ["email", "guests", "spinach", "tokenizer_name", "pineapple"])
+def test_an_ordinary_field_does_not_look_secret(name: str) -> None:
+    assert not looks_secret(FormField(name, "string"))
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "array"}, {"type": "object", "properties": {"x": {"type": "object"}}},
+    {"type": "object", "properties": {"x": {"type": "string", "format": "password"}}},
+    {"type": "object", "properties": {"x": {"type": "string", "enum": [1, 2]}}},
+    {"type": "object", "properties": {"x": {"type": "string", "enum": ["a", "a"]}}},
+    {"type": "object", "properties": {"x": {"type": "integer", "minimum": "0"}}},
+    {"type": "object", "properties": {"x": {"type": "integer", "default": "two"}}},
+    {"type": "object", "properties": {f"f{i}": {"type": "string"} for i in range(41)}},
+])
+def test_a_schema_that_is_not_a_flat_form_is_refused(schema: dict[str, Any]) -> None:
+    with pytest.raises(FormError):
+        form_fields(schema)
+
+
+# --- asking at the terminal ------------------------------------------------------------------
+
+def test_what_the_person_sees_is_literal_and_a_url_has_its_host_marked() -> None:
+    request = ElicitationRequest(
+        server="pay\x1b[2J", trusted=False, message="Pay here \x1b[31mSECURE\x1b[0m\nnow",
+        url="https://pаypal.com.evil.example/login")  # a Cyrillic а
+    text = elicitation_text(request)
+    assert "\x1b" not in text.plain
+    assert "pay\\x1b[2J" in text.plain and "│ Pay here \\x1b[31mSECURE" in text.plain
+    assert "(untrusted)" in text.plain and "tether will not open it" in text.plain
+    assert "goes to: xn--" in text.plain
+    marked = [text.plain[s.start:s.end] for s in text.spans if "reverse" in str(s.style)]
+    assert marked == ["pаypal.com.evil.example"]
+
+
+async def test_the_form_is_asked_field_by_field_until_each_answer_fits() -> None:
+    fields = form_fields({"type": "object", "required": ["guests"], "properties": {
+        "guests": {"type": "integer", "minimum": 1, "maximum": 8},
+        "seating": {"type": "string", "enum": ["inside", "terrace"]},
+        "note": {"type": "string"}, "vegan": {"type": "boolean", "default": False}}})
+    request = ElicitationRequest(server="a", trusted=True, message="m", fields=fields)
+    typed = iter(["y", "", "lots", "99", "3", "5", "2", "", "", "y"])
+    said: list[str] = []
+
+    async def read(prompt: Any) -> str:
+        return next(typed)
+
+    answer = await ask_form(request, read, lambda line: said.append(line.plain))
+    assert answer == ElicitationAnswer.accept({"guests": 3, "seating": "terrace",
+                                               "vegan": False})
+    assert said[:4] == ["This field is required.", "a whole number, please",
+                        "That is more than 8.", "one of 1-2, please"]
+
+
+async def test_no_at_the_first_question_or_at_send_declines() -> None:
+    request = ElicitationRequest(server="a", trusted=True, message="m",
+                                 fields=(FormField("x", "string"),))
+    for lines in (["n"], ["y", "hello", "n"]):
+        typed = iter(lines)
+
+        async def read(prompt: Any, typed: Any = typed) -> str:
+            return next(typed)
+
+        assert (await ask_form(request, read, lambda _: None)).action == "decline"
+
+
+def test_typed_text_is_read_as_its_fields_kind() -> None:
+    assert parse(FormField("n", "number"), "2.5") == 2.5
+    assert parse(FormField("b", "boolean"), "Yes") is True
+    assert parse(FormField("c", "choices", choices=("a", "b")), "2, a") == ["b", "a"]
+    with pytest.raises(ValueError):
+        parse(FormField("i", "integer"), "2.5")
+
+
+async def test_the_console_approver_declines_without_a_terminal() -> None:
+    from tether.cli.approver import ConsoleApprover
+
+    approver = ConsoleApprover(Console(file=io.StringIO(), force_terminal=False))
+    request = ElicitationRequest(server="a", trusted=True, message="m")
+    answer = await elicit(approver, request, timeout=None)
+    assert answer.action == "decline" and answer.reason == "no terminal to ask a person at"
