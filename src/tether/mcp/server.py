@@ -21,6 +21,7 @@ from tether.events import Notice
 from tether.mcp.elicitation import Elicitations
 from tether.mcp.environment import child_environment
 from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
+from tether.mcp.oauth import OAuth, oauth_client
 from tether.mcp.stdio import stdio_server_streams
 from tether.tools.tool import Tool, ToolContext, ToolOutput
 from tether.tools.toolsets import PrefixedToolset
@@ -55,9 +56,10 @@ class _Http:
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
     headers_env: Mapping[str, str] = field(default_factory=dict)
+    oauth: OAuth | None = None
 
     def describe(self) -> str:
-        return f"http: {self.url}"
+        return f"http: {self.url}" + (", oauth" if self.oauth is not None else "")
 
     def resolved_headers(self) -> dict[str, str]:
         out = dict(self.headers)
@@ -183,11 +185,13 @@ class McpServer:
         start_timeout_secs: float | None = None,
         capabilities: Capabilities = NO_CAPABILITIES,
         trusted: bool = False,
+        oauth: OAuth | None = None,
     ) -> McpServer:
         """A server reached over streamable HTTP. ``headers_env`` maps a header to the
         environment variable holding its value (read when the server starts). Not trusted
-        unless ``trusted=True``: whoever runs it wrote its tools' descriptions."""
-        transport = _Http(url, dict(headers or {}), dict(headers_env or {}))
+        unless ``trusted=True``: whoever runs it wrote its tools' descriptions. ``oauth``
+        signs in with OAuth 2.1 (``tether.mcp.oauth``)."""
+        transport = _Http(url, dict(headers or {}), dict(headers_env or {}), oauth)
         return cls(name, transport, prefix_tools=prefix_tools, timeout_secs=timeout_secs,
                    start_timeout_secs=start_timeout_secs, capabilities=capabilities,
                    trusted=trusted)
@@ -356,8 +360,11 @@ class McpServer:
             headers = transport.resolved_headers()
             longest = max(self.timeout_secs, self.start_timeout_secs)
             timeout = httpx2.Timeout(longest, read=max(300.0, longest))
-            async with httpx2.AsyncClient(headers=headers, timeout=timeout) as client, \
-                    streamable_http_client(transport.url, http_client=client) as streams:
+            client = httpx2.AsyncClient(headers=headers, timeout=timeout) \
+                if transport.oauth is None else \
+                oauth_client(self.name, transport.url, transport.oauth, headers, timeout)
+            async with client as http, \
+                    streamable_http_client(transport.url, http_client=http) as streams:
                 yield streams
 
     # --- tools --------------------------------------------------------------------------------

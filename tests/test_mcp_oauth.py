@@ -1,0 +1,177 @@
+"""Remote OAuth 2.1 for MCP servers, against a real authorization server on loopback (the
+SDK's own server-side auth: tests/mcp_servers/signin.py). The test plays the browser: it
+follows the sign-in URL tether shows with httpx, as a person's browser would, to the
+loopback redirect tether listens on."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tether.mcp import McpServer
+from tether.mcp.oauth import AddressRule, OAuth, OAuthRefused, TokenFile
+
+SIGNIN = str(Path(__file__).parent / "mcp_servers" / "signin.py")
+
+
+@contextlib.contextmanager
+def signin_server(*flags: str) -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, SIGNIN, *flags], stdout=subprocess.PIPE,
+                            text=True, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        yield f"http://127.0.0.1:{int(proc.stdout.readline())}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+class Browser:
+    """Follows the sign-in URLs it is shown to the redirect, as a person's browser does."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+        self.landed: list[httpx.Response] = []
+
+    async def __call__(self, url: str) -> None:
+        self.shown.append(url)
+        async with httpx.AsyncClient() as browser:
+            authorize = await browser.get(url)
+            assert authorize.status_code in (302, 303, 307), authorize.text
+            self.landed.append(await browser.get(authorize.headers["location"]))
+
+
+def table(entries: dict[str, Sequence[str]]):  # type: ignore[no-untyped-def]
+    async def resolve(host: str, port: int) -> Sequence[str]:
+        if host in entries:
+            return entries[host]
+        raise OSError(f"{host} is not in the test's table")
+    return resolve
+
+
+async def whoami(server: McpServer) -> str:
+    notices = await server.start()
+    try:
+        assert server.error is None, notices
+        output = await server.call("whoami", {})
+        return output.content
+    finally:
+        await server.aclose()
+
+
+async def test_the_whole_flow_signs_in_once_keeps_the_tokens_0600_and_refreshes_them(
+        tmp_path: Path) -> None:
+    browser = Browser()
+    with signin_server() as url:
+        server = McpServer.http("s", url, oauth=OAuth(token_dir=tmp_path, sign_in=browser))
+        assert "signed in; issued 1, refreshed 0" in await whoami(server)
+        [shown] = browser.shown
+        query = httpx.URL(shown).params
+        assert query["code_challenge_method"] == "S256" and query["code_challenge"]
+        assert query["resource"] == url  # the token is bound to this server (RFC 8707)
+        assert query["redirect_uri"].startswith("http://127.0.0.1:")
+        assert browser.landed[0].status_code == 200
+        [token_file] = list(tmp_path.iterdir())
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o700
+        stored = json.loads(token_file.read_text())
+        assert stored["resource"] == url and stored["tokens"]["access_token"]
+        assert stored["issuer"] == url.removesuffix("/mcp")
+
+        # Started again: the stored token, no sign-in.
+        again = McpServer.http("s", url, oauth=OAuth(token_dir=tmp_path))
+        assert "issued 1, refreshed 0" in await whoami(again)
+
+        # The token expired meanwhile: refreshed, no person needed.
+        stored["expires_at"] = 0
+        TokenFile(tmp_path, url).write(stored)
+        refreshed = McpServer.http("s", url, oauth=OAuth(token_dir=tmp_path))
+        assert "issued 1, refreshed 1" in await whoami(refreshed)
+        assert len(browser.shown) == 1
+
+
+async def test_without_a_person_a_server_that_needs_signing_in_does_not_start(
+        tmp_path: Path) -> None:
+    with signin_server() as url:
+        server = McpServer.http("s", url, oauth=OAuth(token_dir=tmp_path))
+        notices = await server.start()
+        await server.aclose()
+    assert server.error is not None and "tether mcp login s" in server.error, notices
+
+
+async def test_a_token_file_others_can_read_is_refused_and_not_sent(tmp_path: Path) -> None:
+    browser = Browser()
+    with signin_server() as url:
+        server = McpServer.http("s", url, oauth=OAuth(token_dir=tmp_path, sign_in=browser))
+        await whoami(server)
+        [token_file] = list(tmp_path.iterdir())
+        os.chmod(token_file, 0o644)
+        again = McpServer.http("s", url, oauth=OAuth(token_dir=tmp_path, sign_in=browser))
+        await again.start()
+        await again.aclose()
+    assert again.error is not None and "can be read or written by others (mode 0644)" in \
+        again.error
+    assert len(browser.shown) == 1  # no sign-in was started over it either
+
+
+@pytest.mark.parametrize(("issuer", "names"), [
+    ("https://169.254.169.254", "a link-local address"),
+    ("https://10.1.2.3", "a private address"),
+    ("https://login.example.test", "login.example.test resolves to 192.168.7.7"),
+])
+async def test_discovery_that_points_at_a_private_address_is_refused(
+        tmp_path: Path, issuer: str, names: str) -> None:
+    browser = Browser()
+    resolve = table({"127.0.0.1": ["127.0.0.1"], "login.example.test": ["192.168.7.7"]})
+    with signin_server("--issuer", issuer) as url:
+        server = McpServer.http("s", url, oauth=OAuth(token_dir=tmp_path, sign_in=browser,
+                                                      resolve=resolve))
+        await server.start()
+        await server.aclose()
+    assert server.error is not None and names in server.error, server.error
+    assert browser.shown == []
+
+
+async def test_the_address_rule_exempts_the_server_and_loopback_only_beside_loopback() -> None:
+    resolve = table({"mcp.example.test": ["93.184.216.34"], "localhost": ["127.0.0.1"],
+                     "auth.example.test": ["93.184.216.35"], "inner.example.test": ["10.0.0.1"],
+                     "127.0.0.1": ["127.0.0.1"]})
+    remote = await AddressRule.for_server("https://mcp.example.test/mcp", resolve)
+    assert await remote.check("https://mcp.example.test/.well-known/x", "discovery") == []
+    assert await remote.check("https://auth.example.test/token", "t") == ["93.184.216.35"]
+    for refused in ("http://localhost:8080/token", "https://inner.example.test/",
+                    "http://auth.example.test/token", "https://[::1]/", "file:///etc/passwd",
+                    "https://[::ffff:10.0.0.1]/"):
+        with pytest.raises(OAuthRefused):
+            await remote.check(refused, "a request to")
+    local = await AddressRule.for_server("http://127.0.0.1:9000/mcp", resolve)
+    assert await local.check("http://localhost:8080/token", "t") == ["127.0.0.1"]
+    with pytest.raises(OAuthRefused, match="a private address"):
+        await local.check("https://inner.example.test/", "a request to")
+
+
+async def test_the_redirect_listener_takes_only_its_own_callback(tmp_path: Path) -> None:
+    from tether.mcp.oauth import LoopbackRedirect
+
+    redirect = LoopbackRedirect()
+    await redirect.open()
+    try:
+        async with httpx.AsyncClient() as browser:
+            base = redirect.uri.removesuffix("/callback")
+            assert (await browser.get(f"{base}/elsewhere?code=x")).status_code == 404
+            assert (await browser.get(f"{base}/callback?nothing=1")).status_code == 404
+            assert (await browser.get(f"{redirect.uri}?code=c1&state=s1")).status_code == 200
+            assert (await browser.get(f"{redirect.uri}?code=c2&state=s2")).status_code == 404
+        result = await redirect.wait(5)
+    finally:
+        await redirect.close()
+    assert (result.code, result.state) == ("c1", "s1")
