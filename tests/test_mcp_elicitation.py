@@ -21,7 +21,7 @@ from tether import Agent, Capabilities, Decision, tool
 from tether import events as ev
 from tether.approval import ElicitationAnswer, ElicitationRequest, FormField, elicit
 from tether.bounds import Spend
-from tether.cli.elicit import ask_form, elicitation_text, parse
+from tether.cli.elicit import ask_form, elicitation_text, parse, url_text
 from tether.mcp import McpServer
 from tether.mcp.elicitation import FormError, form_fields, looks_secret
 from tether.providers import Scripted, call
@@ -235,8 +235,10 @@ def test_what_the_person_sees_is_literal_and_a_url_has_its_host_marked() -> None
     assert "\x1b" not in text.plain
     assert "pay\\x1b[2J" in text.plain and "│ Pay here \\x1b[31mSECURE" in text.plain
     assert "(untrusted)" in text.plain and "tether will not open it" in text.plain
-    assert "goes to: xn--" in text.plain
-    marked = [text.plain[s.start:s.end] for s in text.spans if "reverse" in str(s.style)]
+    url = url_text(request.url or "")
+    assert url.plain.startswith("https://pаypal.com.evil.example/login\n")
+    assert "goes to: xn--" in url.plain
+    marked = [url.plain[s.start:s.end] for s in url.spans if "reverse" in str(s.style)]
     assert marked == ["pаypal.com.evil.example"]
 
 

@@ -175,3 +175,37 @@ async def test_the_redirect_listener_takes_only_its_own_callback(tmp_path: Path)
     finally:
         await redirect.close()
     assert (result.code, result.state) == ("c1", "s1")
+
+
+# --- the command line -----------------------------------------------------------------------
+
+def test_tether_mcp_login_prints_the_url_waits_for_the_redirect_and_logout_forgets(
+        tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
+           "TETHER_CONFIG": os.devnull, "XDG_DATA_HOME": str(tmp_path / "data")}
+    tether = [sys.executable, "-m", "tether.cli", "-w", str(ws), "mcp"]
+    with signin_server() as url:
+        (ws / "tether.toml").write_text(
+            f'[[mcp]]\nname = "s"\nurl = "{url}"\nauth = "oauth"\n')
+        login = subprocess.Popen([*tether, "login", "s"], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=env)
+        assert login.stderr is not None
+        said = [login.stderr.readline(), login.stderr.readline()]
+        assert "MCP server s needs you to sign in" in said[0]
+        shown = said[1].strip()
+        assert shown.startswith("http://127.0.0.1:") and "code_challenge=" in shown
+        with httpx.Client() as browser:  # the person opens it
+            redirect = browser.get(shown).headers["location"]
+            assert browser.get(redirect).status_code == 200
+        _, rest = login.communicate(timeout=60)
+        assert login.returncode == 0, rest
+        assert "signed in to s" in rest
+        assert len(list((tmp_path / "data" / "tether" / "oauth").iterdir())) == 1
+        logout = subprocess.run([*tether, "logout", "s"], capture_output=True, text=True,
+                                env=env, timeout=60)
+    assert logout.returncode == 0 and "its tokens and registration were removed" in \
+        logout.stderr
+    assert list((tmp_path / "data" / "tether" / "oauth").iterdir()) == []

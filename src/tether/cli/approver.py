@@ -20,7 +20,7 @@ from rich.text import Text
 
 from tether.approval import ApprovalRequest, Decision, ElicitationAnswer, ElicitationRequest
 from tether.builtins.workspace import WorkspaceError, confine
-from tether.cli.elicit import ask_form, elicitation_text
+from tether.cli.elicit import ask_form, elicitation_text, url_text
 from tether.display import inline, json_text, literal, one_line, shown
 
 
@@ -79,6 +79,8 @@ class ConsoleApprover:
             console: Console = self._console or Console(stderr=True)
             text = elicitation_text(request)
             console.print(Panel(text, title="Input requested", border_style="yellow"))
+            if request.url is not None:  # unframed and unwrapped: copied whole
+                console.print(url_text(request.url), soft_wrap=True)
             return await ask_form(request, lambda prompt: _answer(console, prompt),
                                   lambda line: console.print(line))
 

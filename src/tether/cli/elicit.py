@@ -38,9 +38,9 @@ def elicitation_text(request: ElicitationRequest) -> Text:
         body.append(literal(line))
         body.append("\n")
     if request.url is not None:
-        body.append("the URL (tether will not open it):\n", style="dim")
-        body.append_text(url_text(request.url))
-        body.append("\n")
+        # The URL itself is printed below the frame, unwrapped (``url_text``).
+        body.append("the URL is below; tether will not open it: open it yourself only if "
+                    "you trust where it goes\n", style="dim")
     for f in request.fields:
         body.append_text(shown(("• ", "dim"), field_label(f)))
         if f.description:
