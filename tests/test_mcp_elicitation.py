@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,18 @@ BOOKED = {"email": "ada@example.com", "guests": 2, "vegan": True, "seating": "te
           "extras": ["cake"]}
 
 
-def asker(**kw: Any) -> McpServer:
-    return McpServer.stdio("a", sys.executable, [ASKER], **kw)
+@pytest.fixture(scope="module")
+def asker_url() -> Iterator[str]:
+    """One asker over HTTP for the module (a session each test): no process per test."""
+    with http_server(ASKER) as url:
+        yield url
+
+
+@pytest.fixture
+def asker(asker_url: str) -> Callable[..., McpServer]:
+    def make(trusted: bool = True) -> McpServer:
+        return McpServer.http("a", asker_url, trusted=trusted)
+    return make
 
 
 def heard(result: Any) -> dict[str, Any]:
@@ -53,7 +64,7 @@ async def test_a_form_reaches_the_approver_typed_and_its_answer_reaches_the_serv
         transport: str) -> None:
     filler = FormFiller(ElicitationAnswer.accept(BOOKED))
     with contextlib.ExitStack() as stack:
-        server = asker() if transport == "stdio" else \
+        server = McpServer.stdio("a", sys.executable, [ASKER]) if transport == "stdio" else \
             McpServer.http("a", stack.enter_context(http_server(ASKER)), trusted=True)
         model = Scripted([call("a__book"), "booked"])
         async with Agent(model, tools=[server], approver=filler) as agent:
@@ -76,7 +87,8 @@ async def test_a_form_reaches_the_approver_typed_and_its_answer_reaches_the_serv
     assert any("asked for input; answered: sent email, guests" in n for n in notices(result))
 
 
-async def test_an_approver_that_does_not_answer_for_a_person_declines() -> None:
+async def test_an_approver_that_does_not_answer_for_a_person_declines(
+        asker: Callable[..., McpServer]) -> None:
     # --yes, batch, a durable run's signal approver: approve() only.
     model = Scripted([call("a__book"), "ok"])
     async with Agent(model, tools=[asker()], approver=Recorder(Decision.allow())) as agent:
@@ -85,7 +97,8 @@ async def test_an_approver_that_does_not_answer_for_a_person_declines() -> None:
     assert any("declined: no person to ask" in n for n in notices(result))
 
 
-async def test_an_answer_that_does_not_fit_the_form_is_declined_not_sent() -> None:
+async def test_an_answer_that_does_not_fit_the_form_is_declined_not_sent(
+        asker: Callable[..., McpServer]) -> None:
     wrongs = ({**BOOKED, "guests": 99}, {**BOOKED, "seating": "roof"}, {"guests": 2},
               {**BOOKED, "card": "4111"}, {**BOOKED, "vegan": "yes"})
     filler = FormFiller(ElicitationAnswer.accept({}))
@@ -97,7 +110,8 @@ async def test_an_answer_that_does_not_fit_the_form_is_declined_not_sent() -> No
             assert heard(result) == {"action": "decline", "content": None}, wrong
 
 
-async def test_a_form_tether_cannot_show_is_declined_without_asking() -> None:
+async def test_a_form_tether_cannot_show_is_declined_without_asking(
+        asker: Callable[..., McpServer]) -> None:
     filler = FormFiller(ElicitationAnswer.accept({"card": {}}))
     async with Agent(Scripted([call("a__nested"), "ok"]), tools=[asker()],
                      approver=filler) as agent:
@@ -105,7 +119,8 @@ async def test_a_form_tether_cannot_show_is_declined_without_asking() -> None:
     assert heard(result)["action"] == "decline" and filler.shown == []
 
 
-async def test_a_url_request_carries_the_whole_url_and_accepting_sends_no_content() -> None:
+async def test_a_url_request_carries_the_whole_url_and_accepting_sends_no_content(
+        asker: Callable[..., McpServer]) -> None:
     filler = FormFiller(ElicitationAnswer.accept({"ignored": "x"}))
     async with Agent(Scripted([call("a__pay"), "ok"]), tools=[asker()],
                      approver=filler) as agent:
@@ -115,7 +130,8 @@ async def test_a_url_request_carries_the_whole_url_and_accepting_sends_no_conten
     assert request.mode == "url" and request.url == "https://pay.example.com/checkout?id=7"
 
 
-async def test_a_person_who_declines_or_dismisses_is_heard_as_such() -> None:
+async def test_a_person_who_declines_or_dismisses_is_heard_as_such(
+        asker: Callable[..., McpServer]) -> None:
     filler = FormFiller(ElicitationAnswer.decline())
     model = Scripted([call("a__book"), "ok", call("a__book"), "ok"])
     async with Agent(model, tools=[asker()], approver=filler) as agent:
@@ -134,7 +150,7 @@ def diary() -> str:
 
 
 async def test_an_untrusted_servers_request_in_a_private_conversation_is_asked_with_a_warning(
-) -> None:
+        asker: Callable[..., McpServer]) -> None:
     # trifecta = "ask": the call is put to the approver as an armed send, then the request
     # for input reaches the person with tether's warning.
     filler = FormFiller(ElicitationAnswer.accept(BOOKED))
@@ -149,7 +165,7 @@ async def test_an_untrusted_servers_request_in_a_private_conversation_is_asked_w
 
 
 async def test_an_untrusted_servers_request_in_a_clean_conversation_has_no_send_warning(
-) -> None:
+        asker: Callable[..., McpServer]) -> None:
     filler = FormFiller(ElicitationAnswer.accept(BOOKED))
     async with Agent(Scripted([call("a__book"), "ok"]), tools=[asker(trusted=False)],
                      approver=filler, security=SecurityConfig(trifecta="ask")) as agent:
@@ -159,7 +175,7 @@ async def test_an_untrusted_servers_request_in_a_clean_conversation_has_no_send_
 
 
 async def test_under_block_an_untrusted_servers_request_in_an_armed_conversation_is_not_asked(
-) -> None:
+        asker: Callable[..., McpServer]) -> None:
     # The gate refuses such a call before it runs; should one run anyway (a host calling
     # the tool itself in an armed conversation), its request for input is refused too.
     filler = FormFiller(ElicitationAnswer.accept(BOOKED))
@@ -183,7 +199,7 @@ async def test_under_block_an_untrusted_servers_request_in_an_armed_conversation
 
 
 async def test_a_form_asking_for_a_password_is_flagged_and_nothing_is_sent_unless_typed(
-) -> None:
+        asker: Callable[..., McpServer]) -> None:
     # The compromised model cannot answer for the person: the request never reaches it.
     declined = FormFiller(ElicitationAnswer.decline())
     model = Scripted([call("a__login"), "ok"])

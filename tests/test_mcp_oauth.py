@@ -35,6 +35,13 @@ def signin_server(*flags: str) -> Iterator[str]:
         proc.wait(10)
 
 
+@pytest.fixture(scope="module")
+def signin_url() -> Iterator[str]:
+    """One server for the module's tests that sign in as it is (a client each)."""
+    with signin_server() as url:
+        yield url
+
+
 class Browser:
     """Follows the sign-in URLs it is shown to the redirect, as a person's browser does."""
 
@@ -69,9 +76,9 @@ async def whoami(server: McpServer) -> str:
 
 
 async def test_the_whole_flow_signs_in_once_keeps_the_tokens_0600_and_refreshes_them(
-        tmp_path: Path) -> None:
+        tmp_path: Path, signin_url: str) -> None:
     browser = Browser()
-    with signin_server() as url:
+    with contextlib.nullcontext(signin_url) as url:
         server = McpServer.http("s", url, oauth=OAuth(token_dir=tmp_path, sign_in=browser))
         assert "signed in; issued 1, refreshed 0" in await whoami(server)
         [shown] = browser.shown
@@ -100,17 +107,18 @@ async def test_the_whole_flow_signs_in_once_keeps_the_tokens_0600_and_refreshes_
 
 
 async def test_without_a_person_a_server_that_needs_signing_in_does_not_start(
-        tmp_path: Path) -> None:
-    with signin_server() as url:
+        tmp_path: Path, signin_url: str) -> None:
+    with contextlib.nullcontext(signin_url) as url:
         server = McpServer.http("s", url, oauth=OAuth(token_dir=tmp_path))
         notices = await server.start()
         await server.aclose()
     assert server.error is not None and "tether mcp login s" in server.error, notices
 
 
-async def test_a_token_file_others_can_read_is_refused_and_not_sent(tmp_path: Path) -> None:
+async def test_a_token_file_others_can_read_is_refused_and_not_sent(
+        tmp_path: Path, signin_url: str) -> None:
     browser = Browser()
-    with signin_server() as url:
+    with contextlib.nullcontext(signin_url) as url:
         server = McpServer.http("s", url, oauth=OAuth(token_dir=tmp_path, sign_in=browser))
         await whoami(server)
         [token_file] = list(tmp_path.iterdir())
@@ -180,13 +188,13 @@ async def test_the_redirect_listener_takes_only_its_own_callback(tmp_path: Path)
 # --- the command line -----------------------------------------------------------------------
 
 def test_tether_mcp_login_prints_the_url_waits_for_the_redirect_and_logout_forgets(
-        tmp_path: Path) -> None:
+        tmp_path: Path, signin_url: str) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     env = {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
            "TETHER_CONFIG": os.devnull, "XDG_DATA_HOME": str(tmp_path / "data")}
     tether = [sys.executable, "-m", "tether.cli", "-w", str(ws), "mcp"]
-    with signin_server() as url:
+    with contextlib.nullcontext(signin_url) as url:
         (ws / "tether.toml").write_text(
             f'[[mcp]]\nname = "s"\nurl = "{url}"\nauth = "oauth"\n')
         login = subprocess.Popen([*tether, "login", "s"], stdin=subprocess.DEVNULL,

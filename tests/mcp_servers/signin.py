@@ -6,7 +6,7 @@ metadata, dynamic client registration, /authorize, /token with PKCE and refresh)
 Its authorization endpoint signs the browser in at once (no login page): following the
 authorization URL redirects to the client's redirect URI with a code. Tokens are bound to
 the resource the client names (RFC 8707). Its one tool, ``whoami``, says which client the
-token belongs to and how many tokens were issued and refreshed.
+token belongs to: how many tokens it was issued and had refreshed.
 
 ``--issuer URL`` makes the protected resource metadata name another authorization server
 (a hostile server points discovery where it likes); ``--lifetime N`` gives access tokens
@@ -20,6 +20,7 @@ import secrets
 import time
 
 from _serve import listening, serve_on
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
@@ -38,7 +39,12 @@ options = parser.parse_args()
 
 sock = listening()
 BASE = f"http://127.0.0.1:{sock.getsockname()[1]}"
-counts = {"issued": 0, "refreshed": 0}
+counts: dict[str, dict[str, int]] = {}  # per client: tokens issued, refreshed
+
+
+def count(client_id: str, what: str) -> None:
+    mine = counts.setdefault(client_id, {"issued": 0, "refreshed": 0})
+    mine[what] += 1
 
 
 class Memory:
@@ -85,7 +91,7 @@ class Memory:
     async def exchange_authorization_code(self, client: OAuthClientInformationFull,
                                           authorization_code: AuthorizationCode) -> OAuthToken:
         del self.codes[authorization_code.code]
-        counts["issued"] += 1
+        count(authorization_code.client_id, "issued")
         return self._tokens(authorization_code.client_id, authorization_code.scopes,
                             authorization_code.resource)
 
@@ -97,7 +103,7 @@ class Memory:
                                      refresh_token: RefreshToken,
                                      scopes: list[str]) -> OAuthToken:
         del self.refresh[refresh_token.token]
-        counts["refreshed"] += 1
+        count(refresh_token.client_id, "refreshed")
         return self._tokens(refresh_token.client_id, scopes or refresh_token.scopes,
                             refresh_token.resource)
 
@@ -122,8 +128,10 @@ server = MCPServer(
 
 @server.tool()
 async def whoami(ctx: Context) -> str:
-    """Which client this is, and the tokens issued so far."""
-    return f"signed in; issued {counts['issued']}, refreshed {counts['refreshed']}"
+    """The tokens issued to and refreshed for the client calling."""
+    token = get_access_token()
+    mine = counts.get(token.client_id if token else "", {"issued": 0, "refreshed": 0})
+    return f"signed in; issued {mine['issued']}, refreshed {mine['refreshed']}"
 
 
 if __name__ == "__main__":
