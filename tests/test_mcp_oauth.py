@@ -217,3 +217,65 @@ def test_tether_mcp_login_prints_the_url_waits_for_the_redirect_and_logout_forge
     assert logout.returncode == 0 and "its tokens and registration were removed" in \
         logout.stderr
     assert list((tmp_path / "data" / "tether" / "oauth").iterdir()) == []
+
+
+# --- hostile servers -------------------------------------------------------------------------
+
+async def test_a_discovery_redirect_to_another_host_is_not_followed(tmp_path: Path) -> None:
+    from tests.servers.http import Canned, LoopbackServer, Recorded
+
+    with LoopbackServer() as hostile, LoopbackServer() as elsewhere:
+        def answer(request: Recorded) -> Canned:
+            if request.path.startswith("/mcp"):
+                return Canned(401, b"", {"www-authenticate":
+                                         f'Bearer resource_metadata="{hostile.url}/prm"'})
+            if request.path == "/prm":  # metadata "moved" to another origin
+                return Canned(302, b"", {"location": f"{elsewhere.url}/prm"})
+            return Canned(404, b"")
+
+        hostile.queue(*[answer] * 30)
+        browser = Browser()
+        server = McpServer.http("s", f"{hostile.url}/mcp",
+                                oauth=OAuth(token_dir=tmp_path, sign_in=browser))
+        await server.start()
+        await server.aclose()
+    assert server.error is not None
+    assert elsewhere.requests == [] and browser.shown == []
+    assert list(tmp_path.iterdir()) == []
+
+
+class Forger(Browser):
+    """Answers the sign-in with a code of its own: the redirect tether listens for, hit
+    with what an attacker's page would send it."""
+
+    async def __call__(self, url: str) -> None:
+        self.shown.append(url)
+        redirect = httpx.URL(url).params["redirect_uri"]
+        async with httpx.AsyncClient() as browser:
+            self.landed.append(await browser.get(redirect, params={"code": "forged",
+                                                                   "state": "guessed"}))
+
+
+async def test_a_redirect_that_does_not_carry_the_sign_ins_state_is_refused(
+        tmp_path: Path, signin_url: str) -> None:
+    server = McpServer.http("s", signin_url, oauth=OAuth(token_dir=tmp_path, sign_in=Forger()))
+    await server.start()
+    await server.aclose()
+    assert server.error is not None and "State parameter mismatch" in server.error
+    stored = [json.loads(p.read_text()) for p in tmp_path.iterdir()]
+    assert all("tokens" not in s for s in stored)
+
+
+async def test_a_challenge_naming_metadata_at_a_private_address_is_refused(
+        tmp_path: Path) -> None:
+    from tests.servers.http import Canned, LoopbackServer
+
+    with LoopbackServer() as hostile:
+        hostile.queue(*[Canned(401, b"", {"www-authenticate":
+                                          'Bearer resource_metadata="https://10.0.0.9/prm"'})]
+                      * 5)
+        server = McpServer.http("s", f"{hostile.url}/mcp", oauth=OAuth(token_dir=tmp_path))
+        await server.start()
+        await server.aclose()
+    assert server.error is not None
+    assert "https://10.0.0.9/prm points at 10.0.0.9, a private address" in server.error
