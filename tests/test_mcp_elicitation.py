@@ -5,6 +5,7 @@ declines when nobody can answer, and the gate's rule for what a person sends."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -304,3 +305,64 @@ async def test_the_console_approver_declines_without_a_terminal() -> None:
     request = ElicitationRequest(server="a", trusted=True, message="m")
     answer = await elicit(approver, request, timeout=None)
     assert answer.action == "decline" and answer.reason == "no terminal to ask a person at"
+
+
+# --- elicit() fails closed -------------------------------------------------------------------
+
+class Stuck:
+    """An approver whose person never answers (until cancelled)."""
+
+    def __init__(self) -> None:
+        self.asked, self.given_up = asyncio.Event(), asyncio.Event()
+
+    async def approve(self, request: Any) -> Decision:
+        return Decision.allow()
+
+    async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
+        self.asked.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.given_up.set()
+        raise AssertionError("never answered")
+
+
+class Broken:
+    async def elicit(self, request: ElicitationRequest) -> Any:
+        raise RuntimeError("the form fell over")
+
+
+class Wrong:
+    async def elicit(self, request: ElicitationRequest) -> Any:
+        return {"action": "accept"}
+
+
+async def test_elicit_declines_on_a_timeout_an_error_and_an_answer_of_the_wrong_type() -> None:
+    request = ElicitationRequest(server="a", trusted=True, message="m")
+    assert (await elicit(Stuck(), request, timeout=0.01)).reason == \
+        "nobody answered within 0.01s"
+    failed = await elicit(Broken(), request, timeout=None)
+    assert failed.action == "decline" and "the form fell over" in (failed.reason or "")
+    assert (await elicit(Wrong(), request, timeout=None)).action == "decline"
+    assert (await elicit(object(), request, timeout=None)).action == "decline"
+
+
+async def test_an_interrupt_while_the_person_is_asked_cancels() -> None:
+    request = ElicitationRequest(server="a", trusted=True, message="m")
+    stuck, interrupt = Stuck(), asyncio.Event()
+    asking = asyncio.ensure_future(elicit(stuck, request, None, interrupt))
+    await stuck.asked.wait()
+    interrupt.set()
+    assert (await asking).action == "cancel"
+
+
+async def test_a_prompt_ends_when_its_call_does(asker_url: str) -> None:
+    stuck = Stuck()
+    server = McpServer.http("a", asker_url, trusted=True, timeout_secs=0.5)
+    async with Agent(Scripted([call("a__book"), "ok"]), tools=[server],
+                     approver=stuck) as agent:
+        result = await agent.run("book")
+        # The prompt is given up (the person is asked no more); the bound is only so a
+        # failure fails instead of hanging.
+        await asyncio.wait_for(stuck.given_up.wait(), 30)
+    assert stuck.asked.is_set() and "did not answer within 0.5s" in str(result.messages)

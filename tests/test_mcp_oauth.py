@@ -279,3 +279,20 @@ async def test_a_challenge_naming_metadata_at_a_private_address_is_refused(
         await server.aclose()
     assert server.error is not None
     assert "https://10.0.0.9/prm points at 10.0.0.9, a private address" in server.error
+
+
+def test_a_token_file_that_is_a_link_or_not_this_servers_is_refused(tmp_path: Path) -> None:
+    import asyncio
+
+    mine = TokenFile(tmp_path / "t", "https://a.example/mcp")
+    mine.write({"tokens": {"access_token": "x", "token_type": "Bearer"}})
+    assert asyncio.run(mine.get_tokens()) is not None
+    other = TokenFile(tmp_path / "t", "https://b.example/mcp")
+    other.path.symlink_to(mine.path)
+    with pytest.raises(OAuthRefused):
+        asyncio.run(other.get_tokens())
+    other.path.unlink()
+    other.path.write_bytes(mine.path.read_bytes())  # a copy: another server's tokens
+    os.chmod(other.path, 0o600)
+    with pytest.raises(OAuthRefused, match="is not this server's"):
+        asyncio.run(other.get_tokens())
