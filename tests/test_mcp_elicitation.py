@@ -142,6 +142,17 @@ async def test_a_person_who_declines_or_dismisses_is_heard_as_such(
             assert heard(result) == {"action": answer.action, "content": None}
 
 
+async def test_a_server_that_keeps_asking_during_one_call_is_declined_unasked(
+        asker: Callable[..., McpServer]) -> None:
+    filler = FormFiller(ElicitationAnswer.accept({"password": "yes"}))
+    async with Agent(Scripted([call("a__nag"), "ok"]), tools=[asker()],
+                     approver=filler) as agent:
+        result = await agent.run("go")
+    done = [e for e in result.events if isinstance(e, ev.ToolFinished)][-1]
+    said = json.loads(untrusted_content(done.result.content) or done.result.content)
+    assert said == ["accept"] * 3 + ["decline"] * 2 and len(filler.shown) == 3
+
+
 # --- the gate's rule for what a person sends -------------------------------------------------
 
 @tool(capabilities=Capabilities(private_data=True))

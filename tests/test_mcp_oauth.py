@@ -77,6 +77,7 @@ async def whoami(server: McpServer) -> str:
 
 async def test_the_whole_flow_signs_in_once_keeps_the_tokens_0600_and_refreshes_them(
         tmp_path: Path, signin_url: str) -> None:
+    tmp_path = tmp_path / "oauth"  # a folder tether makes
     browser = Browser()
     with contextlib.nullcontext(signin_url) as url:
         server = McpServer.http("s", url, oauth=OAuth(token_dir=tmp_path, sign_in=browser))

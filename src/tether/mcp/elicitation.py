@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from mcp.client.session import ClientRequestContext
 
 MAX_FIELDS = 40  # a form longer than this is not one a person fills in at a prompt
+# Requests one call may put to the person; more are declined unasked: a server must not
+# wear a person down into saying yes (prompt fatigue).
+MAX_ASKS_PER_CALL = 3
 
 # Words that name a credential: a form must not ask for one (the specification: "Servers
 # MUST NOT use form mode elicitation to request sensitive information"), so a field that
@@ -198,6 +201,7 @@ def send_rule(trusted: bool, taint: Taint, trifecta: str) -> tuple[SendVerdict, 
 class _InFlight:
     context: ToolContext
     ended: asyncio.Event = field(default_factory=asyncio.Event)
+    asked: int = 0
 
 
 class _Asker(Protocol):
@@ -260,6 +264,11 @@ class Elicitations:
                 "calls of several runs are in flight; whose person to ask is unknown"))
         entry = calls[-1]
         context = entry.context
+        entry.asked += 1
+        if entry.asked > MAX_ASKS_PER_CALL:
+            return await self._told(context, what, ElicitationAnswer.decline(
+                f"not asked: the server asked more than {MAX_ASKS_PER_CALL} times during "
+                f"one call"))
         taint = Taint()
         for c in calls:
             taint = taint | c.context.taint

@@ -6,7 +6,8 @@ metadata, then the authorization server's), dynamic client registration, PKCE, t
 refresh. tether adds what is its own:
 
 - ``TokenFile``: the client registration and tokens of one server in tether's data folder
-  (``tether.paths.oauth_dir``), one file per server URL, written 0600 in a 0700 folder,
+  (``tether.paths.oauth_dir``), one file per server URL, written 0600 (a folder it makes,
+  0700),
   bound to the issuer that issued them (another issuer discards them), refused when anyone
   but its owner can read or write it;
 - ``LoopbackRedirect``: the redirect's listener on 127.0.0.1 (a port of its own per sign-in),
@@ -119,10 +120,10 @@ class TokenFile:
         return data
 
     def write(self, data: dict[str, Any]) -> None:
-        """Replace the file at once (a temporary file renamed), 0600 in a 0700 folder."""
+        """Replace the file at once (a temporary file renamed), 0600; a folder it makes is
+        0700 (one that exists is left as it is: it may be yours)."""
         directory = self.path.parent
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(directory, 0o700)
         temporary = directory / f".{self.path.name}.{os.getpid()}.tmp"
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()
