@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import io
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,8 @@ import pytest
 from rich.console import Console
 
 from tests.conftest import FormFiller, Recorder, statuses
+from tests.servers.http import LoopbackServer
+from tests.test_cli import answer, tool_call, workspace
 from tests.test_mcp import http_server
 from tether import Agent, Capabilities, Decision, tool
 from tether import events as ev
@@ -377,3 +380,41 @@ async def test_a_prompt_ends_when_its_call_does(asker_url: str) -> None:
         # failure fails instead of hanging.
         await asyncio.wait_for(stuck.given_up.wait(), 30)
     assert stuck.asked.is_set() and "did not answer within 0.5s" in str(result.messages)
+
+
+# --- end to end at a terminal ----------------------------------------------------------------
+
+def test_tether_run_at_a_terminal_asks_the_form_field_by_field_and_sends_the_answer(
+        tmp_path: Path, server: LoopbackServer) -> None:
+    from tests.terminal import Terminal
+
+    server.queue(tool_call("a__book", {}), answer("Booked."))
+    ws = workspace(tmp_path, server.url + "/v1",
+                   f'[[mcp]]\nname = "a"\ncommand = {json.dumps(sys.executable)}\n'
+                   f'args = [{json.dumps(ASKER)}]\n')
+    env = {**os.environ, "TETHER_CONFIG": os.devnull, "TETHER_STORE": str(ws / "s.db"),
+           "COLUMNS": "100", "TERM": "dumb"}
+    terminal = Terminal(["-w", str(ws), "run", "book a table"], env, wait=60)
+    try:
+        for marker, keys in [(b"Fill in the form? y=yes, n=decline [y/n] (n): ", b"y"),
+                             (b"email, required): ", b"not an email"),
+                             (b"email, required): ", b"ada@example.com"),
+                             (b"8, required): ", b"2"), (b"[no]: ", b""),
+                             (b"On the terrace): ", b"2"), (b"wine): ", b"1"),
+                             (b"Send? [y/n] (n): ", b"y")]:
+            terminal.read_until(marker)
+            terminal.press(keys + b"\r")
+        terminal.read_until(None)
+        code = terminal.proc.wait(timeout=60)
+    finally:
+        terminal.close()
+    text = terminal.text
+    assert code == 0, text
+    assert "MCP server a (trusted) asks you to fill in a form" in text
+    assert "│ Book a table." in text and "│ For how many?" in text
+    assert "That is not an email address." in text
+    sent = json.dumps(server.requests[1].body)
+    assert '\\"action\\": \\"accept\\"' in sent
+    assert all(f'\\"{k}\\": {v}' in sent for k, v in [
+        ("email", '\\"ada@example.com\\"'), ("guests", "2"), ("vegan", "false"),
+        ("seating", '\\"terrace\\"'), ("extras", '[\\"cake\\"]')]), sent
