@@ -6,7 +6,6 @@ declines when nobody can answer, and the gate's rule for what a person sends."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import json
 import os
@@ -65,14 +64,13 @@ def notices(result: Any) -> list[str]:
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_a_form_reaches_the_approver_typed_and_its_answer_reaches_the_server(
-        transport: str) -> None:
+        transport: str, asker: Callable[..., McpServer]) -> None:
     filler = FormFiller(ElicitationAnswer.accept(BOOKED))
-    with contextlib.ExitStack() as stack:
-        server = McpServer.stdio("a", sys.executable, [ASKER]) if transport == "stdio" else \
-            McpServer.http("a", stack.enter_context(http_server(ASKER)), trusted=True)
-        model = Scripted([call("a__book"), "booked"])
-        async with Agent(model, tools=[server], approver=filler) as agent:
-            result = await agent.run("book a table")
+    server = McpServer.stdio("a", sys.executable, [ASKER]) if transport == "stdio" else \
+        asker()
+    model = Scripted([call("a__book"), "booked"])
+    async with Agent(model, tools=[server], approver=filler) as agent:
+        result = await agent.run("book a table")
     assert heard(result) == {"action": "accept", "content": BOOKED}
     [request] = filler.shown
     assert (request.server, request.trusted, request.mode, request.warning) == \

@@ -24,8 +24,8 @@ SIGNIN = str(Path(__file__).parent / "mcp_servers" / "signin.py")
 
 
 @contextlib.contextmanager
-def signin_server(*flags: str) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, SIGNIN, *flags], stdout=subprocess.PIPE,
+def signin_server() -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, SIGNIN], stdout=subprocess.PIPE,
                             text=True, stderr=subprocess.DEVNULL)
     try:
         assert proc.stdout is not None
@@ -136,18 +136,28 @@ async def test_a_token_file_others_can_read_is_refused_and_not_sent(
     ("https://169.254.169.254", "a link-local address"),
     ("https://10.1.2.3", "a private address"),
     ("https://login.example.test", "login.example.test resolves to 192.168.7.7"),
+    ("https://[::ffff:192.168.0.1]", "an IPv4-mapped form of 192.168.0.1"),
 ])
 async def test_discovery_that_points_at_a_private_address_is_refused(
         tmp_path: Path, issuer: str, names: str) -> None:
-    browser = Browser()
-    resolve = table({"127.0.0.1": ["127.0.0.1"], "login.example.test": ["192.168.7.7"]})
-    with signin_server("--issuer", issuer) as url:
-        server = McpServer.http("s", url, oauth=OAuth(token_dir=tmp_path, sign_in=browser,
-                                                      resolve=resolve))
+    from tests.servers.http import Canned, LoopbackServer, Recorded
+
+    with LoopbackServer() as hostile:
+        def answer(request: Recorded) -> Canned:
+            if request.path.startswith("/.well-known/oauth-protected-resource"):
+                return Canned.json({"resource": f"{hostile.url}/mcp",
+                                    "authorization_servers": [issuer]})
+            return Canned(401, b"", {"www-authenticate": "Bearer"})
+
+        hostile.queue(*[answer] * 10)
+        browser = Browser()
+        resolve = table({"127.0.0.1": ["127.0.0.1"], "login.example.test": ["192.168.7.7"]})
+        server = McpServer.http("s", f"{hostile.url}/mcp", oauth=OAuth(
+            token_dir=tmp_path, sign_in=browser, resolve=resolve))
         await server.start()
         await server.aclose()
     assert server.error is not None and names in server.error, server.error
-    assert browser.shown == []
+    assert browser.shown == [] and list(tmp_path.iterdir()) == []
 
 
 async def test_the_address_rule_exempts_the_server_and_loopback_only_beside_loopback() -> None:

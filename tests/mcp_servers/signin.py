@@ -8,9 +8,7 @@ authorization URL redirects to the client's redirect URI with a code. Tokens are
 the resource the client names (RFC 8707). Its one tool, ``whoami``, says which client the
 token belongs to: how many tokens it was issued and had refreshed.
 
-``--issuer URL`` makes the protected resource metadata name another authorization server
-(a hostile server points discovery where it likes); ``--lifetime N`` gives access tokens
-N seconds.
+``--lifetime N`` gives access tokens N seconds.
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--issuer")
 parser.add_argument("--lifetime", type=int, default=3600)
 options = parser.parse_args()
 
@@ -120,7 +117,7 @@ class Memory:
 
 server = MCPServer(
     "signin", auth_server_provider=Memory(),
-    auth=AuthSettings(issuer_url=options.issuer or BASE,  # type: ignore[arg-type]
+    auth=AuthSettings(issuer_url=BASE,  # type: ignore[arg-type]
                       resource_server_url=f"{BASE}/mcp",  # type: ignore[arg-type]
                       client_registration_options=ClientRegistrationOptions(enabled=True),
                       validate_token_resource=True))
