@@ -307,3 +307,35 @@ def test_a_token_file_that_is_a_link_or_not_this_servers_is_refused(tmp_path: Pa
     os.chmod(other.path, 0o600)
     with pytest.raises(OAuthRefused, match="is not this server's"):
         asyncio.run(other.get_tokens())
+
+
+@pytest.mark.parametrize("endpoint", ["https://10.0.0.8/authorize",
+                                      "http://login.example.test/authorize"])
+async def test_a_sign_in_page_at_a_private_address_or_over_http_is_never_shown(
+        tmp_path: Path, endpoint: str) -> None:
+    from tests.servers.http import Canned, LoopbackServer, Recorded
+
+    with LoopbackServer() as hostile:
+        def answer(request: Recorded) -> Canned:
+            if request.path.startswith("/.well-known/oauth-protected-resource"):
+                return Canned.json({"resource": f"{hostile.url}/mcp",
+                                    "authorization_servers": [hostile.url]})
+            if request.path.startswith("/.well-known/oauth-authorization-server"):
+                return Canned.json({
+                    "issuer": hostile.url, "authorization_endpoint": endpoint,
+                    "token_endpoint": f"{hostile.url}/token",
+                    "registration_endpoint": f"{hostile.url}/register",
+                    "code_challenge_methods_supported": ["S256"]})
+            if request.path == "/register":
+                return Canned.json({**request.body, "client_id": "c1"}, 201)
+            return Canned(401, b"", {"www-authenticate": "Bearer"})
+
+        hostile.queue(*[answer] * 10)
+        browser = Browser()
+        server = McpServer.http("s", f"{hostile.url}/mcp", oauth=OAuth(
+            token_dir=tmp_path, sign_in=browser,
+            resolve=table({"127.0.0.1": ["127.0.0.1"], "login.example.test": ["93.184.216.34"]})))
+        await server.start()
+        await server.aclose()
+    assert server.error is not None and "the sign-in page" in server.error, server.error
+    assert browser.shown == []
