@@ -219,7 +219,7 @@ async def test_a_form_asking_for_a_password_is_flagged_and_nothing_is_sent_unles
     async with Agent(model, tools=[asker()], approver=declined) as agent:
         result = await agent.run("log in")
     [request] = declined.shown
-    assert request.warning is not None and "looks like a secret (password)" in request.warning
+    assert request.warning is not None and "looks like a secret ('password')" in request.warning
     assert heard(result) == {"action": "decline", "content": None}
     assert not any("password" in str(r.messages).lower() for r in model.requests[:1])
     shown = elicitation_text(request).plain

@@ -71,7 +71,7 @@ async def test_under_ask_the_person_is_warned_twice_and_a_decline_sends_nothing(
     [request] = person.shown
     assert request.trusted is False and request.taint.armed
     assert request.warning is not None
-    assert "looks like a secret (password)" in request.warning
+    assert "looks like a secret ('password')" in request.warning
     assert "the answer goes to an untrusted server" in request.warning
     assert heard(result) == [{"action": "decline", "content": None}]
     # The request never reached the model: it cannot answer for the person.

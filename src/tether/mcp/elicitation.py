@@ -247,7 +247,10 @@ class Elicitations:
         """The SDK's elicitation callback: the answer as the protocol carries it."""
         import mcp_types
 
-        answer = await self.answer(params)
+        try:
+            answer = await self.answer(params)
+        except Exception as e:  # whatever a hostile request breaks: a decline, never a crash
+            answer = ElicitationAnswer.decline(f"{type(e).__name__}")
         if answer.action != "accept" or getattr(params, "mode", "form") == "url":
             return mcp_types.ElicitResult(action=answer.action)
         return mcp_types.ElicitResult(action="accept", content=dict(answer.values))
@@ -279,7 +282,8 @@ class Elicitations:
                 fields = form_fields(getattr(params, "requested_schema", {}))
             except FormError as e:
                 return await self._told(context, what, ElicitationAnswer.decline(str(e)))
-            secret = [f.name for f in fields if looks_secret(f)]
+            # The server's names, quoted: they cannot continue tether's sentence.
+            secret = [inline(repr(f.name)) for f in fields if looks_secret(f)]
             if secret:
                 warnings.append(
                     f"the server asks for what looks like a secret ({', '.join(secret)}); "
