@@ -339,3 +339,18 @@ async def test_a_sign_in_page_at_a_private_address_or_over_http_is_never_shown(
         await server.aclose()
     assert server.error is not None and "the sign-in page" in server.error, server.error
     assert browser.shown == []
+
+
+def test_auth_oauth_is_for_url_servers_and_builds_an_oauth_server() -> None:
+    from pydantic import ValidationError
+
+    from tether.config import McpSection, servers_from_config
+
+    [server] = servers_from_config([McpSection(name="t", url="https://x.example/mcp",
+                                               auth="oauth", scope="read")])
+    assert server.transport.oauth == OAuth(scope="read")  # type: ignore[union-attr]
+    assert server.transport.describe() == "http: https://x.example/mcp, oauth"
+    for wrong in ({"command": "x", "auth": "oauth"}, {"url": "https://x/mcp", "scope": "r"},
+                  {"url": "https://x/mcp", "auth": "basic"}):
+        with pytest.raises(ValidationError):
+            McpSection(name="t", **wrong)
