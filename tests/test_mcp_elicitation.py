@@ -416,3 +416,28 @@ def test_tether_run_at_a_terminal_asks_the_form_field_by_field_and_sends_the_ans
     assert all(f'\\"{k}\\": {v}' in sent for k, v in [
         ("email", '\\"ada@example.com\\"'), ("guests", "2"), ("vegan", "false"),
         ("seating", '\\"terrace\\"'), ("extras", '[\\"cake\\"]')]), sent
+
+
+async def test_a_request_with_no_call_or_with_calls_of_two_runs_in_flight_is_declined() -> None:
+    import mcp_types
+
+    from tether.mcp.elicitation import Elicitations
+
+    params = mcp_types.ElicitRequestFormParams(message="m", requested_schema={
+        "type": "object", "properties": {"x": {"type": "string"}}})
+    server = McpServer.http("a", "http://127.0.0.1:9/mcp", trusted=True)
+    asking = Elicitations(server)
+    assert (await asking.answer(params)).reason == "no call of the server is running"
+    fillers = [FormFiller(ElicitationAnswer.accept({"x": "y"})) for _ in range(2)]
+    agents = [Agent(Scripted(["unused"]), approver=f) for f in fillers]
+    contexts = [ToolContext(call_id=f"c{i}", tool_name="a__t", taint=Taint(),
+                            workspace=Path.cwd(), security=SecurityConfig(),
+                            run=RunScope(agent=a, path=(), interrupt=None,
+                                         spend=Spend(a.settings)))
+                for i, a in enumerate(agents)]
+    with asking.during(contexts[0]):
+        assert (await asking.answer(params)).action == "accept"
+        with asking.during(contexts[1]):
+            answer = await asking.answer(params)
+    assert answer.action == "decline" and "several runs" in (answer.reason or "")
+    assert [len(f.shown) for f in fillers] == [1, 0]
