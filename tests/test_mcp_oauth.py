@@ -354,3 +354,33 @@ def test_auth_oauth_is_for_url_servers_and_builds_an_oauth_server() -> None:
                   {"url": "https://x/mcp", "auth": "basic"}):
         with pytest.raises(ValidationError):
             McpSection(name="t", **wrong)
+
+
+async def test_a_neighbour_on_loopback_is_reached_at_the_address_checked_under_its_name(
+        tmp_path: Path) -> None:
+    from tests.servers.http import Canned, LoopbackServer, Recorded
+
+    with LoopbackServer() as server_side:
+        port = server_side.url.rsplit(":", 1)[1]
+        issuer = f"http://neighbour.test:{port}"
+
+        def answer(request: Recorded) -> Canned:
+            if request.path.startswith("/.well-known/oauth-protected-resource"):
+                return Canned.json({"resource": f"{server_side.url}/mcp",
+                                    "authorization_servers": [issuer]})
+            if request.path.startswith("/.well-known/"):
+                return Canned(404, b"")
+            return Canned(401, b"", {"www-authenticate": "Bearer"})
+
+        server_side.queue(*[answer] * 10)
+        server = McpServer.http("s", f"{server_side.url}/mcp", oauth=OAuth(
+            token_dir=tmp_path, resolve=table({"127.0.0.1": ["127.0.0.1"],
+                                               "neighbour.test": ["127.0.0.1"]})))
+        await server.start()
+        await server.aclose()
+    # neighbour.test is no name the system resolves: it was reached at the address the
+    # rule checked, and asked for under its own name.
+    asked = [r for r in server_side.requests
+             if r.path.startswith("/.well-known/oauth-authorization-server")]
+    assert asked and asked[0].headers["host"] == f"neighbour.test:{port}"
+    assert server.error is not None
