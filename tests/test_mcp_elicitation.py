@@ -441,3 +441,26 @@ async def test_a_request_with_no_call_or_with_calls_of_two_runs_in_flight_is_dec
             answer = await asking.answer(params)
     assert answer.action == "decline" and "several runs" in (answer.reason or "")
     assert [len(f.shown) for f in fillers] == [1, 0]
+
+
+def test_ctrl_c_at_the_form_cancels_it_and_interrupts_the_run(
+        tmp_path: Path, server: LoopbackServer) -> None:
+    from tests.terminal import Terminal
+
+    server.queue(tool_call("a__book", {}), answer("never asked for"))
+    ws = workspace(tmp_path, server.url + "/v1",
+                   f'[[mcp]]\nname = "a"\ncommand = {json.dumps(sys.executable)}\n'
+                   f'args = [{json.dumps(ASKER)}]\n')
+    env = {**os.environ, "TETHER_CONFIG": os.devnull, "TETHER_STORE": str(ws / "s.db"),
+           "COLUMNS": "100", "TERM": "dumb"}
+    terminal = Terminal(["-w", str(ws), "run", "book a table"], env, wait=60)
+    try:
+        terminal.read_until(b"Fill in the form? y=yes, n=decline [y/n] (n): ")
+        terminal.press(b"\x03")  # once, and no Enter
+        terminal.read_until(None)
+        code = terminal.proc.wait(timeout=60)
+    finally:
+        terminal.close()
+    assert code == 130, terminal.text
+    assert "asked for input; cancelled: the run was interrupted" in terminal.text
+    assert len(server.requests) == 1  # the model is not asked again
