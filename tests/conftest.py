@@ -1,5 +1,6 @@
 """What the test modules share: a loopback HTTP server, a PostgreSQL server, a sleep that
-never waits, and an approver that records what it was asked."""
+never waits, an approver that records what it was asked, and one that also fills in the
+forms MCP servers ask a person for."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from tests.providers.helpers import FakeSleep
 from tests.servers.http import LoopbackServer
 from tests.servers.postgres import PostgresServer, PostgresUnavailable
-from tether.approval import ApprovalRequest, Decision
+from tether.approval import ApprovalRequest, Decision, ElicitationAnswer, ElicitationRequest
 
 
 class Recorder:
@@ -24,6 +25,20 @@ class Recorder:
     async def approve(self, request: ApprovalRequest) -> Decision:
         self.requests.append(request)
         return self.decision
+
+
+class FormFiller(Recorder):
+    """An approver that allows every call and answers every request for input with one
+    answer, keeping each request it was shown (``shown``)."""
+
+    def __init__(self, answer: ElicitationAnswer) -> None:
+        super().__init__(Decision.allow())
+        self.answer = answer
+        self.shown: list[ElicitationRequest] = []
+
+    async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
+        self.shown.append(request)
+        return self.answer
 
 
 def statuses(result: Any) -> list[str]:

@@ -36,11 +36,12 @@ from tether.builtins import (
     select_builtins,
     write_file,
 )
-from tether.builtins.fetch import blocked_address, domain_refusal
+from tether.builtins.fetch import domain_refusal
 from tether.builtins.html_text import html_to_text
 from tether.builtins.workspace import WorkspaceError, confine
 from tether.errors import ConfigError
 from tether.messages import ToolResult
+from tether.network import blocked_address
 from tether.providers import Scripted
 from tether.providers import call as calling
 from tether.trust import CLEAN

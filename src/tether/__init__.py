@@ -53,6 +53,9 @@ _EXPORTS: dict[str, str] = {
     "Decision": "tether.approval",
     "AllowAll": "tether.approval",
     "DenyAll": "tether.approval",
+    "ElicitationRequest": "tether.approval",
+    "ElicitationAnswer": "tether.approval",
+    "FormField": "tether.approval",
     "OutputSpec": "tether.output",
     "OutputReservation": "tether.output",
     "OutputReport": "tether.output",
@@ -96,7 +99,16 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from tether.agent import Agent
-    from tether.approval import AllowAll, ApprovalRequest, Approver, Decision, DenyAll
+    from tether.approval import (
+        AllowAll,
+        ApprovalRequest,
+        Approver,
+        Decision,
+        DenyAll,
+        ElicitationAnswer,
+        ElicitationRequest,
+        FormField,
+    )
     from tether.batch import run_batch
     from tether.config.build import agent_from_config as from_config
     from tether.conversation import Conversation, PendingCall, SessionLike

@@ -10,11 +10,15 @@ closed); the approver that asks a person at the terminal is the command line's
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import datetime
+import math
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from tether.trust import Capabilities, Taint
+
+_T = TypeVar("_T")
 
 ApprovalReason: TypeAlias = Literal["needs_approval", "trifecta"]
 PermissionMode: TypeAlias = Literal["ask", "allow", "read-only"]
@@ -151,8 +155,7 @@ async def ask(
     return decision, "approver"
 
 
-async def _unless_interrupted(asking: Awaitable[Decision],
-                              interrupt: asyncio.Event) -> Decision | None:
+async def _unless_interrupted(asking: Awaitable[_T], interrupt: asyncio.Event) -> _T | None:
     """What ``asking`` answers, or None when ``interrupt`` is set first (``asking`` is then
     cancelled, and waited for, so nothing it started is left reading or running)."""
     answer = asyncio.ensure_future(asking)
@@ -167,3 +170,208 @@ async def _unless_interrupted(asking: Awaitable[Decision],
     if interrupt.is_set():  # an answer given in the same instant counts for nothing
         return None
     return answer.result()
+
+
+# --- elicitation: a server asks the person for input ----------------------------------------
+
+# The kinds of a form's field: a string, a whole number, a number, yes or no, one choice of
+# ``choices``, or several of them.
+FieldKind: TypeAlias = Literal["string", "integer", "number", "boolean", "choice", "choices"]
+ElicitAction: TypeAlias = Literal["accept", "decline", "cancel"]
+FORMATS: tuple[str, ...] = ("email", "uri", "date", "date-time")
+
+
+@dataclass(frozen=True, slots=True)
+class FormField:
+    """One field of a server's form, typed from the schema it sent. ``name`` is the key
+    the answer carries; ``title`` and ``description`` are the server's words for it.
+    ``choices`` are a choice's values (``choice_titles`` their labels, when the server
+    gave them); ``minimum``/``maximum`` bound a number, ``min_length``/``max_length`` a
+    string, ``min_items``/``max_items`` a set of choices; ``format`` is one of
+    ``FORMATS``."""
+
+    name: str
+    kind: FieldKind
+    title: str | None = None
+    description: str | None = None
+    required: bool = False
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    choice_titles: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    min_items: int | None = None
+    max_items: int | None = None
+    format: str | None = None
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` does not fit this field, in words for the person; None when it
+        does."""
+        kind = self.kind
+        if kind == "boolean":
+            return None if isinstance(value, bool) else "not yes or no"
+        if kind in ("integer", "number"):
+            if isinstance(value, bool) or not isinstance(value, int | float) or \
+                    (kind == "integer" and not isinstance(value, int)) or \
+                    (isinstance(value, float) and not math.isfinite(value)):
+                return "not a whole number" if kind == "integer" else "not a number"
+            if self.minimum is not None and value < self.minimum:
+                return f"less than {self.minimum:g}"
+            if self.maximum is not None and value > self.maximum:
+                return f"more than {self.maximum:g}"
+            return None
+        if kind == "choices":
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                return "not a list of choices"
+            if any(v not in self.choices for v in value) or len(set(value)) != len(value):
+                return "not distinct choices of the list"
+            if self.min_items is not None and len(value) < self.min_items:
+                return f"fewer than {self.min_items} choices"
+            if self.max_items is not None and len(value) > self.max_items:
+                return f"more than {self.max_items} choices"
+            return None
+        if not isinstance(value, str):
+            return "not text"
+        if kind == "choice":
+            return None if value in self.choices else "not one of the choices"
+        if self.min_length is not None and len(value) < self.min_length:
+            return f"shorter than {self.min_length} characters"
+        if self.max_length is not None and len(value) > self.max_length:
+            return f"longer than {self.max_length} characters"
+        return _format_problem(self.format, value)
+
+
+def _format_problem(form: str | None, value: str) -> str | None:
+    if form == "email":
+        local, at, domain = value.partition("@")
+        return None if at and local and "." in domain and " " not in value \
+            else "not an email address"
+    if form == "uri":
+        scheme, colon, rest = value.partition(":")
+        return None if colon and scheme.isascii() and scheme[:1].isalpha() and rest \
+            else "not a URI (scheme:...)"
+    try:
+        if form == "date":
+            datetime.date.fromisoformat(value)
+        elif form == "date-time":
+            datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return f"not a {'date (YYYY-MM-DD)' if form == 'date' else 'date and time (ISO 8601)'}"
+    return None
+
+
+def form_problem(fields: tuple[FormField, ...], values: Mapping[str, Any]) -> str | None:
+    """Why ``values`` do not answer the form ``fields``: a key it does not ask for, a
+    required field left out, a value that does not fit; None when they answer it."""
+    names = {f.name for f in fields}
+    for key in values:
+        if key not in names:
+            return f"{key!r} is not a field of the form"
+    for f in fields:
+        if f.name not in values:
+            if f.required:
+                return f"the required field {f.name!r} has no value"
+            continue
+        why = f.problem(values[f.name])
+        if why is not None:
+            return f"{f.name!r}: {why}"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitationRequest:
+    """An MCP server asks the person for input, while one of its tools runs.
+
+    ``server`` and ``trusted`` say who asks; ``message`` is the server's own text (to be
+    shown literally, never as tether's words). A form (``mode == "form"``) has ``fields``;
+    a URL request has ``url``, which is shown in full and never opened by tether.
+    ``warning`` is tether's own word of caution, when there is one (the server asks for
+    what looks like a secret; the answer would go to an untrusted server while the
+    conversation holds private data); ``taint`` is the conversation's."""
+
+    server: str
+    trusted: bool
+    message: str
+    fields: tuple[FormField, ...] = ()
+    url: str | None = None
+    warning: str | None = None
+    taint: Taint = field(default_factory=Taint)
+
+    @property
+    def mode(self) -> Literal["form", "url"]:
+        return "url" if self.url is not None else "form"
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitationAnswer:
+    """The person's answer: ``accept`` (with the form's ``values``; for a URL, consent to
+    open it), ``decline`` (an explicit no) or ``cancel`` (dismissed). ``reason`` says why,
+    when tether declined on the person's behalf."""
+
+    action: ElicitAction
+    values: Mapping[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+
+    @classmethod
+    def accept(cls, values: Mapping[str, Any] | None = None) -> ElicitationAnswer:
+        return cls("accept", dict(values or {}))
+
+    @classmethod
+    def decline(cls, reason: str = "") -> ElicitationAnswer:
+        return cls("decline", {}, reason or None)
+
+    @classmethod
+    def cancel(cls, reason: str = "") -> ElicitationAnswer:
+        return cls("cancel", {}, reason or None)
+
+
+@runtime_checkable
+class Elicitor(Protocol):
+    """An approver that can also answer a server's request for input (the optional part
+    of the protocol: ``ConsoleApprover`` asks at the terminal)."""
+
+    async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer: ...
+
+
+async def elicit(
+    approver: object, request: ElicitationRequest, timeout: float | None,
+    interrupt: asyncio.Event | None = None,
+) -> ElicitationAnswer:
+    """Ask ``approver`` for the person's answer. Never raises, and fails closed: an
+    approver that does not answer for a person (no ``elicit``: batch, durable runs,
+    ``--yes``), an error, the timeout, the run's interrupt or an answer that does not fit
+    the form is a decline (an interrupt: a cancel), with its reason."""
+    if not isinstance(approver, Elicitor):
+        return ElicitationAnswer.decline("no person to ask (the approver does not answer "
+                                         "for one)")
+    if interrupt is not None and interrupt.is_set():
+        return ElicitationAnswer.cancel(INTERRUPTED)
+    try:
+        async with asyncio.timeout(timeout):
+            asking = approver.elicit(request)
+            if interrupt is None:
+                answer: object = await asking
+            else:
+                answered = await _unless_interrupted(asking, interrupt)
+                if answered is None:
+                    return ElicitationAnswer.cancel(INTERRUPTED)
+                answer = answered
+    except TimeoutError:
+        return ElicitationAnswer.decline(f"nobody answered within {timeout:g}s")
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:
+        return ElicitationAnswer.decline(f"the approver failed ({type(e).__name__}: {e})")
+    if not isinstance(answer, ElicitationAnswer) or \
+            answer.action not in ("accept", "decline", "cancel"):
+        return ElicitationAnswer.decline("the approver's answer is not an ElicitationAnswer")
+    if answer.action != "accept":
+        return answer
+    if request.mode == "url":
+        return ElicitationAnswer.accept()
+    why = form_problem(request.fields, answer.values)
+    if why is not None:
+        return ElicitationAnswer.decline(f"the answer does not fit the form: {why}")
+    return answer

@@ -36,6 +36,13 @@ def default_blobs(env: Mapping[str, str]) -> Path:
     return Path(base) / "tether" / "temporal-blobs"
 
 
+def oauth_dir(env: Mapping[str, str]) -> Path:
+    """Where the tokens of MCP servers signed in to with OAuth are kept (one file each, 0600,
+    in a 0700 folder)."""
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "tether" / "oauth"
+
+
 def default_cache(env: Mapping[str, str]) -> Path:
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "tether"
@@ -53,10 +60,12 @@ def store_files(store: str | Path) -> list[Path]:
 def default_locations(env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
     """tether's files wherever the environment or the defaults put them: the user config
     folder and ``TETHER_CONFIG``, the session store (default and ``TETHER_STORE``), the cache
-    (default and ``TETHER_CACHE_DIR``), and tether's own package."""
+    (default and ``TETHER_CACHE_DIR``), MCP servers' OAuth tokens, and tether's own
+    package."""
     env = os.environ if env is None else env
     paths: list[Path] = [user_config_dir(env), *store_files(default_store(env)),
-                         default_cache(env), default_blobs(env), Path(__file__).resolve().parent]
+                         default_cache(env), default_blobs(env), oauth_dir(env),
+                         Path(__file__).resolve().parent]
     if env.get("TETHER_CONFIG"):
         paths.append(Path(env["TETHER_CONFIG"]).expanduser())
     if env.get("TETHER_STORE"):

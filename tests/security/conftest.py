@@ -31,8 +31,8 @@ from tests.servers.http import LoopbackServer
 from tether import Agent, Tool
 from tether import events as ev
 from tether.builtins import edit_file, grep, list_dir, make_fetch_url, read_file, write_file
-from tether.builtins.fetch import system_resolve
 from tether.messages import Message, Text, ToolCall, ToolResult
+from tether.network import system_resolve
 from tether.providers import Reply, Scripted
 from tether.providers.base import ModelRequest
 from tether.result import RunResult

@@ -18,8 +18,9 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from tether.approval import ApprovalRequest, Decision
+from tether.approval import ApprovalRequest, Decision, ElicitationAnswer, ElicitationRequest
 from tether.builtins.workspace import WorkspaceError, confine
+from tether.cli.elicit import ask_form, elicitation_text, url_text
 from tether.display import inline, json_text, literal, one_line, shown
 
 
@@ -68,6 +69,21 @@ class ConsoleApprover:
             return Decision.allow_for_session()
         return Decision.deny(_reason(reason) or "the user said no")
 
+    async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
+        """An MCP server's request for input, asked field by field, at a terminal only:
+        piped input was written before the request existed, so it cannot answer it (the
+        request is declined). Ctrl-C (the run's interrupt) ends the prompt: cancelled."""
+        if not _at_terminal():
+            return ElicitationAnswer.decline("no terminal to ask a person at")
+        async with self._lock:
+            console: Console = self._console or Console(stderr=True)
+            text = elicitation_text(request)
+            console.print(Panel(text, title="Input requested", border_style="yellow"))
+            if request.url is not None:  # unframed and unwrapped: copied whole
+                console.print(url_text(request.url), soft_wrap=True)
+            return await ask_form(request, lambda prompt: _answer(console, prompt),
+                                  lambda line: console.print(line))
+
 
 async def _answer(console: Any, prompt: Any) -> str:
     """The line a person types after ``prompt``. At a terminal it is read when the terminal
@@ -115,6 +131,13 @@ async def _answer(console: Any, prompt: Any) -> str:
         return await got
     finally:
         loop.remove_reader(fd)
+
+
+def _at_terminal() -> bool:
+    try:
+        return os.isatty(sys.stdin.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def _reason(text: str) -> str:

@@ -208,6 +208,11 @@ def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]
 
         agent_kwargs["approver"] = ConsoleApprover(workspace=workspace_of(args, cfg))
     agent = agent_from_config(args.workspace, config=cfg, **agent_kwargs)
+    if sys.stdin.isatty() and any(s.auth == "oauth" for s in cfg.mcp):
+        from tether.cli.render import stderr_console
+        from tether.cli.sign_in import allow_sign_in
+
+        allow_sign_in(agent.toolsets, stderr_console())  # a person is there to sign in
     if getattr(args, "only_tools", None):
         from tether.cli.offer_only import offer_only
 

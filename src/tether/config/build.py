@@ -22,6 +22,7 @@ from tether.config.schema import (
 )
 from tether.config.tool_files import load_tool_references, python_files
 from tether.errors import ConfigError
+from tether.mcp.oauth import OAuth
 from tether.mcp.server import McpServer
 from tether.paths import unique
 from tether.providers.anthropic import Anthropic
@@ -223,8 +224,9 @@ def servers_from_config(sections: Sequence[McpSection]) -> list[McpServer]:
                                            env_passthrough=s.env_passthrough, **common))
         else:
             assert s.url is not None  # McpSection allows exactly one transport
+            oauth = OAuth(scope=s.scope) if s.auth == "oauth" else None
             servers.append(McpServer.http(s.name, s.url, s.headers, headers_env=s.headers_env,
-                                          **common))
+                                          oauth=oauth, **common))
     names = [server.name for server in servers]
     if len(set(names)) != len(names):
         raise ConfigError(f"two [[mcp]] servers share a name: {', '.join(names)}")

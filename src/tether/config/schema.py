@@ -141,6 +141,10 @@ class McpSection(_Strict):
     # Whether the server's own text (tool descriptions, titles, schemas) is trusted;
     # unset: a stdio server is, a remote (url) one is not.
     trusted: bool | None = None
+    # "oauth": sign in with OAuth 2.1 (discovery, PKCE, a loopback redirect); `scope` is
+    # what is asked for (default: what the server's metadata says).
+    auth: Literal["oauth"] | None = None
+    scope: str | None = None
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpSection:
@@ -149,6 +153,10 @@ class McpSection(_Strict):
                              f"(streamable HTTP), not both or neither")
         if self.headers and self.url is None:
             raise ValueError(f"mcp server {self.name!r}: headers are for a url server")
+        if (self.auth is not None or self.scope is not None) and self.url is None:
+            raise ValueError(f"mcp server {self.name!r}: auth and scope are for a url server")
+        if self.scope is not None and self.auth is None:
+            raise ValueError(f"mcp server {self.name!r}: scope needs auth = \"oauth\"")
         return self
 
     @field_serializer("headers", when_used="json")

@@ -15,6 +15,9 @@ A server that fails to start is not raised: ``start()`` returns a ``Notice`` (th
 emits it at the start of its next run), ``server.error`` says why, and the server offers no
 tools. The run goes on without it.
 
+A server's request for input goes to the run's approver (``elicitation``); a remote one may
+sign in with OAuth 2.1 (``McpServer.http(..., oauth=OAuth(...))``: ``oauth``).
+
 The official ``mcp`` SDK (the ``tether[mcp]`` extra) is imported only when a server starts.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 from tether.mcp.environment import ALLOWED_ENV, child_environment
 from tether.mcp.mapping import GateFlags, Hints, map_hints, output_from_result
+from tether.mcp.oauth import OAuth
 from tether.mcp.server import McpServer
 
 __all__ = [
@@ -29,6 +33,7 @@ __all__ = [
     "GateFlags",
     "Hints",
     "McpServer",
+    "OAuth",
     "child_environment",
     "map_hints",
     "output_from_result",

@@ -18,8 +18,10 @@ from tether import __version__
 from tether.display import inline
 from tether.errors import ConfigError
 from tether.events import Notice
+from tether.mcp.elicitation import Elicitations
 from tether.mcp.environment import child_environment
 from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
+from tether.mcp.oauth import OAuth, oauth_client
 from tether.mcp.stdio import stdio_server_streams
 from tether.tools.tool import Tool, ToolContext, ToolOutput
 from tether.tools.toolsets import PrefixedToolset
@@ -54,9 +56,10 @@ class _Http:
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
     headers_env: Mapping[str, str] = field(default_factory=dict)
+    oauth: OAuth | None = None
 
     def describe(self) -> str:
-        return f"http: {self.url}"
+        return f"http: {self.url}" + (", oauth" if self.oauth is not None else "")
 
     def resolved_headers(self) -> dict[str, str]:
         out = dict(self.headers)
@@ -139,6 +142,7 @@ class McpServer:
         self._refresh_lock = asyncio.Lock()
         self._refreshing = 0
         self._refreshed = asyncio.Event()
+        self._elicitations = Elicitations(self)
 
     @classmethod
     def stdio(
@@ -181,11 +185,13 @@ class McpServer:
         start_timeout_secs: float | None = None,
         capabilities: Capabilities = NO_CAPABILITIES,
         trusted: bool = False,
+        oauth: OAuth | None = None,
     ) -> McpServer:
         """A server reached over streamable HTTP. ``headers_env`` maps a header to the
         environment variable holding its value (read when the server starts). Not trusted
-        unless ``trusted=True``: whoever runs it wrote its tools' descriptions."""
-        transport = _Http(url, dict(headers or {}), dict(headers_env or {}))
+        unless ``trusted=True``: whoever runs it wrote its tools' descriptions. ``oauth``
+        signs in with OAuth 2.1 (``tether.mcp.oauth``)."""
+        transport = _Http(url, dict(headers or {}), dict(headers_env or {}), oauth)
         return cls(name, transport, prefix_tools=prefix_tools, timeout_secs=timeout_secs,
                    start_timeout_secs=start_timeout_secs, capabilities=capabilities,
                    trusted=trusted)
@@ -296,6 +302,7 @@ class McpServer:
                 session = ClientSession(
                     read, write, read_timeout_seconds=self.start_timeout_secs,
                     message_handler=self._on_message,
+                    elicitation_callback=self._elicitations.callback,
                     client_info=Implementation(name="tether", version=__version__))
                 await stack.enter_async_context(session)
                 self._session = session
@@ -353,8 +360,11 @@ class McpServer:
             headers = transport.resolved_headers()
             longest = max(self.timeout_secs, self.start_timeout_secs)
             timeout = httpx2.Timeout(longest, read=max(300.0, longest))
-            async with httpx2.AsyncClient(headers=headers, timeout=timeout) as client, \
-                    streamable_http_client(transport.url, http_client=client) as streams:
+            client = httpx2.AsyncClient(headers=headers, timeout=timeout) \
+                if transport.oauth is None else \
+                oauth_client(self.name, transport.url, transport.oauth, headers, timeout)
+            async with client as http, \
+                    streamable_http_client(transport.url, http_client=http) as streams:
                 yield streams
 
     # --- tools --------------------------------------------------------------------------------
@@ -414,7 +424,7 @@ class McpServer:
         original = mcp_tool.name
 
         async def handler(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-            return await self.call(original, arguments)
+            return await self.call(original, arguments, context=ctx)
 
         return Tool.from_schema(
             name, mcp_tool.description or "", dict(mcp_tool.input_schema), handler,
@@ -424,9 +434,12 @@ class McpServer:
 
     # --- calls and notifications ------------------------------------------------------------
 
-    async def call(self, tool_name: str, arguments: dict[str, Any]) -> ToolOutput:
+    async def call(self, tool_name: str, arguments: dict[str, Any], *,
+                   context: ToolContext | None = None) -> ToolOutput:
         """Call ``tool_name`` (the server's own name, unprefixed). Never raises for the
-        server's failures: a crash, a timeout or a refusal is an error result."""
+        server's failures: a crash, a timeout or a refusal is an error result. ``context``
+        is the call's, in a run: a request for input the server makes meanwhile goes to
+        that run's approver (without one it is declined)."""
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
@@ -439,8 +452,9 @@ class McpServer:
             return ToolOutput(f"Error: the MCP server {self.name!r} is not running ({why}); "
                               f"{name} was not run.", is_error=True, from_outside=False)
         try:
-            result = await session.call_tool(tool_name, arguments,
-                                             read_timeout_seconds=self.timeout_secs)
+            with self._elicitations.during(context):
+                result = await session.call_tool(tool_name, arguments,
+                                                 read_timeout_seconds=self.timeout_secs)
         except MCPError as e:
             if e.code == CONNECTION_CLOSED:
                 if self._down is None:  # else its exit, seen first, already says how

@@ -1,0 +1,14 @@
+"""`tether mcp`: what a person does with MCP servers themselves (signing in to a remote one
+and out again: ``cli/mcp_login.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def add_cli(sub: Any) -> None:
+    from tether.cli.mcp_login import add_login_commands
+
+    mcp = sub.add_parser("mcp", help="MCP servers: sign in and out")
+    group = mcp.add_subparsers(dest="mcp_command", metavar="ACTION", required=True)
+    add_login_commands(group)

@@ -1,0 +1,89 @@
+"""A server's request for input against a compromised model and a hostile server: the
+model cannot answer it (it never sees it), a form asking for a secret is flagged to the
+person, and an untrusted server asking while the conversation holds private data is a send
+from an armed conversation: refused with the call under the default policy, put to the
+person with tether's warning under ``trifecta = "ask"``, and on a decline nothing is sent."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import FormFiller, Recorder, statuses
+from tests.security.conftest import Compromised, instruction
+from tests.test_mcp import http_server
+from tether import Agent, Capabilities, Decision, SecurityConfig, tool
+from tether import events as ev
+from tether.approval import ElicitationAnswer
+from tether.mcp import McpServer
+from tether.trust import untrusted_content
+
+ASKER = str(Path(__file__).parents[1] / "mcp_servers" / "asker.py")
+
+
+@tool(capabilities=Capabilities(private_data=True))
+def read_notes() -> str:
+    """Read the user's notes."""
+    return "the vault code is 493021"
+
+
+@pytest.fixture(scope="module")
+def asker_url() -> Iterator[str]:
+    with http_server(ASKER) as url:
+        yield url
+
+
+def heard(result: Any) -> list[dict[str, Any]]:
+    """What the asker said it heard back, for each of its calls that ran."""
+    out = []
+    for e in result.events:
+        if isinstance(e, ev.ToolFinished) and e.tool.startswith("a__") and e.status == "ok":
+            out.append(json.loads(untrusted_content(e.result.content) or e.result.content))
+    return out
+
+
+PLAN = instruction(("read_notes", {})) + "\n" + instruction(("a__login", {}))
+
+
+async def test_under_the_default_policy_the_untrusted_servers_form_is_never_shown(
+        asker_url: str) -> None:
+    person = FormFiller(ElicitationAnswer.accept({"password": "493021"}))
+    evil = Compromised()
+    async with Agent(evil.model(), tools=[read_notes, McpServer.http("a", asker_url)],
+                     approver=person) as agent:
+        result = await agent.run(PLAN)
+    assert statuses(result) == ["ok", "blocked"]
+    assert person.shown == [] and heard(result) == []
+
+
+async def test_under_ask_the_person_is_warned_twice_and_a_decline_sends_nothing(
+        asker_url: str) -> None:
+    person = FormFiller(ElicitationAnswer.decline())
+    evil = Compromised()
+    async with Agent(evil.model(), tools=[read_notes, McpServer.http("a", asker_url)],
+                     approver=person, security=SecurityConfig(trifecta="ask")) as agent:
+        result = await agent.run(PLAN)
+    assert statuses(result) == ["ok", "ok"]
+    [request] = person.shown
+    assert request.trusted is False and request.taint.armed
+    assert request.warning is not None
+    assert "looks like a secret ('password')" in request.warning
+    assert "the answer goes to an untrusted server" in request.warning
+    assert heard(result) == [{"action": "decline", "content": None}]
+    # The request never reached the model: it cannot answer for the person.
+    assert "Enter your password" not in json.dumps(
+        [str(m) for m in result.messages])
+
+
+async def test_nobody_at_the_approver_means_nothing_is_sent_whatever_the_model_does(
+        asker_url: str) -> None:
+    evil = Compromised()
+    async with Agent(evil.model(), tools=[McpServer.http("a", asker_url, trusted=True)],
+                     approver=Recorder(Decision.allow())) as agent:
+        result = await agent.run(instruction(("a__login", {})) + "\n"
+                                 + instruction(("a__pay", {})))
+    assert heard(result) == [{"action": "decline", "content": None}] * 2
