@@ -104,6 +104,11 @@ def _models_request(cfg: ProviderConfig) -> tuple[str, dict[str, str]]:
         return f"{base}/v1/models", {"x-api-key": key, "anthropic-version": "2023-06-01"}
     if cfg.kind == "gemini":
         return f"{base}/models", {"x-goog-api-key": key}
+    if cfg.kind == "ollama":
+        from tether.providers.ollama import server_root
+
+        return (f"{server_root(base)}/api/tags",
+                {"authorization": f"Bearer {key}"} if key else {})
     return f"{base}/models", ({"authorization": f"Bearer {key}"} if key else {})
 
 
@@ -167,6 +172,9 @@ async def check_providers(config: Config, names: list[str] | None = None
             except ValueError:
                 listing = None
             models = _listed_models(listing)
+            if cfg.kind == "ollama":
+                out.append(_ollama_models(label, cfg, url, models))
+                continue
             if models and cfg.model not in models:
                 out.append((False, label, f"reachable, but model {cfg.model!r} is not listed "
                                           f"(listed: {', '.join(sorted(models)[:8])})"))
@@ -174,6 +182,18 @@ async def check_providers(config: Config, names: list[str] | None = None
             out.append((True, label, f"reachable at {url}, model {cfg.model!r}"
                         + _profile_note(name, cfg, listing)))
     return out
+
+
+def _ollama_models(label: str, cfg: ProviderConfig, url: str,
+                   models: set[str]) -> tuple[bool, str, str]:
+    """What an Ollama server has pulled (``/api/tags``): the model named ``llama3.2`` is
+    the one pulled as ``llama3.2:latest``."""
+    pulled = sorted(models)
+    if cfg.model in models or f"{cfg.model}:latest" in models:
+        return True, label, (f"reachable at {url}, model {cfg.model!r} pulled; pulled: "
+                             f"{', '.join(pulled[:8])}{' ...' if len(pulled) > 8 else ''}")
+    return False, label, (f"reachable, but model {cfg.model!r} is not pulled: run `ollama "
+                          f"pull {cfg.model}` (pulled: {', '.join(pulled[:8]) or 'none'})")
 
 
 def _profile_note(name: str, cfg: ProviderConfig, listing: Any) -> str:

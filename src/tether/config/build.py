@@ -28,6 +28,7 @@ from tether.providers.anthropic import Anthropic
 from tether.providers.base import Provider
 from tether.providers.gemini import Gemini
 from tether.providers.http import RetryPolicy, Timeouts
+from tether.providers.ollama import Ollama
 from tether.providers.openai_chat import OpenAIChat
 from tether.providers.openai_responses import OpenAIResponses
 from tether.providers.shell import HTTPModel
@@ -43,6 +44,7 @@ ADAPTERS: dict[ProviderKind, type[HTTPModel[Any]]] = {
     "openai-responses": OpenAIResponses,
     "anthropic": Anthropic,
     "gemini": Gemini,
+    "ollama": Ollama,
 }
 
 
@@ -67,6 +69,13 @@ def build_provider(name: str, cfg: ProviderConfig) -> Provider:
             raise ConfigError(f"providers.{name}.profile applies to kind = \"openai-chat\" "
                               f"only")
         common["profile"] = cfg.profile
+    ollama = {"keep_alive": cfg.keep_alive, "think": cfg.think}
+    for key, value in ollama.items():
+        if value is not None and cfg.kind != "ollama":
+            raise ConfigError(f"providers.{name}.{key} applies to kind = \"ollama\" only")
+    if cfg.kind == "ollama":
+        # The window the fitter fits to is the one every request asks the server for.
+        common.update(ollama, num_ctx=cfg.context_window)
     return ADAPTERS[cfg.kind](**common)
 
 
