@@ -11,7 +11,7 @@ import ipaddress
 import math
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -136,14 +136,16 @@ def error(message: str) -> None:
 STDIN = "standard input"
 
 
-def prompt_parts(prompt: str, outside: str | None) -> Any:
-    """What the agent is given: the prompt, after the outside text piped beside it."""
-    if outside is None:
+def prompt_parts(prompt: str, outside: str | None, attached: Sequence[Any] = ()) -> Any:
+    """What the agent is given: the prompt, after the outside text piped beside it and the
+    parts of the files attached (``-a FILE``)."""
+    if outside is None and not attached:
         return prompt
     from tether.messages import Text
     from tether.trust import outside_text
 
-    return (outside_text(outside, STDIN), Text(prompt))
+    piped = (outside_text(outside, STDIN),) if outside is not None else ()
+    return (*attached, *piped, Text(prompt))
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
