@@ -7,13 +7,11 @@ import argparse
 import asyncio
 import contextlib
 import copy
-import ipaddress
 import math
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from tether.errors import ConfigError
 
@@ -286,17 +284,9 @@ def no_provider_help(cfg: Any, error: Exception | str, provider: str | None = No
 
 def _is_local(url: str) -> bool:
     """Whether ``url`` is on this machine or a private network (a server someone starts)."""
-    try:
-        host = (urlsplit(url).hostname or "").lower()
-    except ValueError:
-        return False
-    if host == "localhost" or host.endswith((".localhost", ".local")):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_link_local
+    from tether.config.build import is_local_url
+
+    return is_local_url(url)
 
 
 @contextlib.contextmanager

@@ -59,6 +59,8 @@ async def _doctor(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     for ok, label, detail in await check_providers(cfg, names):
         report(ok, label, detail)
+    for warning in fallback_warnings(cfg, names):
+        report(None, "warning", warning)
     from tether.cli.sessions import check_store
 
     checks: list[Any] = [check_store, check_local_cache]
@@ -87,6 +89,22 @@ def providers_in_use(config: Config, chosen: str | None = None) -> list[str]:
         return [name]
     used = {s.provider for s in config.subagents if s.provider and s.provider in config.providers}
     return [name, *sorted(used - {name})]
+
+
+def fallback_warnings(config: Config, names: list[str]) -> list[str]:
+    """For each local provider of ``names`` whose ``fallback`` names a hosted one: what
+    goes where when the local server is down."""
+    from tether.config.build import hosted_fallbacks
+
+    out = []
+    for name in names:
+        hosted = hosted_fallbacks(config, name)
+        if hosted:
+            out.append(f"provider {name} is local, and its fallback names hosted "
+                       f"{', '.join(hosted)}: when {name} cannot answer, the conversation "
+                       f"(your files and tool results in it) goes to "
+                       f"{'that service' if len(hosted) == 1 else 'those services'}")
+    return out
 
 
 # The most of a server's model list that is read. OpenRouter's, the longest known, is a few
