@@ -157,7 +157,7 @@ Codec = TypeVar("Codec", bound=WireCodec)
 class HTTPModel(Generic[Codec]):
     """A model behind one wire protocol over HTTP: the shell the four adapters share.
 
-    The adapters (``OpenAIChat``, ``OpenAIResponses``, ``Anthropic``, ``Gemini``) are
+    The adapters (``OpenAIChat``, ``OpenAIResponses``, ``Anthropic``, ``Gemini``, ``Ollama``) are
     subclasses that build their wire's codec; ``sleep`` is what retries wait with (tests
     pass a recorder).
     """
