@@ -106,3 +106,18 @@ def test_local_models_says_what_to_do_when_nothing_answers(tmp_path: Path) -> No
     out = tether(tmp_path, "local", "models")
     assert out.returncode == 1
     assert "tether local serve" in out.stdout
+
+
+def test_a_router_serving_the_default_model_gives_it_the_bundled_template(
+        tmp_path: Path) -> None:
+    from tether.local.server import bundled_chat_template, router_preset
+
+    default = DEFAULT_MODEL.filename.removesuffix(".gguf")
+    preset = router_preset([default, "smollm2"], tmp_path / "presets.ini")
+    assert preset is not None
+    assert preset.read_text() == (f"version = 1\n[{default}]\nchat-template-file = "
+                                  f"{bundled_chat_template()}\n")
+    assert router_preset(["smollm2"], tmp_path / "other.ini") is None
+    argv = ServerCommand(tmp_path / "llama-server", tmp_path / "m.gguf", 9123, None,
+                         models_dir=tmp_path, models_preset=preset).argv()
+    assert argv[argv.index("--models-preset") + 1] == str(preset)

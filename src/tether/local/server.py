@@ -120,11 +120,16 @@ class ServerCommand:
     alias: str = ALIAS
     models_dir: Path | None = None
     models_max: int = 2
+    # The router's per-model settings (an INI file): the bundled template for the default
+    # model, which needs it to call tools (``router_preset``).
+    models_preset: Path | None = None
 
     def argv(self) -> list[str]:
         if self.models_dir is not None:
             served = ["--models-dir", str(self.models_dir), "--models-max",
                       str(self.models_max)]
+            if self.models_preset is not None:
+                served += ["--models-preset", str(self.models_preset)]
         else:
             served = ["-m", str(self.model), "--alias", self.alias]
         args = [str(self.binary), *served,
@@ -182,6 +187,7 @@ class LocalServer:
         self.log_path = self.cache_dir / "logs" / f"llama-server-{self.port}.log"
         self.models_dir = Path(models_dir).expanduser() if models_dir else None
         self.models_max = models_max
+        self.models_preset: Path | None = None
         self._process: asyncio.subprocess.Process | None = None
         self.ready_seconds: float | None = None
 
@@ -197,16 +203,19 @@ class LocalServer:
     def command(self) -> ServerCommand:
         return ServerCommand(server_binary_path(self.cache_dir), self.model, self.port,
                              self.chat_template, self.context, self.threads,
-                             models_dir=self.models_dir, models_max=self.models_max)
+                             models_dir=self.models_dir, models_max=self.models_max,
+                             models_preset=self.models_preset)
 
     async def start(self) -> None:
         if self._process is not None:
             raise LocalSetupError("this LocalServer is already running")
         if self.models_dir is not None:
             # The router loads the folder's models itself; each is checked before it starts.
-            await asyncio.to_thread(router_models, self.models_dir)
+            names = await asyncio.to_thread(router_models, self.models_dir)
             if self.chat_template is not None and not self._own_model:
                 self.chat_template = None  # the bundled template is the default model's
+            self.models_preset = router_preset(
+                names, self.cache_dir / "logs" / f"router-presets-{self.port}.ini")
         if not is_set_up(self.cache_dir, self.model if self._own_model else None):
             if not self.auto_setup:
                 raise LocalSetupError(f"llama-server or the model is not set up in "
@@ -305,6 +314,20 @@ def router_models(folder: Path) -> list[str]:
     if not names:
         raise LocalSetupError(f"--models-dir {folder} holds no .gguf model")
     return names
+
+
+def router_preset(names: list[str], path: Path) -> Path | None:
+    """For a router serving the default model (by its file name): an INI file of
+    llama-server's model presets giving it the bundled chat template, with which the 0.5B
+    model's calls come back as calls (measured: ``tool_calls`` for "What is 17 * 23? Use the
+    calculator."); None when the folder does not hold it."""
+    default = DEFAULT_MODEL.filename.removesuffix(".gguf")
+    if default not in names:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"version = 1\n[{default}]\nchat-template-file = "
+                    f"{bundled_chat_template()}\n", encoding="utf-8")
+    return path
 
 
 def _die_with_parent() -> Any:
