@@ -309,3 +309,23 @@ def test_run_against_ollama_sends_num_ctx(tmp_path: Path, server: LoopbackServer
     assert out.returncode == 0, out.stderr
     assert "Paris" in out.stdout
     assert chats(server)[0]["options"]["num_ctx"] == 4096
+
+
+async def test_call_ids_a_hostile_server_repeats_are_made_unique_and_each_call_answered(
+        server: LoopbackServer) -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    same = {"id": "call_1", "function": {"name": "add", "arguments": {"a": 1, "b": 1}}}
+    other = {"id": "call_1", "function": {"name": "add", "arguments": {"a": 2, "b": 2}}}
+    server.queue(answer("", tool_calls=[same, other]), answer("done"))
+    model = Ollama(server.url, "m", num_ctx=4096)
+    result = await Agent(model, tools=[add]).run("add twice")
+    ids = [r.call_id for r in result.tool_calls]
+    assert len(set(ids)) == 2 and result.text == "done"
+    _, second = chats(server)
+    results = [m for m in second["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in results] == ["2", "4"]
+    await model.aclose()
