@@ -30,7 +30,7 @@ def _router(routes: dict[str, Callable[[Recorded], Canned] | Canned]
             ) -> Callable[[Recorded], Canned]:
     """One responder for every request: by method and path; chat completions answer."""
     def respond(request: Recorded) -> Canned:
-        key = f"{request.method} {request.path}"
+        key = f"{request.method} {request.path.split('?')[0]}"
         if key in routes:
             route = routes[key]
             return route(request) if callable(route) else route
@@ -89,8 +89,10 @@ async def test_llama_server_says_its_window_in_props_and_counts_with_its_tokeniz
                                    "total_slots": 1}),
         "POST /tokenize": tokenize,
     })
-    assert [f"{r.method} {r.path}" for r in requests] == [
+    assert [f"{r.method} {r.path.split('?')[0]}" for r in requests] == [
         "GET /props", "POST /tokenize", "POST /v1/chat/completions"]
+    # A router serves many models: the window is asked for the one the requests name.
+    assert requests[0].path.endswith("?model=" + requests[-1].body["model"])
     fitted = _fitted(events)
     assert fitted.window == 2048 and fitted.dropped > 0
     assert counted and "result of lookup" in counted[0]

@@ -1,4 +1,4 @@
-"""What every HTTP provider adapter promises alike, run against each of the four wires
+"""What every HTTP provider adapter promises alike, run against each of the wires
 (``tests/providers/wires.py``), streamed and not, over a real HTTP server on 127.0.0.1.
 
 These are the behaviours ``providers/shell.py`` implements once for all of them: the
@@ -49,7 +49,7 @@ def answer(wire: Wire, streamed: bool, deltas: tuple[str, ...] = ("Hel", "lo"),
     """A well-formed answer on ``wire`` saying ``"".join(deltas)`` (and making ``call``)."""
     if streamed:
         return Canned(200, wire.sse(list(deltas), list(call) if call else None),
-                      {"content-type": "text/event-stream"})
+                      {"content-type": wire.stream_type})
     assert call is None, "the whole-answer builders say text only"
     return Canned.json(wire.body("".join(deltas)))
 
@@ -183,7 +183,7 @@ async def test_abandoning_a_stream_closes_its_connection(server: LoopbackServer,
     frames: list[Any] = wire.sse(["Hel", *["lo"] * 2000])
     first = next(i for i, f in enumerate(frames) if b'"Hel"' in f)
     frames.insert(first + 1, stall)
-    server.queue(Canned(200, frames, {"content-type": "text/event-stream"}))
+    server.queue(Canned(200, frames, {"content-type": wire.stream_type}))
     provider = adapter(wire, server)
     chunks = provider.stream(ask(stream=True))
     async for chunk in chunks:
@@ -272,7 +272,7 @@ async def test_an_attempt_that_timed_out_is_retried_in_view_and_its_tokens_are_u
     stall = threading.Event()
     if streamed:  # silent past the idle timeout before its first event
         silent = Canned(200, [stall, *wire.sse(["Hel", "lo"])],
-                        {"content-type": "text/event-stream"})
+                        {"content-type": wire.stream_type})
         timeouts = Timeouts(read=0.1, total=60)
     else:  # no whole answer within the request timeout
         silent = answer(wire, False)
@@ -409,7 +409,7 @@ def limited(wire: Wire, streamed: bool, call: tuple[str, ...] | None = None) -> 
     output token limit cut."""
     if streamed:
         return Canned(200, wire.limited_sse(["Hel", "lo"], list(call) if call else None),
-                      {"content-type": "text/event-stream"})
+                      {"content-type": wire.stream_type})
     return Canned.json(wire.limited_body("Hello"))
 
 
@@ -460,6 +460,6 @@ def test_every_http_adapter_is_in_the_contract_and_speaks_the_loops_protocols() 
 
     made = [w.make("http://127.0.0.1:1" + w.prefix, api_key=KEY) for w in WIRES.values()]
     assert {type(p).__name__ for p in made} == {
-        "OpenAIChat", "OpenAIResponses", "Anthropic", "Gemini"}
+        "OpenAIChat", "OpenAIResponses", "Anthropic", "Gemini", "Ollama"}
     assert all(isinstance(p, shell.HTTPModel) for p in made)
     assert all(isinstance(p, Provider) and isinstance(p, SwitchesModel) for p in made)

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tether import events as ev
 from tether.approval import Approver, PermissionMode
+from tether.attachments import Attachment, attachment_parts
 from tether.conversation import Conversation, SessionLike
 from tether.errors import ConfigError
-from tether.messages import Part
+from tether.messages import Part, Text
 from tether.output import OutputReservation, OutputSpec, PreparedRun
 from tether.providers.base import Provider
 from tether.result import RunResult, final_result
@@ -42,6 +44,9 @@ from tether.tools.function import ensure_tools
 from tether.tools.tool import Tool
 from tether.tools.toolsets import ManagedToolset, Toolset, collect_tools
 from tether.trust import SecurityConfig
+
+# Files given with a prompt: paths (outside text) or ``Attachment``s (tether.attachments).
+Attachments: TypeAlias = Sequence[Attachment | str | os.PathLike[str]]
 
 
 class Agent:
@@ -208,16 +213,21 @@ class Agent:
         conversation: Conversation | None = None,
         session: SessionLike | None = None,
         interrupt: asyncio.Event | None = None,
+        attachments: Attachments = (),
     ) -> RunResult:
         """Run to an answer or a bound. A provider failure raises (with ``.result`` set).
+
+        ``attachments`` are files given with the prompt, before it (paths, or
+        ``Attachment``s): images, text files, PDFs' text; a path is outside text, untrusted,
+        unless given as ``Attachment.from_path(path, trusted=True)`` (``tether.attachments``).
 
         Setting ``interrupt`` stops the run with ``stop_cause == "interrupted"``: an answer
         the model is still writing is abandoned (and not kept), calls not yet run are
         answered "not run", a tool already running finishes first. The conversation stays
         valid to continue."""
         return _raised(await final_result(run_events(
-            self, prompt, conversation=conversation, session=session, interrupt=interrupt,
-            stream_requests=False)))
+            self, with_attachments(prompt, attachments), conversation=conversation,
+            session=session, interrupt=interrupt, stream_requests=False)))
 
     def run_sync(self, prompt: str | Sequence[Part], **kwargs: Any) -> RunResult:
         """``run`` for scripts without an event loop of their own.
@@ -239,12 +249,14 @@ class Agent:
         conversation: Conversation | None = None,
         session: SessionLike | None = None,
         interrupt: asyncio.Event | None = None,
+        attachments: Attachments = (),
     ) -> AsyncIterator[ev.Event]:
         """Every event of a run, ending with ``RunFinished``. Provider failures end the run
-        with ``stop_cause == "error"`` instead of raising."""
+        with ``stop_cause == "error"`` instead of raising. ``attachments`` as for ``run``."""
+        parts = with_attachments(prompt, attachments)
         # Closed with this stream: a reader that stops early ends the run now (see run_events).
         async with contextlib.aclosing(run_events(
-                self, prompt, conversation=conversation, session=session,
+                self, parts, conversation=conversation, session=session,
                 interrupt=interrupt)) as events:
             async for event in events:
                 yield event
@@ -279,9 +291,10 @@ class Agent:
         *,
         output: OutputSpec | OutputReservation,
         conversation: Conversation | None = None,
+        attachments: Attachments = (),
     ) -> PreparedRun:
         """A run that must answer in ``output``'s shape: ``await agent.prepare(...).output()``."""
-        return PreparedRun(self, prompt, output, conversation)
+        return PreparedRun(self, with_attachments(prompt, attachments), output, conversation)
 
     async def aclose(self) -> None:
         await self._close_providers()
@@ -417,3 +430,12 @@ if TYPE_CHECKING:
 
     def _a_run_host(agent: Agent) -> RunHost:
         return agent  # mypy holds the Agent to the protocol the engine drives
+
+
+def with_attachments(prompt: str | Sequence[Part],
+                     attachments: Attachments) -> str | Sequence[Part]:
+    """``prompt`` after the parts of ``attachments`` (``prompt`` itself when none)."""
+    if not attachments:
+        return prompt
+    parts = attachment_parts(attachments)
+    return (*parts, *((Text(prompt),) if isinstance(prompt, str) else prompt))

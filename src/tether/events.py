@@ -78,7 +78,8 @@ class ModelResponded:
 
 @dataclass(frozen=True, slots=True)
 class ProviderRetry:
-    """A model request failed and is sent again after ``wait_secs``. ``usage`` is what the
+    """A model request failed and is sent again after ``wait_secs`` (to ``fallback``, the
+    next provider of a ``fallback`` list, when set). ``usage`` is what the
     failed attempt spent as far as anyone knows (counted in the run's usage): nothing when
     the server refused it before any work, else its reported tokens or one request whose
     tokens are unknown."""
@@ -89,6 +90,9 @@ class ProviderRetry:
     path: tuple[str, ...] = ()
     kind: Literal["provider_retry"] = "provider_retry"
     usage: Usage = dataclasses.field(default_factory=Usage)
+    # The configured provider the request went to instead (``fallback = [...]``), None:
+    # the same one again.
+    fallback: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

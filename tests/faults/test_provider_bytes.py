@@ -101,9 +101,10 @@ async def test_a_body_that_does_not_decode_as_its_encoding_is_malformed_and_retr
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_a_broken_encoding_before_any_content_is_retried_to_the_good_answer(
         raw: RawServer, wire: str, streamed: bool) -> None:
-    bad = whole(b"garbage, not gzip", content_type="text/event-stream" if streamed
+    bad = whole(b"garbage, not gzip", content_type=WIRES[wire].stream_type if streamed
                 else "application/json", **{"content-encoding": "gzip"})
-    good = (chunked([gzipped(stream_bytes(WIRES[wire]))], **{"content-encoding": "gzip"})
+    good = (chunked([gzipped(stream_bytes(WIRES[wire]))], content_type=WIRES[wire].stream_type,
+                    **{"content-encoding": "gzip"})
             if streamed else whole(gzipped(body(WIRES[wire])), **{"content-encoding": "gzip"}))
     raw.queue(bad, good)
     chunks = await run(WIRES[wire].provider(raw.url, retry=retrying()), streamed)
@@ -121,7 +122,7 @@ async def test_a_stream_whose_gzip_breaks_after_content_is_malformed_and_not_ret
     good = (compressor.compress(b"".join(through_first(frames)))
             + compressor.flush(zlib.Z_SYNC_FLUSH))
     raw.queue(chunked([good, b"\x00\xffthe rest is not deflate at all" * 4],
-                      **{"content-encoding": "gzip"}))
+                      content_type=WIRES[wire].stream_type, **{"content-encoding": "gzip"}))
     error, seen = await fails(WIRES[wire].provider(raw.url, retry=retrying()), streamed=True)
     assert isinstance(error, MalformedResponseError), error
     assert "content-encoding" in str(error)
@@ -136,7 +137,7 @@ async def test_an_encoding_httpx_cannot_read_is_a_malformed_answer(
         raw: RawServer, wire: str, streamed: bool, encoding: str) -> None:
     # Without brotli/zstandard installed httpx passes the bytes through, which are not JSON
     # (with them, the bytes do not decode): a malformed answer either way.
-    raw.queue(whole(b"\x8b\x02\x80garbled", content_type="text/event-stream" if streamed
+    raw.queue(whole(b"\x8b\x02\x80garbled", content_type=WIRES[wire].stream_type if streamed
                     else "application/json", **{"content-encoding": encoding}))
     error, _ = await fails(WIRES[wire].provider(raw.url), streamed)
     assert isinstance(error, MalformedResponseError), error
@@ -149,7 +150,8 @@ async def test_characters_split_byte_by_byte_across_reads_are_joined(
         raw: RawServer, wire: str) -> None:
     data = stream_bytes(WIRES[wire])
     # Every byte its own HTTP chunk: every multi-byte character arrives in pieces.
-    raw.queue(chunked([data[i:i + 1] for i in range(len(data))]))
+    raw.queue(chunked([data[i:i + 1] for i in range(len(data))],
+                      content_type=WIRES[wire].stream_type))
     chunks = await run(WIRES[wire].provider(raw.url), streamed=True)
     assert final(chunks).response.message.text == TEXT
     assert "".join(c.text for c in chunks if isinstance(c, TextChunk)) == TEXT
@@ -173,7 +175,8 @@ async def test_bytes_that_are_not_utf8_become_replacement_characters(
     data = stream_bytes(WIRES[wire], marker) if streamed else body(WIRES[wire], marker)
     # A lone continuation byte, a truncated sequence, an encoded surrogate, an overlong NUL.
     data = data.replace(b"MARK", b"a\x80b\xe6\x97c\xed\xa0\x80d\xc0\x80e")
-    raw.queue(chunked([data]) if streamed else whole(data))
+    raw.queue(chunked([data], content_type=WIRES[wire].stream_type) if streamed
+              else whole(data))
     message = final(await run(WIRES[wire].provider(raw.url), streamed)).response.message
     text = message.text
     assert text.startswith("a\ufffdb\ufffd") and text.endswith("e")
@@ -186,7 +189,7 @@ async def test_bytes_that_are_not_utf8_become_replacement_characters(
 async def test_the_charset_a_server_names_does_not_change_how_json_is_read(
         raw: RawServer, wire: str, charset: str) -> None:
     raw.queue(chunked([stream_bytes(WIRES[wire])],
-                      content_type=f"text/event-stream; charset={charset}"))
+                      content_type=f"{WIRES[wire].stream_type}; charset={charset}"))
     chunks = await run(WIRES[wire].provider(raw.url), streamed=True)
     assert final(chunks).response.message.text == TEXT
 
@@ -196,7 +199,7 @@ async def test_the_charset_a_server_names_does_not_change_how_json_is_read(
 @pytest.mark.parametrize("wire", ALL)
 async def test_a_stream_cut_before_its_terminal_event_after_content_is_malformed(
         raw: RawServer, wire: str) -> None:
-    raw.queue(chunked(WIRES[wire].cut(["partial"])))
+    raw.queue(chunked(WIRES[wire].cut(["partial"]), content_type=WIRES[wire].stream_type))
     error, seen = await fails(WIRES[wire].provider(raw.url, retry=retrying()), streamed=True)
     assert isinstance(error, MalformedResponseError) and error.provider == wire
     assert "cut" in str(error) or "ended before" in str(error)
@@ -206,7 +209,9 @@ async def test_a_stream_cut_before_its_terminal_event_after_content_is_malformed
 
 @pytest.mark.parametrize("wire", ALL)
 async def test_a_stream_that_ends_before_any_event_is_retried(raw: RawServer, wire: str) -> None:
-    raw.queue(chunked([b": keep-alive\n\n"]), chunked(WIRES[wire].sse([TEXT])))
+    spec = WIRES[wire]
+    raw.queue(chunked([spec.keepalive], content_type=spec.stream_type),
+              chunked(spec.sse([TEXT]), content_type=spec.stream_type))
     chunks = await run(WIRES[wire].provider(raw.url, retry=retrying()), streamed=True)
     assert final(chunks).response.message.text == TEXT
     assert len(raw.requests) == 2

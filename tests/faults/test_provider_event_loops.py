@@ -25,7 +25,7 @@ from tether.result import RunResult
 
 def answer(srv: RawServer, wire: Wire, text: str, *, streamed: bool = False) -> None:
     if streamed:
-        srv.queue(chunked(wire.sse([text])))
+        srv.queue(chunked(wire.sse([text]), content_type=wire.stream_type))
     else:
         srv.queue(whole(json.dumps(wire.body(text)).encode()))
 

@@ -157,7 +157,9 @@ def mutate(data: st.DataObject, value: Any) -> Any:
 def frames(wire: Wire, events: list[Any]) -> list[bytes]:
     out = []
     for item in events:
-        if wire.named and isinstance(item, list) and len(item) == 2 and isinstance(item[0], str):
+        if wire.ndjson:
+            out.append(f"{json.dumps(item)}\n".encode())
+        elif wire.named and isinstance(item, list) and len(item) == 2 and isinstance(item[0], str):
             out.append(f"event: {item[0]}\ndata: {json.dumps(item[1])}\n\n".encode())
         else:
             out.append(f"data: {json.dumps(item)}\n\n".encode())
@@ -179,7 +181,7 @@ def test_a_mutated_stream_ends_typed_and_encodable(
         raw: RawServer, wire: str, data: st.DataObject) -> None:
     spec = WIRES[wire]
     events = mutate(data, sample_events(spec))
-    raw.queue(chunked(frames(spec, events)))
+    raw.queue(chunked(frames(spec, events), content_type=spec.stream_type))
     check(spec, *attempt(spec, raw, streamed=True))
 
 
@@ -208,7 +210,7 @@ def test_any_json_as_a_whole_answer_ends_typed(raw: RawServer, wire: str, value:
 @given(values=st.lists(json_value, max_size=5))
 def test_any_json_events_end_typed(raw: RawServer, wire: str, values: list[Any]) -> None:
     spec = WIRES[wire]
-    raw.queue(chunked([f"data: {json.dumps(v)}\n\n".encode() for v in values]))
+    raw.queue(chunked(frames(spec, values), content_type=spec.stream_type))
     check(spec, *attempt(spec, raw, streamed=True))
 
 
@@ -244,7 +246,8 @@ def test_text_cut_at_any_code_unit_into_deltas_comes_out_whole(
         raw: RawServer, wire: str, text: str, cuts: list[int]) -> None:
     spec = WIRES[wire]
     pieces = [p for p in utf16_pieces(text, cuts) if p]
-    raw.queue(chunked(spec.sse(pieces)))  # json.dumps escapes each lone half as \uXXXX
+    # json.dumps escapes each lone half as \uXXXX
+    raw.queue(chunked(spec.sse(pieces), content_type=spec.stream_type))
     chunks, error = attempt(spec, raw, streamed=True)
     message = check(spec, chunks, error)
     assert message is not None and message.text == text
@@ -263,7 +266,7 @@ def test_an_answer_cut_at_any_byte_into_reads_comes_out_whole(
     at = sorted({c % (len(data) + 1) for c in cuts})
     bounds = [0, *at, len(data)]
     reads = [data[a:b] for a, b in itertools.pairwise(bounds) if b > a]
-    raw.queue(chunked(reads, content_type="text/event-stream" if streamed
+    raw.queue(chunked(reads, content_type=spec.stream_type if streamed
                       else "application/json"))
     chunks, error = attempt(spec, raw, streamed)
     message = check(spec, chunks, error)

@@ -109,8 +109,9 @@ async def test_a_gzip_that_inflates_past_the_real_limit_is_refused(
 async def test_an_answer_just_under_the_limit_is_read(
         raw: RawServer, wire: str, streamed: bool, small_limit: int) -> None:
     data = stream_bytes(WIRES[wire]) if streamed else body(WIRES[wire])
-    padding = (b": pad\n" if streamed else b" ") * ((small_limit - len(data) - 64) // 6)
-    raw.queue(chunked([padding, data]) if streamed
+    padding = (WIRES[wire].keepalive if streamed else b" ") * ((small_limit - len(data) - 64)
+                                                                // 6)
+    raw.queue(chunked([padding, data], content_type=WIRES[wire].stream_type) if streamed
               else chunked([padding + data], content_type="application/json"))
     chunks = await run(WIRES[wire].provider(raw.url), streamed)
     assert final(chunks).response.message.text.startswith("héllo")
@@ -128,7 +129,7 @@ async def test_unicode_line_separators_inside_a_json_string_do_not_end_a_stream_
     for char in "\u2028\u2029\x85":  # written raw, as servers do (ensure_ascii off)
         data = data.replace(f"\\u{ord(char):04x}".encode(), char.encode())
     assert "\u2028".encode() in data and b"\\u2028" not in data
-    raw.queue(chunked([data]))
+    raw.queue(chunked([data], content_type=WIRES[wire].stream_type))
     chunks = await run(WIRES[wire].provider(raw.url), streamed=True)
     assert final(chunks).response.message.text == SEPARATORS
 
@@ -140,7 +141,7 @@ async def test_cr_and_crlf_line_endings_are_read_even_split_across_reads(
     data = stream_bytes(WIRES[wire]).replace(b"\n", ending)
     # Cut right after every CR, so a CRLF's two halves arrive in different reads.
     pieces = [p + b"\r" for p in data.split(b"\r")[:-1]] + [data.split(b"\r")[-1]]
-    raw.queue(chunked([p for p in pieces if p]))
+    raw.queue(chunked([p for p in pieces if p], content_type=WIRES[wire].stream_type))
     chunks = await run(WIRES[wire].provider(raw.url), streamed=True)
     assert final(chunks).response.message.text == TEXT
 

@@ -68,7 +68,7 @@ def encodable(chunks: list[StreamChunk]) -> None:
 ])
 async def test_surrogates_split_across_events_are_joined_and_lone_ones_replaced(
         raw: RawServer, wire: str, deltas: list[str], expected: str) -> None:
-    raw.queue(chunked(WIRES[wire].sse(deltas)))
+    raw.queue(chunked(WIRES[wire].sse(deltas), content_type=WIRES[wire].stream_type))
     chunks = await chunks_of(WIRES[wire], raw.url)
     encodable(chunks)
     assert texts(chunks) == expected  # what streamed out, as it will be shown
@@ -86,7 +86,8 @@ async def test_a_lone_surrogate_in_a_whole_answer_becomes_a_replacement_characte
 @pytest.mark.parametrize("wire", ["openai-chat", "openai-responses", "anthropic"])
 async def test_a_tool_calls_arguments_split_mid_pair_are_joined(
         raw: RawServer, wire: str) -> None:
-    raw.queue(chunked(WIRES[wire].sse(["ok"], ['{"a": "', HIGH, LOW + '"}'])))
+    raw.queue(chunked(WIRES[wire].sse(["ok"], ['{"a": "', HIGH, LOW + '"}']),
+                      content_type=WIRES[wire].stream_type))
     chunks = await chunks_of(WIRES[wire], raw.url)
     encodable(chunks)
     deltas = "".join(c.arguments_delta for c in chunks if isinstance(c, ToolCallChunk))
@@ -102,7 +103,8 @@ async def test_lone_surrogates_in_names_ids_and_reasoning_are_replaced(
     # Every string the wire carries gets a lone surrogate.
     data = json.dumps(events).replace('"add"', f'"add{HIGH}"').replace(
         'thinking"', f'thinking{LOW}"').replace('call_1"', f'call_1{HIGH}"')
-    raw.queue(chunked(WIRES[wire].frames(json.loads(data), done=WIRES[wire].done)))
+    raw.queue(chunked(WIRES[wire].frames(json.loads(data), done=WIRES[wire].done),
+                      content_type=WIRES[wire].stream_type))
     chunks = await chunks_of(WIRES[wire], raw.url)
     encodable(chunks)
     reply = message(chunks)
@@ -122,7 +124,8 @@ def test_what_a_provider_said_with_lone_surrogates_is_sent_back_and_stored(
         raw: RawServer, tmp_path: Path, wire: str, streamed: bool) -> None:
     said = f"a{HIGH}b{LOW}"
     if streamed:
-        raw.queue(chunked(WIRES[wire].sse([f"a{HIGH}", f"b{LOW}"])))
+        raw.queue(chunked(WIRES[wire].sse([f"a{HIGH}", f"b{LOW}"]),
+                          content_type=WIRES[wire].stream_type))
     else:
         raw.queue(whole(json.dumps(WIRES[wire].body(said)).encode()))
     raw.queue(whole(json.dumps(WIRES[wire].body("fine")).encode()))

@@ -140,6 +140,22 @@ STREAM_CASES: dict[str, list[tuple[Path, Any]]] = {
         ((0, "candidates", 0, "content", "parts", 0, "thoughtSignature"), 5),
         ((0,), "a string chunk"),
     ],
+    "ollama": [
+        ((1, "message", "content"), 5),
+        ((1, "message", "content"), ["hello"]),
+        ((1, "message"), "hello"),
+        ((0, "message", "thinking"), {"t": "thinking"}),
+        ((2, "message", "tool_calls"), "call"),
+        ((2, "message", "tool_calls", 0), "add"),
+        ((2, "message", "tool_calls", 0, "function"), "add"),
+        ((2, "message", "tool_calls", 0, "function", "name"), ["add"]),
+        ((3, "done"), "yes"),
+        ((3, "done_reason"), 5),
+        ((3, "prompt_eval_count"), "3"),
+        ((3, "eval_count"), -1),
+        ((0,), "a string line"),
+        ((0,), [1, 2]),
+    ],
 }
 
 BODY_CASES: dict[str, list[tuple[Path, Any]]] = {
@@ -200,6 +216,15 @@ BODY_CASES: dict[str, list[tuple[Path, Any]]] = {
         (("modelVersion",), [1]),
         (("promptFeedback",), "blocked"),
     ],
+    "ollama": [
+        (("message",), "hello"),
+        (("message", "content"), 5),
+        (("message", "thinking"), ["deep"]),
+        (("message", "tool_calls"), "call"),
+        (("done_reason",), ["stop"]),
+        (("prompt_eval_count",), "3"),
+        (("eval_count",), -1),
+    ],
 }
 
 
@@ -229,10 +254,11 @@ async def error_of(wire: str, url: str, streamed: bool) -> ProviderError:
 async def test_a_wrong_typed_field_in_a_stream_event_is_a_malformed_answer(
         raw: RawServer, wire: str, path: Path, value: Any) -> None:
     events = put(named(WIRES[wire].events(["hello"], ['{"a": 1}'])), path, value)
-    frames = [f"data: {json.dumps(e)}\n\n".encode() if not WIRES[wire].named or
+    frames = [f"{json.dumps(e)}\n".encode() if WIRES[wire].ndjson else
+              f"data: {json.dumps(e)}\n\n".encode() if not WIRES[wire].named or
               not isinstance(e, list) else
               f"event: {e[0]}\ndata: {json.dumps(e[1])}\n\n".encode() for e in events]
-    raw.queue(chunked(frames))
+    raw.queue(chunked(frames, content_type=WIRES[wire].stream_type))
     error = await error_of(wire, raw.url, streamed=True)
     assert isinstance(error, MalformedResponseError), error
     assert error.provider == wire and str(error).startswith(wire)
@@ -255,8 +281,9 @@ def bad_and_good(raw: RawServer, wire: str, streamed: bool) -> None:
     path, value = (STREAM_CASES if streamed else BODY_CASES)[wire][0]
     if streamed:
         events = put(named(spec.events(["hello"], None)), path, value)
-        raw.queue(chunked(spec.frames([tuple(e) if spec.named else e for e in events])))
-        raw.queue(chunked(spec.sse(["again"])))
+        raw.queue(chunked(spec.frames([tuple(e) if spec.named else e for e in events]),
+                          content_type=spec.stream_type))
+        raw.queue(chunked(spec.sse(["again"]), content_type=spec.stream_type))
     else:
         raw.queue(whole(json.dumps(put(spec.body("hello"), path, value)).encode()))
         raw.queue(whole(json.dumps(spec.body("again")).encode()))

@@ -1,4 +1,4 @@
-"""The four provider wires described alike, for the tests that run every adapter through
+"""The provider wires described alike, for the tests that run every adapter through
 the same behaviours (tests/test_provider_contract.py, tests/faults/test_provider_*): an
 adapter aimed at a server, a whole answer, a streamed answer as a list of events (text, a
 tool call, reasoning where the wire has it) and an error body, each well formed, for the
@@ -16,6 +16,7 @@ from tether.messages import Message
 from tether.providers import (
     Anthropic,
     Gemini,
+    Ollama,
     OpenAIChat,
     OpenAIResponses,
     anthropic,
@@ -59,6 +60,19 @@ class Wire:
     # A whole answer, or the event that ends a stream, made to say the output token limit
     # cut the answer (each wire's own signal).
     limit: Callable[[Any], Any] = lambda item: item
+    # The stream is newline-delimited JSON (one object a line), not server-sent events.
+    ndjson: bool = False
+
+    @property
+    def stream_type(self) -> str:
+        """The content type a streamed answer comes with."""
+        return "application/x-ndjson" if self.ndjson else "text/event-stream"
+
+    @property
+    def keepalive(self) -> bytes:
+        """Six bytes a stream may carry between events that say nothing (an SSE comment
+        line, a blank JSON line)."""
+        return b"     \n" if self.ndjson else b": pad\n"
 
     def provider(self, root: str, retry: RetryPolicy = NO_RETRY, **kw: Any) -> Provider:
         """The adapter aimed at the server at ``root`` (the API under its ``prefix``). A
@@ -73,7 +87,8 @@ class Wire:
         return json.dumps(self.replay(request), ensure_ascii=False).encode("utf-8")
 
     def sse(self, deltas: Sequence[str], call: Sequence[str] | None = None) -> list[bytes]:
-        """The stream as SSE frames, one bytes object per event."""
+        """The stream as the wire frames it (SSE, or JSON lines), one bytes object per
+        event."""
         return self.frames(self.events(deltas, call), done=self.done)
 
     def limited_body(self, text: str) -> dict[str, Any]:
@@ -100,7 +115,9 @@ class Wire:
     def frames(self, events: Sequence[Any], done: bool = False) -> list[bytes]:
         out = []
         for item in events:
-            if self.named:
+            if self.ndjson:
+                out.append(f"{json.dumps(item)}\n".encode())
+            elif self.named:
                 name, payload = item
                 out.append(f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode())
             else:
@@ -267,6 +284,41 @@ def _gemini_limit(item: dict[str, Any]) -> dict[str, Any]:
                                    for c in item["candidates"]]}
 
 
+# --- Ollama -------------------------------------------------------------------------------------
+
+def _ollama_line(message: dict[str, Any] | None = None, done: bool = False) -> dict[str, Any]:
+    line: dict[str, Any] = {"model": "m", "created_at": "2026-01-01T00:00:00Z",
+                            "message": {"role": "assistant", "content": "", **(message or {})},
+                            "done": done}
+    if done:
+        line.update(done_reason="stop", prompt_eval_count=3, eval_count=2)
+    return line
+
+
+def _ollama_body(text: str) -> dict[str, Any]:
+    return _ollama_line({"content": text}, done=True)
+
+
+def _ollama_events(deltas: Sequence[str], call: Sequence[str] | None) -> list[Any]:
+    out = [_ollama_line({"thinking": "thinking"})]
+    out += [_ollama_line({"content": d}) for d in deltas]
+    if call is not None:
+        # Ollama sends a call whole, its arguments an object: the pieces joined.
+        joined = "".join(call)
+        try:
+            args = json.loads(joined)
+        except ValueError:
+            args = {"text": joined}
+        out.append(_ollama_line({"tool_calls": [{"function": {"name": "add",
+                                                              "arguments": args}}]}))
+    out.append(_ollama_line(done=True))
+    return out
+
+
+def _ollama_limit(item: dict[str, Any]) -> dict[str, Any]:
+    return {**item, "done_reason": "length"}
+
+
 _ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error",
                      403: "permission_error", 404: "not_found_error", 429: "rate_limit_error",
                      500: "api_error", 503: "overloaded_error", 529: "overloaded_error"}
@@ -314,4 +366,14 @@ WIRES: dict[str, Wire] = {
         error=lambda status, message: {"error": {
             "code": status, "message": message,
             "status": _GEMINI_STATUSES.get(status, "UNKNOWN")}}),
+    "ollama": Wire(
+        "ollama",
+        # A window given: no /api/show is asked before the request (tests/test_ollama.py).
+        lambda url, **kw: Ollama(url, **{"model": "m", "api_key": "k", "num_ctx": 4096,
+                                         **kw}),
+        _ollama_body, _ollama_events, ndjson=True,
+        replay=lambda r: Ollama("http://127.0.0.1:1", "m", num_ctx=4096).request_body(r),
+        terminal=lambda e: e.get("done") is True, limit=_ollama_limit,
+        path="/api/chat", stream_path="/api/chat",
+        error=lambda status, message: {"error": message}),
 }

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from tether.store.session import Session
 
 COMMANDS = {
+    "/attach": "/attach FILE gives the model a file with your next message (an image, a "
+               "text file, a PDF's text; outside text, untrusted); /attach lists them",
     "/model": "the model; /model NAME switches it, /model PROVIDER:NAME the provider too",
     "/system": "the system prompt; /system TEXT sets it, /system - removes it",
     "/clear": "start a new conversation (a new session; the old one stays stored)",
@@ -87,6 +89,8 @@ class _Chat:
                  session: Session | None, conversation: Conversation) -> None:
         self.args, self.agent, self.cfg, self.store = args, agent, cfg, store
         self.session, self.conversation = session, conversation
+        # Files /attach named, given with the next message (tether.attachments.Attachment).
+        self.attached: list[Any] = []
 
 
 async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
@@ -343,6 +347,8 @@ async def _command(line: str, talk: _Chat, err: Console) -> bool:
         err.print(shown(f"session {session.id}" if session else
                         "not stored (--no-store)" if talk.store is None else
                         "not stored yet: the first message stores it"))
+    elif word == "/attach":
+        _attach(talk, rest, err)
     elif word == "/model":
         await _switch_model(talk, rest, err)
     elif word == "/system":
@@ -363,6 +369,29 @@ async def _command(line: str, talk: _Chat, err: Console) -> bool:
     else:
         err.print(shown((f"unknown command {word}", "yellow"), "; /help lists them"))
     return True
+
+
+def _attach(talk: _Chat, path: str, err: Console) -> None:
+    """``/attach FILE``: read the file now (a mistake shows at once), give it with the next
+    message; ``/attach`` alone lists what is waiting."""
+    from tether.attachments import Attachment, safe_name
+    from tether.display import shown
+    from tether.errors import TetherError
+
+    if not path:
+        names = ", ".join(safe_name(a.name) for a in talk.attached) or "nothing"
+        err.print(shown((f"attached for the next message: {names}", "dim")))
+        return
+    try:
+        attachment = Attachment.from_path(path)
+        attachment.parts()  # a file that cannot be read as any kind fails here, not later
+    except TetherError as e:
+        err.print(shown(("error:", "red"), f" {e}"))
+        return
+    talk.attached.append(attachment)
+    err.print(shown((f"attached {safe_name(attachment.name)} ({attachment.media_type}, "
+                     f"{len(attachment.data)} bytes): it goes with your next message, as "
+                     f"outside text", "dim")))
 
 
 async def _switch_model(talk: _Chat, wanted: str, err: Console) -> None:
@@ -421,9 +450,10 @@ async def _turn(agent: Agent, prompt: str, conversation: Conversation, session: 
     renderer = EventRenderer(err=err, show_error=False)
     failed: Exception | None = None
     # Ctrl-C during a turn stops that turn; at the prompt, it leaves.
+    attached, talk.attached = talk.attached, []
     with graceful_interrupt() as interrupt:
         async for event in agent.stream(prompt, conversation=conversation, session=session,
-                                        interrupt=interrupt):
+                                        interrupt=interrupt, attachments=attached):
             renderer(event)
             finished = run_finished(event)
             if finished is not None:

@@ -7,13 +7,11 @@ import argparse
 import asyncio
 import contextlib
 import copy
-import ipaddress
 import math
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from tether.errors import ConfigError
 
@@ -136,14 +134,16 @@ def error(message: str) -> None:
 STDIN = "standard input"
 
 
-def prompt_parts(prompt: str, outside: str | None) -> Any:
-    """What the agent is given: the prompt, after the outside text piped beside it."""
-    if outside is None:
+def prompt_parts(prompt: str, outside: str | None, attached: Sequence[Any] = ()) -> Any:
+    """What the agent is given: the prompt, after the outside text piped beside it and the
+    parts of the files attached (``-a FILE``)."""
+    if outside is None and not attached:
         return prompt
     from tether.messages import Text
     from tether.trust import outside_text
 
-    return (outside_text(outside, STDIN), Text(prompt))
+    piped = (outside_text(outside, STDIN),) if outside is not None else ()
+    return (*attached, *piped, Text(prompt))
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -289,17 +289,9 @@ def no_provider_help(cfg: Any, error: Exception | str, provider: str | None = No
 
 def _is_local(url: str) -> bool:
     """Whether ``url`` is on this machine or a private network (a server someone starts)."""
-    try:
-        host = (urlsplit(url).hostname or "").lower()
-    except ValueError:
-        return False
-    if host == "localhost" or host.endswith((".localhost", ".local")):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_link_local
+    from tether.config.build import is_local_url
+
+    return is_local_url(url)
 
 
 @contextlib.contextmanager

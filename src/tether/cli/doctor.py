@@ -59,6 +59,8 @@ async def _doctor(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     for ok, label, detail in await check_providers(cfg, names):
         report(ok, label, detail)
+    for warning in fallback_warnings(cfg, names):
+        report(None, "warning", warning)
     from tether.cli.sessions import check_store
 
     checks: list[Any] = [check_store, check_local_cache]
@@ -89,6 +91,22 @@ def providers_in_use(config: Config, chosen: str | None = None) -> list[str]:
     return [name, *sorted(used - {name})]
 
 
+def fallback_warnings(config: Config, names: list[str]) -> list[str]:
+    """For each local provider of ``names`` whose ``fallback`` names a hosted one: what
+    goes where when the local server is down."""
+    from tether.config.build import hosted_fallbacks
+
+    out = []
+    for name in names:
+        hosted = hosted_fallbacks(config, name)
+        if hosted:
+            out.append(f"provider {name} is local, and its fallback names hosted "
+                       f"{', '.join(hosted)}: when {name} cannot answer, the conversation "
+                       f"(your files and tool results in it) goes to "
+                       f"{'that service' if len(hosted) == 1 else 'those services'}")
+    return out
+
+
 # The most of a server's model list that is read. OpenRouter's, the longest known, is a few
 # megabytes; a server that sends more is not listing models.
 MAX_LISTING_BYTES = 16 * 1024 * 1024
@@ -104,6 +122,11 @@ def _models_request(cfg: ProviderConfig) -> tuple[str, dict[str, str]]:
         return f"{base}/v1/models", {"x-api-key": key, "anthropic-version": "2023-06-01"}
     if cfg.kind == "gemini":
         return f"{base}/models", {"x-goog-api-key": key}
+    if cfg.kind == "ollama":
+        from tether.providers.ollama import server_root
+
+        return (f"{server_root(base)}/api/tags",
+                {"authorization": f"Bearer {key}"} if key else {})
     return f"{base}/models", ({"authorization": f"Bearer {key}"} if key else {})
 
 
@@ -167,6 +190,9 @@ async def check_providers(config: Config, names: list[str] | None = None
             except ValueError:
                 listing = None
             models = _listed_models(listing)
+            if cfg.kind == "ollama":
+                out.append(_ollama_models(label, cfg, url, models))
+                continue
             if models and cfg.model not in models:
                 out.append((False, label, f"reachable, but model {cfg.model!r} is not listed "
                                           f"(listed: {', '.join(sorted(models)[:8])})"))
@@ -174,6 +200,18 @@ async def check_providers(config: Config, names: list[str] | None = None
             out.append((True, label, f"reachable at {url}, model {cfg.model!r}"
                         + _profile_note(name, cfg, listing)))
     return out
+
+
+def _ollama_models(label: str, cfg: ProviderConfig, url: str,
+                   models: set[str]) -> tuple[bool, str, str]:
+    """What an Ollama server has pulled (``/api/tags``): the model named ``llama3.2`` is
+    the one pulled as ``llama3.2:latest``."""
+    pulled = sorted(models)
+    if cfg.model in models or f"{cfg.model}:latest" in models:
+        return True, label, (f"reachable at {url}, model {cfg.model!r} pulled; pulled: "
+                             f"{', '.join(pulled[:8])}{' ...' if len(pulled) > 8 else ''}")
+    return False, label, (f"reachable, but model {cfg.model!r} is not pulled: run `ollama "
+                          f"pull {cfg.model}` (pulled: {', '.join(pulled[:8]) or 'none'})")
 
 
 def _profile_note(name: str, cfg: ProviderConfig, listing: Any) -> str:

@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from tether.errors import ConfigError, LocalSetupError
-from tether.local.server import ALIAS, HOST, SYSTEM_PROMPT, LocalServer, health
+from tether.local.server import (
+    ALIAS,
+    HOST,
+    SYSTEM_PROMPT,
+    LocalServer,
+    health,
+    router_models,
+)
 from tether.local.setup import Progress, default_cache_dir, default_model_path, setup
 
 # --- settings from flags and tether.toml -------------------------------------------------
@@ -145,7 +152,21 @@ def add_cli(sub: Any) -> None:
     p_serve.add_argument("--cache-dir", metavar="DIR", help="the cache folder")
     p_serve.add_argument("--chat-template", metavar="FILE.jinja",
                          help="a chat template for a model of your own")
+    p_serve.add_argument("--models-dir", metavar="DIR",
+                         help="serve every GGUF model in DIR on the one port (llama-server's "
+                              "router): each loaded when a request names it, by its file "
+                              "name without .gguf, so a sub-agent's model and its parent's "
+                              "share the server")
+    p_serve.add_argument("--models-max", type=int, default=2, metavar="N",
+                         help="with --models-dir: the most models loaded at once (default 2; "
+                              "the least recently used is unloaded)")
     p_serve.set_defaults(handler=cmd_local_serve)
+
+    p_models = actions.add_parser(
+        "models", help="the models the local server can load, and each Ollama server's")
+    p_models.add_argument("--port", type=int, help="the local server's port (default 8080, "
+                                                   "[local] port)")
+    p_models.set_defaults(handler=cmd_local_models)
     local.set_defaults(handler=lambda _args: _usage(local))
 
 
@@ -166,8 +187,11 @@ def cmd_local_setup(args: argparse.Namespace) -> int:
 
 def cmd_local_serve(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    if args.models_dir and settings.model is not None and getattr(args, "local_model", None):
+        raise ConfigError("--models-dir serves every model of a folder; drop --model")
     serve(settings.model, settings.port, cache_dir=settings.cache_dir,
-          chat_template=args.chat_template)
+          chat_template=args.chat_template, models_dir=args.models_dir,
+          models_max=args.models_max)
     return 0
 
 
@@ -177,11 +201,15 @@ def serve(
     *,
     cache_dir: str | Path | None = None,
     chat_template: str | Path | None = None,
+    models_dir: str | Path | None = None,
+    models_max: int = 2,
 ) -> None:
     """Run llama-server on 127.0.0.1:``port`` until Ctrl-C (setting up what is missing),
-    printing its base URL; the server is stopped before this returns."""
+    printing its base URL; the server is stopped before this returns. With ``models_dir``,
+    the router over that folder's models."""
     server = LocalServer(model=model_path, port=port, cache_dir=cache_dir,
-                         chat_template=chat_template)
+                         chat_template=chat_template, models_dir=models_dir,
+                         models_max=models_max)
     try:
         asyncio.run(_serve_until_interrupted(server))
     except KeyboardInterrupt:
@@ -190,13 +218,80 @@ def serve(
 
 async def _serve_until_interrupted(server: LocalServer) -> None:
     async with server:
-        print(f"llama-server ready in {server.ready_seconds or 0:.1f} s "
-              f"(model {server.model.name}, log {server.log_path})")
-        print(f"OpenAI-compatible base URL: {server.base_url}  (model name {ALIAS!r})")
+        if server.models_dir is not None:
+            names = ", ".join(repr(n) for n in router_models(server.models_dir))
+            print(f"llama-server (router) ready in {server.ready_seconds or 0:.1f} s "
+                  f"(models in {server.models_dir}, log {server.log_path})")
+            print(f"OpenAI-compatible base URL: {server.base_url}  (model names {names}; "
+                  f"each loads when first asked for)")
+        else:
+            print(f"llama-server ready in {server.ready_seconds or 0:.1f} s "
+                  f"(model {server.model.name}, log {server.log_path})")
+            print(f"OpenAI-compatible base URL: {server.base_url}  (model name {ALIAS!r})")
         print("Ctrl-C stops it.", flush=True)
         code = await server.wait()
         raise LocalSetupError(f"llama-server exited unexpectedly (code {code}); see "
                               f"{server.log_path}")
+
+
+def cmd_local_models(args: argparse.Namespace) -> int:
+    """``tether local models``: what the local server can load (a router: each model of its
+    folder and whether it is loaded), and each configured Ollama server's pulled models."""
+    return asyncio.run(_list_models(args))
+
+
+async def _list_models(args: argparse.Namespace) -> int:
+    import httpx
+
+    from tether.config.build import base_url
+    from tether.config.layers import load_config
+    from tether.display import inline
+    from tether.providers.http import decode_json, read_body
+    from tether.providers.ollama import pulled_models
+
+    settings = settings_from(args)
+    cfg = load_config(args.workspace)
+    found = False
+    async with httpx.AsyncClient(timeout=10.0, trust_env=False) as client:
+        url = f"http://{HOST}:{settings.port}/models"
+        try:
+            async with client.stream("GET", url) as response:
+                listing = decode_json(await read_body(response, 16 * 1024 * 1024))
+        except (httpx.HTTPError, ValueError):
+            listing = None
+        entries = listing.get("data") if isinstance(listing, dict) else None
+        if isinstance(entries, list):
+            found = True
+            print(f"llama-server at http://{HOST}:{settings.port}/v1:")
+            for entry in entries:
+                if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+                    continue
+                status = entry.get("status")
+                state = status.get("value") if isinstance(status, dict) else None
+                print(f"  {inline(entry['id'])}"
+                      + (f"  ({inline(str(state))})" if isinstance(state, str) else ""))
+        for name, pcfg in sorted(cfg.providers.items()):
+            if pcfg.kind != "ollama":
+                continue
+            where = base_url(pcfg)
+            try:
+                models = await pulled_models(client, where)
+            except (httpx.HTTPError, ValueError) as e:
+                print(f"provider {name} (ollama at {where}): cannot list: "
+                      f"{inline(str(e) or type(e).__name__)}")
+                continue
+            found = True
+            print(f"provider {name} (ollama at {where}):")
+            for model in models:
+                size = model.get("size")
+                gb = f"  {size / 1e9:.1f} GB" if isinstance(size, int) else ""
+                print(f"  {inline(model['name'])}{gb}")
+    if not found:
+        print(f"no local server answers on port {settings.port} (tether local serve "
+              f"[--models-dir DIR] starts one), and no kind = \"ollama\" provider is "
+              f"configured")
+        return 1
+    return 0
 
 
 __all__ = ["LocalSettings", "add_cli", "local_changes", "local_layer", "serve",

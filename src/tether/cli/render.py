@@ -158,6 +158,7 @@ class EventRenderer:
         self._streamed = False
         self._arguments: dict[str, str] = {}  # call id -> the arguments the model sent
         self._started = time.perf_counter()
+        self._answered_by: str | None = None  # the fallback provider the run went on with
 
     def _indent(self, event: ev.Event) -> str:
         return "  " * len(event.path)
@@ -230,6 +231,13 @@ class EventRenderer:
             self._spin("thinking…")
             return
         if isinstance(event, ev.ReasoningDelta | ev.UsageUpdated | ev.RunStarted):
+            return
+        if isinstance(event, ev.ProviderRetry) and event.fallback is not None:
+            # Another provider answers: a line of its own, and the usage line names it.
+            if top:
+                self._answered_by = event.fallback
+            err.print(shown(pad, (f"falling back to provider {inline(event.fallback)}: ",
+                                  "yellow"), (one_line(event.error, 200), "dim")))
             return
         if isinstance(event, ev.ProviderRetry):
             # Always a line of its own, at a terminal too (a spinner's text goes away): the
@@ -320,6 +328,8 @@ class EventRenderer:
         elapsed = time.perf_counter() - self._started
         line = (f"{tokens(r.usage)} · turns {r.turns} · {len(r.tool_calls)} tool call(s) · "
                 f"{elapsed:.1f}s")
+        if self._answered_by is not None:
+            line += f" · answered by fallback {inline(self._answered_by)}"
         if r.stop_cause != "completed":
             line += f" · stopped: {r.stop_cause}"
         if r.blocked_sends:

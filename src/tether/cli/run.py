@@ -20,6 +20,7 @@ from typing import Any
 from tether.cli.common import (
     EXIT_ERROR,
     EXIT_NO_ANSWER,
+    STDIN,
     add_run_flags,
     assumed_profile_notice,
     error,
@@ -43,9 +44,14 @@ def add_cli(sub: Any) -> None:
                           "is outside text: the model sees it marked as data, the "
                           "conversation counts as untrusted from the start, and no call may "
                           "act on a value found only there (see --trust-input)")
+    run.add_argument("-a", "--attach", metavar="FILE", action="append", default=[],
+                     help="give the model this file with the prompt (repeatable; - reads "
+                          "it from standard input): an image, a text file, a PDF's text. "
+                          "Outside text like piped input unless --trust-input")
     run.add_argument("--trust-input", action="store_true",
-                     help="vouch for the input given beside the prompt (text piped in): you "
-                          "wrote it, so it joins your prompt as your own words, trusted")
+                     help="vouch for the input given beside the prompt (text piped in, "
+                          "files attached): you wrote it, so it joins your prompt as your "
+                          "own words, trusted")
     add_run_flags(run)
     run.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     run.add_argument("--output-schema", metavar="SCHEMA",
@@ -64,7 +70,14 @@ def add_cli(sub: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    args.prompt, args.outside = prompt_of(args.prompt, trusted=args.trust_input)
+    args.attached = attached(args.attach, trusted=args.trust_input)
+    if "-" in args.attach:
+        args.outside = None  # standard input was the attachment
+        if args.prompt in (None, "-"):
+            raise ConfigError("-a - reads a file from standard input: give the prompt as an "
+                              "argument (tether run -a - \"describe this\")")
+    else:
+        args.prompt, args.outside = prompt_of(args.prompt, trusted=args.trust_input)
     if args.no_log and (args.session or args.continue_last):
         raise ConfigError("--no-log keeps nothing, so it cannot continue a session "
                           "(--session / -c); drop one of them")
@@ -79,6 +92,34 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 # --- the prompt -------------------------------------------------------------------------------
+
+
+def attached(files: list[str], *, trusted: bool) -> list[Any]:
+    """The parts of the files ``-a`` names, in order; ``-`` is standard input's bytes (once)."""
+    if not files:
+        return []
+    from tether.attachments import Attachment, attachment_parts
+
+    if files.count("-") > 1:
+        raise ConfigError("-a - reads standard input, which can be read once")
+    items: list[Attachment] = []
+    for name in files:
+        if name == "-":
+            items.append(Attachment(STDIN, _stdin_bytes(), trusted))
+        else:
+            items.append(Attachment.from_path(name, trusted=trusted))
+    return attachment_parts(items)
+
+
+def _stdin_bytes() -> bytes:
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):
+        mode = 0
+    if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+        raise ConfigError("-a - attaches what is piped in, and nothing is: pipe the file "
+                          "(cat photo.png | tether run -a - \"describe it\")")
+    return sys.stdin.buffer.read()
 
 
 def prompt_of(given: str | None, *, trusted: bool = False) -> tuple[str, str | None]:
@@ -186,7 +227,8 @@ async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
 
         result = None
         with graceful_interrupt() as interrupt:
-            async for event in agent.stream(prompt_parts(args.prompt, args.outside),
+            parts = prompt_parts(args.prompt, args.outside, args.attached)
+            async for event in agent.stream(parts,
                                             session=session, interrupt=interrupt):
                 if not quiet:
                     renderer(event)
@@ -222,7 +264,7 @@ async def _run_structured(agent: Any, args: argparse.Namespace, renderer: Any, c
                           spec: Any, session: Any) -> int:
     from tether.display import json_dumps
 
-    run = agent.prepare(prompt_parts(args.prompt, args.outside), output=spec,
+    run = agent.prepare(prompt_parts(args.prompt, args.outside, args.attached), output=spec,
                         conversation=session.conversation() if session is not None else None)
     async for event in run.stream():
         if session is not None:

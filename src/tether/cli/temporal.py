@@ -74,7 +74,8 @@ async def _run(args: argparse.Namespace, cfg: Any, given: dict[str, Any]) -> int
     from tether.temporal.client import connect, start_run
 
     client = await connect(cfg.temporal)
-    prompt = prompt_parts(args.prompt, getattr(args, "outside", None))
+    prompt = prompt_parts(args.prompt, getattr(args, "outside", None),
+                          getattr(args, "attached", ()))
     handle = await start_run(client, prompt if isinstance(prompt, str) else [prompt],
                              task_queue=cfg.temporal.task_queue, overrides=given)
     _say(f"durable run {handle.id} (Ctrl-C stops it; Ctrl-C twice leaves it running)")

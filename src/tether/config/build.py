@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import ipaddress
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tether.agent import Agent
 from tether.builtins import select_builtins
@@ -27,8 +29,10 @@ from tether.mcp.server import McpServer
 from tether.paths import unique
 from tether.providers.anthropic import Anthropic
 from tether.providers.base import Provider
+from tether.providers.fallback import Fallback
 from tether.providers.gemini import Gemini
 from tether.providers.http import RetryPolicy, Timeouts
+from tether.providers.ollama import Ollama
 from tether.providers.openai_chat import OpenAIChat
 from tether.providers.openai_responses import OpenAIResponses
 from tether.providers.shell import HTTPModel
@@ -44,6 +48,7 @@ ADAPTERS: dict[ProviderKind, type[HTTPModel[Any]]] = {
     "openai-responses": OpenAIResponses,
     "anthropic": Anthropic,
     "gemini": Gemini,
+    "ollama": Ollama,
 }
 
 
@@ -68,7 +73,59 @@ def build_provider(name: str, cfg: ProviderConfig) -> Provider:
             raise ConfigError(f"providers.{name}.profile applies to kind = \"openai-chat\" "
                               f"only")
         common["profile"] = cfg.profile
+    ollama = {"keep_alive": cfg.keep_alive, "think": cfg.think}
+    for key, value in ollama.items():
+        if value is not None and cfg.kind != "ollama":
+            raise ConfigError(f"providers.{name}.{key} applies to kind = \"ollama\" only")
+    if cfg.kind == "ollama":
+        # The window the fitter fits to is the one every request asks the server for.
+        common.update(ollama, num_ctx=cfg.context_window)
     return ADAPTERS[cfg.kind](**common)
+
+
+def provider_from_config(name: str, cfg: Config) -> Provider:
+    """Provider ``name`` of ``cfg``, and when its ``fallback`` names others, a ``Fallback``
+    that hands a request to them in order when it cannot answer. Only the names on its own
+    list are tried (never a fallback's fallbacks): each must be another configured provider."""
+    _, pcfg = cfg.provider_config(name)
+    primary = build_provider(name, pcfg)
+    if not pcfg.fallback:
+        return primary
+    chain: list[tuple[str, Provider]] = [(name, primary)]
+    for other in pcfg.fallback:
+        if other == name or other in (n for n, _ in chain):
+            raise ConfigError(f"providers.{name}.fallback names {other!r} twice or itself")
+        if other not in cfg.providers:
+            known = ", ".join(sorted(cfg.providers)) or "none"
+            raise ConfigError(f"providers.{name}.fallback names {other!r}, which is not a "
+                              f"configured provider (configured: {known})")
+        chain.append((other, build_provider(other, cfg.providers[other])))
+    return Fallback(chain)
+
+
+def is_local_url(url: str) -> bool:
+    """Whether ``url`` is on this machine or a private network (a server someone starts)."""
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith((".localhost", ".local")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+def hosted_fallbacks(cfg: Config, name: str) -> list[str]:
+    """The hosted providers a local provider ``name`` falls back to (``tether doctor``
+    warns: a conversation a local model held goes to a hosted service when it is down)."""
+    pcfg = cfg.providers.get(name)
+    if pcfg is None or not is_local_url(base_url(pcfg)):
+        return []
+    return [other for other in pcfg.fallback if other in cfg.providers
+            and not is_local_url(base_url(cfg.providers[other]))]
 
 
 def _adapter_default(kind: ProviderKind, parameter: str) -> Any:
@@ -135,14 +192,13 @@ def agent_from_config(
     cfg = config or load_config(workspace)
     name, pcfg = cfg.provider_config(provider)
     given = overrides.pop("model", None)
-    model = given if given is not None else build_provider(name, pcfg)
+    model = given if given is not None else provider_from_config(name, cfg)
     # Only the providers this agent uses are built: a key missing for one it never asks is
     # not its problem. Sub-agents name theirs; so does the context summarizer.
     used = {s.provider for s in cfg.subagents if s.provider and s.provider != name}
     if cfg.agent.context_summarizer not in (None, name):
         used.add(cfg.agent.context_summarizer)
-    others = {n: build_provider(n, cfg.providers[n]) for n in sorted(used)
-              if n in cfg.providers}
+    others = {n: provider_from_config(n, cfg) for n in sorted(used) if n in cfg.providers}
     others[name] = model
     ws = Path(cfg.tools.workspace or workspace)
     own: list[str | Path] = [*cfg.own_files, *python_files(tool_files)]

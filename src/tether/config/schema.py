@@ -20,7 +20,7 @@ from tether.display import mask_url
 from tether.errors import ConfigError
 from tether.settings import DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_TURNS
 
-ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "gemini"]
+ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"]
 
 
 class _Strict(BaseModel):
@@ -60,6 +60,13 @@ class ProviderConfig(_Strict):
     stream_idle_timeout_secs: float = Field(default=120.0, gt=0)
     headers: dict[str, str] = Field(default_factory=dict)
     prices: Prices | None = None
+    # kind = "ollama" only: how long the server keeps the model loaded ("5m", "1h", -1),
+    # and a thinking model's thinking on or off (or "low" / "medium" / "high").
+    keep_alive: str | int | None = None
+    think: bool | Literal["low", "medium", "high"] | None = None
+    # The providers that answer, in order, when this one cannot (a connection error, an
+    # overload, a server error, after its own retries); see docs/providers.md.
+    fallback: list[str] = Field(default_factory=list)
 
 
 class AgentConfig(_Strict):

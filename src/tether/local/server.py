@@ -27,10 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from tether.errors import LocalSetupError
 from tether.local.setup import (
+    DEFAULT_MODEL,
     Progress,
+    check_gguf,
     default_cache_dir,
     default_model_path,
     is_set_up,
+    model_problem,
     server_binary_path,
     setup,
 )
@@ -102,7 +105,11 @@ async def health(port: int, *, timeout: float = 2.0) -> str | None:
 
 @dataclass(frozen=True)
 class ServerCommand:
-    """The llama-server command line, kept as data so it can be shown and tested."""
+    """The llama-server command line, kept as data so it can be shown and tested.
+
+    With ``models_dir`` it is llama-server's router: no model of its own, each GGUF of the
+    folder loaded on demand by the name a request asks for (its file name without
+    ``.gguf``), at most ``models_max`` at once, each instance with these settings."""
 
     binary: Path
     model: Path
@@ -111,9 +118,21 @@ class ServerCommand:
     context: int = 4096
     threads: int | None = None
     alias: str = ALIAS
+    models_dir: Path | None = None
+    models_max: int = 2
+    # The router's per-model settings (an INI file): the bundled template for the default
+    # model, which needs it to call tools (``router_preset``).
+    models_preset: Path | None = None
 
     def argv(self) -> list[str]:
-        args = [str(self.binary), "-m", str(self.model), "--alias", self.alias,
+        if self.models_dir is not None:
+            served = ["--models-dir", str(self.models_dir), "--models-max",
+                      str(self.models_max)]
+            if self.models_preset is not None:
+                served += ["--models-preset", str(self.models_preset)]
+        else:
+            served = ["-m", str(self.model), "--alias", self.alias]
+        args = [str(self.binary), *served,
                 "--host", HOST, "--port", str(self.port), "-c", str(self.context),
                 # One slot: runs are deterministic at temperature 0 and use all the threads.
                 "-np", "1", "-t", str(self.threads or os.cpu_count() or 2),
@@ -149,6 +168,8 @@ class LocalServer:
         ready_timeout: float = 120.0,
         auto_setup: bool = True,
         progress: Progress | None = None,
+        models_dir: str | Path | None = None,
+        models_max: int = 2,
     ) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.model = Path(model).expanduser() if model else default_model_path(self.cache_dir)
@@ -164,6 +185,9 @@ class LocalServer:
         self._own_model = model is not None
         self.progress = progress
         self.log_path = self.cache_dir / "logs" / f"llama-server-{self.port}.log"
+        self.models_dir = Path(models_dir).expanduser() if models_dir else None
+        self.models_max = models_max
+        self.models_preset: Path | None = None
         self._process: asyncio.subprocess.Process | None = None
         self.ready_seconds: float | None = None
 
@@ -178,11 +202,20 @@ class LocalServer:
 
     def command(self) -> ServerCommand:
         return ServerCommand(server_binary_path(self.cache_dir), self.model, self.port,
-                             self.chat_template, self.context, self.threads)
+                             self.chat_template, self.context, self.threads,
+                             models_dir=self.models_dir, models_max=self.models_max,
+                             models_preset=self.models_preset)
 
     async def start(self) -> None:
         if self._process is not None:
             raise LocalSetupError("this LocalServer is already running")
+        if self.models_dir is not None:
+            # The router loads the folder's models itself; each is checked before it starts.
+            names = await asyncio.to_thread(router_models, self.models_dir)
+            if self.chat_template is not None and not self._own_model:
+                self.chat_template = None  # the bundled template is the default model's
+            self.models_preset = router_preset(
+                names, self.cache_dir / "logs" / f"router-presets-{self.port}.ini")
         if not is_set_up(self.cache_dir, self.model if self._own_model else None):
             if not self.auto_setup:
                 raise LocalSetupError(f"llama-server or the model is not set up in "
@@ -260,6 +293,43 @@ class LocalServer:
         await asyncio.shield(self.stop())
 
 
+def router_models(folder: Path) -> list[str]:
+    """The names a router on ``folder`` serves (each GGUF's file name without ``.gguf``;
+    a subfolder, a multimodal or split model, by its own name), after checking them: each
+    GGUF starts with the GGUF magic, and the model tether fetches itself (the default one,
+    by its file name) must be the published file, by its size and sha256."""
+    if not folder.is_dir():
+        raise LocalSetupError(f"--models-dir {folder} is not a folder")
+    names: list[str] = []
+    for entry in sorted(folder.iterdir()):
+        if entry.is_file() and entry.suffix == ".gguf":
+            check_gguf(entry)
+            if entry.name == DEFAULT_MODEL.filename:
+                problem = model_problem(entry)
+                if problem is not None:
+                    raise LocalSetupError(problem)
+            names.append(entry.stem)
+        elif entry.is_dir() and any(entry.glob("*.gguf")):
+            names.append(entry.name)
+    if not names:
+        raise LocalSetupError(f"--models-dir {folder} holds no .gguf model")
+    return names
+
+
+def router_preset(names: list[str], path: Path) -> Path | None:
+    """For a router serving the default model (by its file name): an INI file of
+    llama-server's model presets giving it the bundled chat template, with which the 0.5B
+    model's calls come back as calls (measured: ``tool_calls`` for "What is 17 * 23? Use the
+    calculator."); None when the folder does not hold it."""
+    default = DEFAULT_MODEL.filename.removesuffix(".gguf")
+    if default not in names:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"version = 1\n[{default}]\nchat-template-file = "
+                    f"{bundled_chat_template()}\n", encoding="utf-8")
+    return path
+
+
 def _die_with_parent() -> Any:
     """On Linux, have the kernel send the server SIGTERM if tether dies without stopping it
     (SIGKILL, a crash), so no llama-server is left holding the port and 600 MB."""
@@ -288,4 +358,4 @@ def _tail(path: Path, lines: int = 12) -> str:
 
 
 __all__ = ["ALIAS", "HOST", "SYSTEM_PROMPT", "LocalServer", "ServerCommand",
-           "bundled_chat_template", "free_port", "health"]
+           "bundled_chat_template", "free_port", "health", "router_models"]

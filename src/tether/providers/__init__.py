@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "OpenAIResponses": "tether.providers.openai_responses",
     "Anthropic": "tether.providers.anthropic",
     "Gemini": "tether.providers.gemini",
+    "Ollama": "tether.providers.ollama",
     "Scripted": "tether.providers.scripted",
     "Reply": "tether.providers.scripted",
     "call": "tether.providers.scripted",
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from tether.providers.base import ModelRequest, ModelResponse, NamedToolChoice, Provider
     from tether.providers.gemini import Gemini
     from tether.providers.http import RetryPolicy, Timeouts
+    from tether.providers.ollama import Ollama
     from tether.providers.openai_chat import OpenAIChat
     from tether.providers.openai_responses import OpenAIResponses
     from tether.providers.profiles import OpenAICompatProfile, profile_for

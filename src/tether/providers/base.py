@@ -84,6 +84,8 @@ class Retrying:
     error: str
     kind: Literal["retrying"] = "retrying"
     usage: Usage = field(default_factory=Usage)
+    # The provider the request goes to instead (``providers.fallback``), None: the same.
+    fallback: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -694,6 +694,27 @@ async def iter_sse(response: httpx.Response,
         yield event, "\n".join(data)
 
 
+async def iter_ndjson(response: httpx.Response,
+                      limit: int | None = None) -> AsyncIterator[tuple[str, str]]:
+    """``("", line)`` for each line of a newline-delimited JSON stream (Ollama's), blank
+    lines skipped, in the shape ``iter_sse`` gives, so one decoder reads either; past
+    ``limit`` bytes in all, ``ResponseTooLarge``."""
+    async for line in sse_lines(response, limit):
+        if line.strip():
+            yield "", line
+
+
+def stream_framing(content_type: str) -> str | None:
+    """How a streamed answer of ``content_type`` is framed: ``"sse"``, ``"ndjson"``, or
+    None (not a stream: the whole answer in one body)."""
+    kind = content_type.lower()
+    if "text/event-stream" in kind:
+        return "sse"
+    if "ndjson" in kind or "jsonlines" in kind or "jsonl" in kind:
+        return "ndjson"
+    return None
+
+
 MAX_JSON_DEPTH = 512
 """The deepest nesting of arrays and objects tether reads from a provider. Python's own
 parser stops near its recursion limit, which depends on how deep the caller already is;
@@ -739,12 +760,15 @@ def load_json(text: str, provider: str, what: str = "response") -> Any:
 
 
 async def read_stream_errors(
-    response: httpx.Response, provider: str, idle: float | None = None
+    response: httpx.Response, provider: str, idle: float | None = None,
+    framing: str = "sse",
 ) -> AsyncIterator[tuple[str, str]]:
-    """``iter_sse`` with transport failures mid-stream mapped to tether's errors (``idle``:
-    the idle timeout in seconds, named when the stream stalls)."""
+    """``iter_sse`` (``iter_ndjson`` for ``framing="ndjson"``) with transport failures
+    mid-stream mapped to tether's errors (``idle``: the idle timeout in seconds, named when
+    the stream stalls)."""
+    events = iter_ndjson(response) if framing == "ndjson" else iter_sse(response)
     try:
-        async for item in iter_sse(response):
+        async for item in events:
             yield item
     except ResponseTooLarge as e:
         raise MalformedResponseError(f"{provider}: {e}", provider=provider) from None

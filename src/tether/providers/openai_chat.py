@@ -130,6 +130,12 @@ class _ChatCodec(WireCodec):
         return "/chat/completions", None
 
     def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
+        if not self.profile.accepts_images and any(
+                isinstance(p, Image) for m in request.messages for p in m.parts):
+            raise BadRequestError(
+                f"{NAME}: the {self.profile.name} server does not take images (profile "
+                f"{self.profile.name!r}: accepts_images is false); use a server and model "
+                f"with vision, or leave the image out", provider=NAME)
         body = request_body(request, model, self.profile)
         for refused in self.refused:
             body.pop(refused, None)

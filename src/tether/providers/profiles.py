@@ -40,6 +40,8 @@ class OpenAICompatProfile:
       ``--no-prefill-assistant`` turns it off). tether uses it to finish an answer the
       server broke off after text went out (a model-output parse error in a stream).
     - ``max_tokens_field``: the request field for the output token limit.
+    - ``accepts_images``: the server takes images in user messages (``image_url`` parts).
+      When False a request holding an image is refused before it is sent.
     - ``quirks``: what a user debugging this server should know.
     """
 
@@ -51,6 +53,7 @@ class OpenAICompatProfile:
     supports_json_schema_output: bool = False
     continues_assistant_text: bool = False
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    accepts_images: bool = True
     quirks: tuple[str, ...] = ()
 
 
@@ -73,7 +76,14 @@ PROFILES: dict[str, OpenAICompatProfile] = {
             supports_stream_usage=True,
             supports_json_schema_output=True,
             continues_assistant_text=True,
+            # Images need a multimodal projector (--mmproj), which `tether local serve`
+            # does not start with; a server started with one: profile = "generic".
+            accepts_images=False,
             quirks=(
+                "Images need a multimodal projector (--mmproj); tether's own local server "
+                "has none, so an image is refused before the request (a server you started "
+                "with --mmproj: profile = \"generic\", or kind = \"ollama\" with a vision "
+                "model).",
                 "Tool calling needs --jinja and a chat template with tool support; without it "
                 "the server ignores `tools` silently.",
                 "`content: \"\"` beside tool calls; call ids are random strings.",

@@ -2,7 +2,8 @@
 
 A wire is a ``WireCodec``: where a request goes, the body it sends, how a whole answer
 reads, how an error status is named, and a ``StreamDecoder`` for each streamed answer
-(fed one server-sent event at a time, one method per kind of event). ``HTTPModel`` does
+(fed one server-sent event at a time, or one line of a newline-delimited JSON stream,
+one method per kind of event). ``HTTPModel`` does
 everything else once for all of them:
 
 - ``base_url`` without its trailing ``/``; the model name checked by the wire;
@@ -52,6 +53,7 @@ from tether.providers.http import (
     read_whole,
     resolve_api_key,
     retry_before_first_chunk,
+    stream_framing,
 )
 
 # How long to wait for the end of a body after the terminal event (it normally comes in
@@ -155,7 +157,7 @@ Codec = TypeVar("Codec", bound=WireCodec)
 class HTTPModel(Generic[Codec]):
     """A model behind one wire protocol over HTTP: the shell the four adapters share.
 
-    The adapters (``OpenAIChat``, ``OpenAIResponses``, ``Anthropic``, ``Gemini``) are
+    The adapters (``OpenAIChat``, ``OpenAIResponses``, ``Anthropic``, ``Gemini``, ``Ollama``) are
     subclasses that build their wire's codec; ``sleep`` is what retries wait with (tests
     pass a recorder).
     """
@@ -259,14 +261,16 @@ class HTTPModel(Generic[Codec]):
             yield Completed(codec.completion(load_json(text, codec.name), request, self.model))
             return
         try:
-            if "text/event-stream" not in response.headers.get("content-type", ""):
+            framing = stream_framing(response.headers.get("content-type", ""))
+            if framing is None:
                 # Asked to stream, answered whole (some proxies, gateways and servers do).
                 whole = await read_whole(response, codec.name)
                 yield Completed(codec.completion(load_json(whole.text, codec.name),
                                                  request, self.model))
                 return
             decoder = codec.decoder(request, self.model)
-            events = read_stream_errors(response, codec.name, self._transport.timeouts.read)
+            events = read_stream_errors(response, codec.name, self._transport.timeouts.read,
+                                        framing)
             try:
                 async for event, data in events:
                     for chunk in decoder.feed(event, data):

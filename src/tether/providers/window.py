@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -54,7 +55,9 @@ async def discover_window(client: httpx.AsyncClient, base_url: str, model: str,
     root = server_root(base_url)
     window: int | None = None
     if profile == "llama-server":
-        props = await _json(client, "GET", f"{root}/props")
+        # A router (tether local serve --models-dir) answers for the model the query names;
+        # a server of one model ignores the query.
+        props = await _json(client, "GET", f"{root}/props?model={quote(model, safe='')}")
         settings = _get(props, "default_generation_settings")
         window = _positive(_get(settings, "n_ctx")) or _positive(_get(props, "n_ctx"))
     elif profile == "ollama":

@@ -267,7 +267,8 @@ class _Run:
                         self.spend.add(chunk.usage)
                         if not self._interrupted():  # see below
                             yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
-                                                               chunk.error, usage=chunk.usage))
+                                                               chunk.error, usage=chunk.usage,
+                                                               fallback=chunk.fallback))
                     elif isinstance(chunk, Completed):
                         response = chunk.response
             except BaseException:
