@@ -8,8 +8,8 @@ its send is refused). A wire that cannot take an image refuses before any reques
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,10 +94,62 @@ def test_a_missing_file_is_an_error_naming_it(tmp_path: Path) -> None:
         attachment_parts([tmp_path / "nothing.txt"])
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pypdf") is not None, reason="pypdf installed")
-def test_a_pdf_without_the_pdf_extra_names_the_extra() -> None:
+def test_a_pdf_without_the_pdf_extra_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pypdf", None)  # as if the extra were not installed
     with pytest.raises(ConfigError, match=r"pip install 'tether\[pdf\]'"):
         Attachment("report.pdf", b"%PDF-1.7\n%%EOF\n").parts()
+
+
+def pdf(*pages: str) -> bytes:
+    """A small, valid PDF whose pages show ``pages`` (Helvetica, one line each)."""
+    kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(len(pages)))
+    objects = ["<< /Type /Catalog /Pages 2 0 R >>",
+               f"<< /Type /Pages /Kids [{kids}] /Count {len(pages)} >>"]
+    font = 3 + 2 * len(pages)
+    for i, words in enumerate(pages):
+        stream = f"BT /F1 12 Tf 72 720 Td ({words}) Tj ET".encode()
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents "
+                       f"{4 + 2 * i} 0 R /Resources << /Font << /F1 {font} 0 R >> >> >>")
+        objects.append(f"<< /Length {len(stream)} >>\nstream\n{stream.decode()}\nendstream")
+    objects.append("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n{body}\nendobj\n".encode()
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n"\
+        .encode()
+    return bytes(out)
+
+
+async def test_an_attached_pdf_is_its_pages_text_as_outside_text(tmp_path: Path) -> None:
+    report = write(tmp_path, "report.pdf", pdf("Revenue rose 12 percent.", "Costs fell."))
+    model = Scripted(["up 12%"])
+    result = await Agent(model).run("How did revenue do?", attachments=[report])
+    [page_text, prompt] = model.requests[0].messages[0].parts
+    assert isinstance(page_text, Text) and page_text.origin is not None
+    assert page_text.text.startswith('<untrusted-data source="attached file report.pdf">')
+    assert "Revenue rose 12 percent." in page_text.text and "Costs fell." in page_text.text
+    assert prompt == Text("How did revenue do?")
+    assert result.taint.untrusted
+
+
+@pytest.mark.parametrize("data", [
+    b"%PDF-1.7\n%%EOF\n",  # no objects, no trailer
+    b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog /Pages 9 0 R >>\nendobj\n" + b"\xff" * 64,
+    pdf("truncated")[:60],
+], ids=["empty", "dangling", "truncated"])
+def test_a_broken_pdf_is_a_typed_error_naming_it(data: bytes) -> None:
+    with pytest.raises(TetherError, match=r"(cannot read the PDF|has no text).*broken\.pdf"):
+        Attachment("broken.pdf", data).parts()
+
+
+def test_a_pdf_with_no_text_says_to_attach_its_pages_as_images() -> None:
+    with pytest.raises(TetherError, match=r"no text to read .* as images"):
+        Attachment("scan.pdf", pdf("")).parts()
 
 
 def test_a_file_name_cannot_break_out_of_the_delimiter() -> None:
