@@ -50,6 +50,8 @@ _EXPORTS: dict[str, str] = {
     "Text": "tether.messages",
     "Approver": "tether.approval",
     "ApprovalRequest": "tether.approval",
+    "TurnApprover": "tether.approval",
+    "TurnApprovalRequest": "tether.approval",
     "Decision": "tether.approval",
     "AllowAll": "tether.approval",
     "DenyAll": "tether.approval",
@@ -96,7 +98,15 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from tether.agent import Agent
-    from tether.approval import AllowAll, ApprovalRequest, Approver, Decision, DenyAll
+    from tether.approval import (
+        AllowAll,
+        ApprovalRequest,
+        Approver,
+        Decision,
+        DenyAll,
+        TurnApprovalRequest,
+        TurnApprover,
+    )
     from tether.batch import run_batch
     from tether.config.build import agent_from_config as from_config
     from tether.conversation import Conversation, PendingCall, SessionLike
