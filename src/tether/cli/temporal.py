@@ -160,19 +160,24 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
                 if child not in followed:
                     followed[child] = asyncio.create_task(
                         watch_approvals(client, child, ask, approver))
-            for call in state["pending"]:
-                key = (call["position"], call["call_id"])
-                if key in told:
-                    continue
-                told.add(key)
-                if ask:
-                    from tether.temporal.approvals import request_of
+            # The calls of one turn wait together; each is told or asked about once while
+            # it waits (a later turn may reuse a position and an id).
+            told &= {(c["position"], c["call_id"]) for c in state["pending"]}
+            new = [c for c in state["pending"] if (c["position"], c["call_id"]) not in told]
+            told.update((c["position"], c["call_id"]) for c in new)
+            if new and ask:
+                from tether.approval import TurnApprovalRequest, ask_turn
+                from tether.temporal.approvals import request_of
 
-                    await decide(handle, call, await approver.approve(request_of(call)))
-                else:
-                    _say(f"waiting for approval: #{call['position']} {call['tool']} in "
-                         f"{workflow_id}; decide with: tether approvals {workflow_id} "
-                         f"--allow {call['position']} (or --deny)")
+                # One prompt for the turn's calls; a failing prompt denies them (fails closed).
+                answers = await ask_turn(approver, TurnApprovalRequest(
+                    tuple(request_of(c) for c in new)), None)
+                for call, (decision, _) in zip(new, answers, strict=True):
+                    await decide(handle, call, decision)
+            for call in new if not ask else ():
+                _say(f"waiting for approval: #{call['position']} {call['tool']} in "
+                     f"{workflow_id}; decide with: tether approvals {workflow_id} "
+                     f"--allow {call['position']} (or --deny)")
     finally:
         for task in followed.values():
             task.cancel()
