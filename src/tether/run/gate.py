@@ -589,19 +589,19 @@ async def judge_turn(
         verdicts[position] = verdict
         if isinstance(verdict, Refuse):  # settled at once, as the stage refused it
             yield refuse(position, verdict)
-    # The calls that need a decision, together: one question to the approver for the turn.
-    items = decide_turn(asks, asking, conversation.taint)
-    try:
-        async for position, item in items:
-            if isinstance(item, Run | Refuse | Defer):
-                verdicts[position] = item
-                if isinstance(item, Refuse):
-                    yield refuse(position, item)
-            else:
-                yield item
-    except BaseException:
-        await abandon(items)
-        raise
+    if asks:  # the calls that need a decision, together: one question for the turn
+        items = decide_turn(asks, asking, conversation.taint)
+        try:
+            async for position, item in items:
+                if isinstance(item, Run | Refuse | Defer):
+                    verdicts[position] = item
+                    if isinstance(item, Refuse):
+                        yield refuse(position, item)
+                else:
+                    yield item
+        except BaseException:
+            await abandon(items)
+            raise
     allowed: list[Allowed] = []
     deferred: list[PendingCall] = []
     for position, call in enumerate(calls):
