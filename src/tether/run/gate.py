@@ -343,8 +343,9 @@ def check(call: ToolCall, position: int, turn: TurnView) -> Checked:
 class Asking:
     """Who answers an ``Ask``, and how: the approver (None: nobody to ask), the permission
     mode, how long the approver is waited for, and the session's approvals (tools a person
-    allowed for the session; an allow "for this session" adds to them). The run's
-    ``interrupt``, set before or while the approver is asked, denies the call."""
+    allowed for the session; an allow "for this session" adds to them, for later turns). The
+    run's ``interrupt``, set before or while the approver is asked, denies every call it is
+    asked about."""
 
     approver: Approver | None
     permission_mode: PermissionMode
