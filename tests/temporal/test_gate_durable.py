@@ -100,8 +100,8 @@ async def test_a_turns_calls_wait_together_and_run_once_each_is_decided(fleet: F
         assert not state["finished"], state
         state = await wait_pending(handle, state["seq"])
     # (The wire gives a repeated id a fresh one; the decisions bind by position anyway.)
-    assert [(c["position"], c["arguments"]) for c in state["pending"]] == [
-        (0, {"target": "moon"}), (1, {"target": "mars"})]
+    assert [(c["turn"], c["position"], c["arguments"]) for c in state["pending"]] == [
+        (1, 0, {"target": "moon"}), (1, 1, {"target": "mars"})]
     listed = await asyncio.to_thread(tether, fleet, "approvals", handle.id)
     lines = listed.stdout.splitlines()
     assert "waits on 2 call(s)" in lines[0] and lines[0].startswith("a turn of ")

@@ -48,12 +48,12 @@ async def _approvals(args: argparse.Namespace, cfg: Any) -> int:
         waiting = await pending_everywhere(client, args.workflow_id)
         if not waiting:
             print("nothing waits for a decision")
-        # Grouped by turn: the calls waiting in one workflow are those of its current turn
-        # (a sub-agent's wait in its own workflow), each decided on its own.
-        turns: dict[str, list[dict[str, Any]]] = {}
+        # Grouped by turn (a sub-agent's calls wait in its own workflow), each call decided
+        # on its own; the turn runs once all of its calls are.
+        turns: dict[tuple[str, Any], list[dict[str, Any]]] = {}
         for workflow_id, call in waiting:
-            turns.setdefault(workflow_id, []).append(call)
-        for workflow_id, calls in turns.items():
+            turns.setdefault((workflow_id, call.get("turn")), []).append(call)
+        for (workflow_id, _), calls in turns.items():
             print(f"a turn of {inline(workflow_id)} waits on {len(calls)} call(s); decide "
                   f"each with --allow N, --allow-session N or --deny N:")
             for call in calls:

@@ -143,7 +143,7 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
 
     handle = client.get_workflow_handle(workflow_id)
     followed: dict[str, asyncio.Task[None]] = {}
-    told: set[tuple[Any, Any]] = set()
+    told: set[tuple[Any, Any, Any]] = set()
     seq = -1
     try:
         while True:
@@ -160,11 +160,10 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
                 if child not in followed:
                     followed[child] = asyncio.create_task(
                         watch_approvals(client, child, ask, approver))
-            # The calls of one turn wait together; each is told or asked about once while
-            # it waits (a later turn may reuse a position and an id).
-            told &= {(c["position"], c["call_id"]) for c in state["pending"]}
-            new = [c for c in state["pending"] if (c["position"], c["call_id"]) not in told]
-            told.update((c["position"], c["call_id"]) for c in new)
+            # The calls of one turn wait together; each is told or asked about once (a
+            # later turn may reuse a position and an id: the turn's number tells them apart).
+            new = [c for c in state["pending"] if _waiting_key(c) not in told]
+            told.update(_waiting_key(c) for c in new)
             if new and ask:
                 from tether.approval import TurnApprovalRequest, ask_turn
                 from tether.temporal.approvals import request_of
@@ -181,6 +180,10 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
     finally:
         for task in followed.values():
             task.cancel()
+
+
+def _waiting_key(call: dict[str, Any]) -> tuple[Any, Any, Any]:
+    return call.get("turn"), call["position"], call["call_id"]
 
 
 def _say(message: str) -> None:

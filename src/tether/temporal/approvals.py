@@ -39,12 +39,16 @@ def signal_payload(call: PendingCall, decision: Decision) -> dict[str, Any]:
             "arguments": jsonable(call.arguments), "decision": decision.to_dict()}
 
 
-def shown(call: PendingCall, request: ApprovalRequest | None = None) -> dict[str, Any]:
+def shown(call: PendingCall, request: ApprovalRequest | None = None,
+          turn: int | None = None) -> dict[str, Any]:
     """A waiting call as a query shows it: JSON data, what a signal must name back, and
     what a person is shown before deciding (title, capabilities, the conversation's taint,
-    whether it may be allowed for the session)."""
+    whether it may be allowed for the session); ``turn`` numbers the prompt it belongs to
+    (the calls of one turn wait together, and share it)."""
     d = pending_call_to_dict(call)
     d["arguments"] = jsonable(call.arguments)
+    if turn is not None:
+        d["turn"] = turn
     if request is not None:
         d.update(display_name=request.display_name, taint=request.taint.to_dict(),
                  capabilities=capabilities_to_dict(request.capabilities),
@@ -119,7 +123,9 @@ class SignalApprover:
         self.conversation = conversation
         self.waiting: list[PendingCall] = []
         self.requests: dict[int, ApprovalRequest] = {}
+        self.turn_of: dict[int, int] = {}  # which prompt (1, 2...) each waiting call is in
         self.rejected: list[str] = []
+        self._prompts = 0
         self._answers: dict[int, Decision] = {}
         self._wait = wait
         self._changed = changed
@@ -136,9 +142,11 @@ class SignalApprover:
         calls = [PendingCall(r.call_id, r.tool, r.arguments, r.reason, r.explanation,
                              r.position if r.position is not None else self._position(r))
                  for r in turn.requests]
+        self._prompts += 1
         for call, request in zip(calls, turn.requests, strict=True):
             self.waiting.append(call)
             self.requests[id(call)] = request
+            self.turn_of[id(call)] = self._prompts
         self._changed()
         try:
             await self._wait(lambda: all(id(c) in self._answers for c in calls)
@@ -171,6 +179,7 @@ class SignalApprover:
         """``call`` waits no more (this very object: two waiting calls may be equal)."""
         self.waiting = [c for c in self.waiting if c is not call]
         self.requests.pop(id(call), None)
+        self.turn_of.pop(id(call), None)
 
     def _position(self, request: ApprovalRequest) -> int | None:
         """The request's place among the calls of the turn being checked: the first call
