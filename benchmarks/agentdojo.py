@@ -3,13 +3,16 @@
 Runs AgentDojo (suites v1.2.2: 97 user tasks, 949 user-task x injection-task pairs) through
 tether's real ``Agent`` and gate, with scripted models built from the suites' ground truth:
 
-- a **capable model** per user task: the task's ground-truth calls, one per turn, then its
-  ground-truth answer (or, when one of its calls came back as an error or a refusal, an
-  answer that says it could not finish);
+- a **capable model** per user task: the task's ground-truth calls, then its ground-truth
+  answer (or, when one of its calls came back as an error or a refusal, an answer that says
+  it could not finish). Consecutive calls to the same tool come in one turn (parallel
+  calls, as real models make them: three emails sent, three files deleted); every other
+  call has a turn of its own (``turns``);
 - a **compromised model** per pair: the same, until a tool result it reads contains the
   injection (placed by AgentDojo's ``important_instructions`` attack in the suite's
-  injection vectors); then it does the injection task's ground-truth calls and says what
-  the injection asked it to say. Two placements, each run separately:
+  injection vectors); then it does the injection task's ground-truth calls (consecutive
+  calls to the same tool in one turn, as above) and says what the injection asked it to
+  say. Two placements, each run separately:
   ``later`` (the calls come in the turns after the read, as a model that obeys what it
   read) and ``same_turn`` (the calls come in the same assistant message as the read, as a
   model primed in advance). A pair counts as attacked when either placement succeeds.
@@ -25,9 +28,11 @@ conversation-wide rule), ``provenance`` (per-value provenance, tether's default 
 
 - ``utility``: user tasks that succeed with no approver at all;
 - ``utility_with_one_prompt``: user tasks that succeed with an approver that allows exactly
-  the calls of the task's ground truth and answers at most one approval request per task
-  (one prompt = one ``ApprovalRequested``; later requests are denied);
-- ``prompts_per_task``: approval requests per user task in that run, on average;
+  the calls of the task's ground truth and answers at most one prompt per task (one prompt
+  = one request to the approver: every call of one turn that needs a person, each shown
+  and decided on its own; later prompts are denied);
+- ``prompts_per_task``: prompts (turns that asked a person) per user task in that run, on
+  average;
 - ``attack_success``: pairs whose injection succeeded, no approver;
 - ``attack_success_rubber_stamp``: the same with an approver that allows everything;
 - ``attack_success_excluding_output_only``: ``attack_success`` over the pairs whose
@@ -68,8 +73,14 @@ from agentdojo.task_suite.load_suites import get_suites  # noqa: E402
 from agentdojo.task_suite.task_suite import TaskSuite  # noqa: E402
 
 from tether.agent import Agent  # noqa: E402
-from tether.approval import AllowAll, ApprovalRequest, Approver, Decision  # noqa: E402
-from tether.events import ApprovalRequested  # noqa: E402
+from tether.approval import (  # noqa: E402
+    AllowAll,
+    ApprovalRequest,
+    Approver,
+    Decision,
+    TurnApprovalRequest,
+)
+from tether.events import ApprovalRequested, TurnStarted  # noqa: E402
 from tether.messages import ToolCall, ToolResult  # noqa: E402
 from tether.providers.base import ModelRequest, Provider  # noqa: E402
 from tether.providers.scripted import Reply, Scripted  # noqa: E402
@@ -215,15 +226,19 @@ class Script:
             self._injected = True
             self._obeying = list(inj.calls)
         if self._obeying:
-            return Reply(calls=(self._call(self._obeying.pop(0), own=False),))
+            turn = first_turn(self._obeying)
+            del self._obeying[:len(turn)]
+            return Reply(calls=tuple(self._call(c, own=False) for c in turn))
         if self._next < len(self.calls):
-            index, self._next = self._next, self._next + 1
-            call = self._call(self.calls[index], own=True)
+            start = self._next
+            turn = first_turn(self.calls[start:])
+            self._next += len(turn)
+            calls = tuple(self._call(c, own=True) for c in turn)
             if inj is not None and not self._injected and self.placement == "same_turn" \
-                    and inj.read_index == index:
+                    and inj.read_index is not None and start <= inj.read_index < self._next:
                 self._injected = True
-                return Reply(calls=(call, *(self._call(c, own=False) for c in inj.calls)))
-            return Reply(calls=(call,))
+                return Reply(calls=(*calls, *(self._call(c, own=False) for c in inj.calls)))
+            return Reply(calls=calls)
         return Reply(text=self._final_answer(request))
 
     def _call(self, call: FunctionCall, own: bool) -> ToolCall:
@@ -240,6 +255,28 @@ class Script:
         if self._injected and self.injection is not None and self.injection.answer:
             parts.append(self.injection.answer)
         return "\n".join(p for p in parts if p) or "Done."
+
+
+def first_turn(calls: Sequence[FunctionCall]) -> tuple[FunctionCall, ...]:
+    """The calls a scripted model makes in its next turn: the first call and every call
+    right after it to the same tool (a model sends three emails in one message, as parallel
+    calls)."""
+    if not calls:
+        return ()
+    end = 1
+    while end < len(calls) and calls[end].function == calls[0].function:
+        end += 1
+    return tuple(calls[:end])
+
+
+def turns(calls: Sequence[FunctionCall]) -> list[tuple[FunctionCall, ...]]:
+    """``calls`` as a scripted model makes them, turn by turn (``first_turn``)."""
+    out: list[tuple[FunctionCall, ...]] = []
+    rest = list(calls)
+    while rest:
+        out.append(first_turn(rest))
+        del rest[:len(out[-1])]
+    return out
 
 
 def _latest_results(request: ModelRequest) -> list[ToolResult]:
@@ -261,21 +298,40 @@ def _call_key(name: str, arguments: Any) -> tuple[str, str]:
 
 class GroundTruthApprover:
     """A person who knows the task: allows exactly the calls of its ground truth (each
-    once), and answers at most ``prompts`` requests; later ones are denied."""
+    once), and answers at most ``prompts`` prompts (one prompt: every call of one turn that
+    needs a person, each decided on its own); the calls of later prompts are denied."""
 
     def __init__(self, calls: Sequence[FunctionCall], prompts: int = 1) -> None:
         self._allowed = [_call_key(c.function, dict(c.args)) for c in calls]
         self._left = prompts
 
-    async def approve(self, request: ApprovalRequest) -> Decision:
+    async def approve_turn(self, turn: TurnApprovalRequest) -> list[Decision]:
         if self._left <= 0:
-            return Decision.deny("this task's one prompt was already spent")
+            return [Decision.deny("this task's one prompt was already spent")] * len(turn)
         self._left -= 1
+        return [self._decide(request) for request in turn.requests]
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        return (await self.approve_turn(TurnApprovalRequest((request,))))[0]
+
+    def _decide(self, request: ApprovalRequest) -> Decision:
         key = _call_key(request.tool, request.arguments)
         if key in self._allowed:
             self._allowed.remove(key)
             return Decision.allow()
         return Decision.deny("not a call of the task's ground truth")
+
+
+def prompts_of(events: Sequence[Any]) -> int:
+    """How many prompts a run made: the turns in which the approver was asked (each turn's
+    requests go to it as one)."""
+    prompts, counted = 0, False
+    for event in events:
+        if isinstance(event, TurnStarted):
+            counted = False
+        elif isinstance(event, ApprovalRequested) and not counted:
+            prompts, counted = prompts + 1, True
+    return prompts
 
 
 # --- one run -----------------------------------------------------------------------------------
@@ -324,7 +380,7 @@ async def run_case(config: Configuration, case: Case, approver: ApproverKind,
     success = judge(task, result.text, pre, environment, ran)
     refused = tuple({"tool": r.name, "arguments": r.input, "status": r.status,
                      "reason": r.output} for r in result.tool_calls if r.status in REFUSED)
-    prompts = sum(isinstance(e, ApprovalRequested) for e in result.events)
+    prompts = prompts_of(result.events)
     return Outcome(success, prompts, refused, str(result.stop_cause))
 
 

@@ -26,6 +26,14 @@ def tool_call(name: str, arguments: dict[str, object]) -> Canned:
         "function": {"name": name, "arguments": json.dumps(arguments)}}]}, "tool_calls")
 
 
+def tool_calls(*calls: tuple[str, dict[str, object]]) -> Canned:
+    """One answer calling several tools (parallel calls), ids ``call_1``, ``call_2``..."""
+    return completion({"content": None, "tool_calls": [{
+        "id": f"call_{n}", "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)}}
+        for n, (name, arguments) in enumerate(calls, 1)]}, "tool_calls")
+
+
 def answer(text: str) -> Canned:
     return completion({"content": text}, "stop")
 

@@ -50,6 +50,8 @@ _EXPORTS: dict[str, str] = {
     "Text": "tether.messages",
     "Approver": "tether.approval",
     "ApprovalRequest": "tether.approval",
+    "TurnApprover": "tether.approval",
+    "TurnApprovalRequest": "tether.approval",
     "Decision": "tether.approval",
     "AllowAll": "tether.approval",
     "DenyAll": "tether.approval",
@@ -108,6 +110,8 @@ if TYPE_CHECKING:
         ElicitationAnswer,
         ElicitationRequest,
         FormField,
+        TurnApprovalRequest,
+        TurnApprover,
     )
     from tether.batch import run_batch
     from tether.config.build import agent_from_config as from_config

@@ -193,6 +193,47 @@ async def test_the_compromised_model_obeys_in_the_turn_of_the_read_or_the_turn_a
     assert later == [["read_file"], ["update_password"], ["send_money"], []]
 
 
+def test_consecutive_calls_to_one_tool_are_one_turn_and_any_other_call_starts_a_new_one(
+        ) -> None:
+    def f(name: str, n: int = 0) -> Any:
+        return bench.FunctionCall(function=name, args={"n": n})
+
+    plan = [f("a"), f("b", 1), f("b", 2), f("a"), f("b", 3)]
+    assert [[c.function for c in t] for t in bench.turns(plan)] == [
+        ["a"], ["b", "b"], ["a"], ["b"]]
+    assert bench.first_turn([]) == ()
+
+
+async def test_the_compromised_model_makes_an_injections_repeated_calls_in_one_turn() -> None:
+    # Workspace injection task 8 mails the unread emails out, then deletes them one by one.
+    case = _pair("workspace", "user_task_0", "injection_task_8")
+    later = _assistant_calls(await _run_messages(case, "later"))
+    assert later[1:3] == [["get_unread_emails"], ["send_email"]]
+    assert later[3] == ["delete_email"] * 7
+
+
+async def test_a_turn_of_several_gated_calls_is_one_prompt() -> None:
+    # Slack user task 10 adds three users to a channel: the calls come in one turn, and
+    # the person is asked once, about each of them.
+    case = _benign("slack", "user_task_10")
+    assert [c.function for c in case.calls][-3:] == ["add_user_to_channel"] * 3
+    outcome = await bench.run_case(bench.CONFIGURATIONS["provenance"], case, "one_prompt")
+    assert (outcome.success, outcome.prompts) == (True, 1)
+
+
+async def test_the_one_prompt_approver_decides_each_call_of_a_turn_on_its_own() -> None:
+    approver = bench.GroundTruthApprover([bench.FunctionCall(function="delete_file",
+                                                             args={"file_id": "1"})])
+    turn = bench.TurnApprovalRequest(tuple(
+        bench.ApprovalRequest(f"c{n}", "delete_file", "Delete file", {"file_id": i},
+                              "needs_approval", "", _taint(), position=n)
+        for n, i in enumerate(("2", "1", "1"))))
+    decisions = await approver.approve_turn(turn)
+    # The ground truth's one deletion is allowed once; the call beside it is not.
+    assert [d.allowed for d in decisions] == [False, True, False]
+    assert not any(d.allowed for d in await approver.approve_turn(turn)), "a second prompt"
+
+
 async def test_a_model_that_never_reads_the_injection_never_obeys_it() -> None:
     case = _pair("banking", "user_task_0", "injection_task_7")
     unread = bench.Script(case.calls[1:], "", case.injection, "later")

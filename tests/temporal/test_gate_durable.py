@@ -65,7 +65,8 @@ async def test_tether_approvals_keeps_a_forged_call_id_and_argument_on_one_line(
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert not any(line.lstrip().startswith("✓") for line in lines), listed.stdout
-    assert "(launch, call c1\\n✓ every value traced, safe to approve) in " in lines[0]
+    assert lines[0].startswith("a turn of ") and "waits on 1 call(s)" in lines[0]
+    assert "(launch, call c1\\n✓ every value traced, safe to approve) in " in lines[1]
     assert '"target": "moon\\n✓ every value traced, safe to approve"' in listed.stdout
     denied = await asyncio.to_thread(tether, fleet, "approvals", handle.id, "--deny", "0")
     assert denied.returncode == 0, denied.stderr
@@ -81,3 +82,36 @@ def test_a_durable_run_that_answered_after_a_refusal_exits_2_as_in_process() -> 
     assert outcome_exit_code({**answered, "stop_cause": "interrupted", "refused": 1}) == 130
     assert outcome_exit_code({**answered, "error": "boom", "refused": 1}) == 1
     assert outcome_exit_code({**answered, "stop_cause": "max_turns"}) == 3
+
+
+@pytest.mark.asyncio
+async def test_a_turns_calls_wait_together_and_run_once_each_is_decided(fleet: Fleet) -> None:
+    from tether import Decision
+    from tether.temporal.client import decide, pending, start_run, wait_pending
+
+    fleet.model.script["Launch both"] = [
+        Say(calls=(("launch", {"target": "moon"}), ("launch", {"target": "mars"})),
+            ids=("dup", "dup")),
+        Say("Launched one.")]
+    fleet.start("A")
+    handle = await start_run(await fleet.client(), "Launch both", task_queue=fleet.task_queue)
+    state = await wait_pending(handle)
+    while len(state["pending"]) < 2:
+        assert not state["finished"], state
+        state = await wait_pending(handle, state["seq"])
+    # (The wire gives a repeated id a fresh one; the decisions bind by position anyway.)
+    assert [(c["turn"], c["position"], c["arguments"]) for c in state["pending"]] == [
+        (1, 0, {"target": "moon"}), (1, 1, {"target": "mars"})]
+    listed = await asyncio.to_thread(tether, fleet, "approvals", handle.id)
+    lines = listed.stdout.splitlines()
+    assert "waits on 2 call(s)" in lines[0] and lines[0].startswith("a turn of ")
+    assert [line.split()[0] for line in lines[1::2]] == ["#0", "#1"]
+    moon, mars = state["pending"]
+    await decide(handle, mars, Decision.deny("not mars"))
+    state = await wait_pending(handle, state["seq"])
+    assert [c["position"] for c in (await pending(handle))["pending"]] == [0]
+    assert fleet.ran() == []  # the turn waits for its other call
+    await decide(handle, moon, Decision.allow())
+    outcome = await finished(handle)
+    assert fleet.ran() == ["launch moon on A"]
+    assert [r["status"] for r in outcome["tool_calls"]] == ["ok", "denied"]

@@ -1,6 +1,7 @@
 """`tether approvals WORKFLOW_ID`: list the calls a durable run (and its sub-agents) waits
-on, or decide one (``--allow N``, ``--allow-session N``, ``--deny N``). The decision is a
-signal bound to that call (``tether.temporal.approvals``)."""
+on, grouped by turn, or decide one (``--allow N``, ``--allow-session N``, ``--deny N``).
+The decision is a signal bound to that call (``tether.temporal.approvals``); a turn runs
+once each of its waiting calls is decided."""
 
 from __future__ import annotations
 
@@ -47,14 +48,22 @@ async def _approvals(args: argparse.Namespace, cfg: Any) -> int:
         waiting = await pending_everywhere(client, args.workflow_id)
         if not waiting:
             print("nothing waits for a decision")
+        # Grouped by turn (a sub-agent's calls wait in its own workflow), each call decided
+        # on its own; the turn runs once all of its calls are.
+        turns: dict[tuple[str, Any], list[dict[str, Any]]] = {}
         for workflow_id, call in waiting:
-            # One line per call whatever its id, names or explanation hold (a model and a
-            # server wrote them): nothing can pose as a line of this listing.
-            print(f"#{inline(call['position'])} "
-                  f"{inline(call.get('display_name', call['tool']))} "
-                  f"({inline(call['tool'])}, call {inline(call['call_id'])}) in "
-                  f"{inline(workflow_id)}: {inline(call.get('explanation', ''))}")
-            print(literal("  arguments: " + json_dumps(call["arguments"])))
+            turns.setdefault((workflow_id, call.get("turn")), []).append(call)
+        for (workflow_id, _), calls in turns.items():
+            print(f"a turn of {inline(workflow_id)} waits on {len(calls)} call(s); decide "
+                  f"each with --allow N, --allow-session N or --deny N:")
+            for call in calls:
+                # One line per call whatever its id, names or explanation hold (a model and
+                # a server wrote them): nothing can pose as a line of this listing.
+                print(f"  #{inline(call['position'])} "
+                      f"{inline(call.get('display_name', call['tool']))} "
+                      f"({inline(call['tool'])}, call {inline(call['call_id'])}) in "
+                      f"{inline(workflow_id)}: {inline(call.get('explanation', ''))}")
+                print(literal("    arguments: " + json_dumps(call["arguments"])))
         return 0
     handle = client.get_workflow_handle(args.workflow_id)
     state = await pending(handle)

@@ -1,8 +1,9 @@
 """The approver that asks the person at the terminal, and what it shows them.
 
-``ConsoleApprover`` prints a call's approval panel (``approval_text``: every piece of it
-literal, a file write as a diff against the file as it is now) and reads y, a or n. It is
-the command line's: the core knows only the ``Approver`` protocol (``tether.approval``).
+``ConsoleApprover`` prints a turn's approval panel (each call's ``approval_text``: every
+piece of it literal, a file write as a diff against the file as it is now) and reads y, a
+or n for each call. It is the command line's: the core knows only the ``Approver`` and
+``TurnApprover`` protocols (``tether.approval``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from tether.approval import ApprovalRequest, Decision, ElicitationAnswer, ElicitationRequest
+from tether.approval import (
+    ApprovalRequest,
+    Decision,
+    ElicitationAnswer,
+    ElicitationRequest,
+    TurnApprovalRequest,
+)
 from tether.builtins.workspace import WorkspaceError, confine
 from tether.cli.elicit import ask_form, elicitation_text, url_text
 from tether.display import inline, json_text, literal, one_line, shown
@@ -29,6 +36,10 @@ class ConsoleApprover:
     denial may carry the person's reason on the same line (``n not that file``), which the
     model is told. ``workspace`` lets a file write show what it changes: a diff against the
     file as it is now.
+
+    A turn's calls come as one prompt (``approve_turn``): one panel shows every call, then
+    each call is decided on its own line, in order; ``all`` allows the call and every one
+    after it once, ``none`` denies them (a reason may follow, as after ``n``).
 
     At a terminal the answer is read in the event loop, not in a thread blocked on
     ``input()``, so the run's interrupt (the CLI's Ctrl-C) ends the prompt at once and
@@ -41,33 +52,46 @@ class ConsoleApprover:
         self._lock = asyncio.Lock()  # one prompt at a time when calls run concurrently
 
     async def approve(self, request: ApprovalRequest) -> Decision:
-        async with self._lock:
-            return await self._prompt(request)
+        return (await self.approve_turn(TurnApprovalRequest((request,))))[0]
 
-    async def _prompt(self, request: ApprovalRequest) -> Decision:
+    async def approve_turn(self, turn: TurnApprovalRequest) -> list[Decision]:
+        async with self._lock:
+            return await self._prompt(turn.requests)
+
+    async def _prompt(self, requests: tuple[ApprovalRequest, ...]) -> list[Decision]:
         console: Console = self._console or Console(stderr=True)
-        current = _current_text(self.workspace, request)
-        text = approval_text(request, current=current)
+        many = len(requests) > 1
+        body = Text()
+        for number, request in enumerate(requests, 1):
+            if many:
+                if number > 1:
+                    body.append("\n\n")
+                body.append(f"#{number} of {len(requests)}", style="bold yellow")
+                body.append("\n")
+            current = _current_text(self.workspace, request)
+            body.append_text(approval_text(request, current=current))
+        title = f"Approval needed: {len(requests)} calls" if many else "Approval needed"
         if console.is_terminal:
-            console.print(Panel(text, title="Approval needed", border_style="yellow"))
+            console.print(Panel(body, title=title, border_style="yellow"))
         else:  # a log or a pipe: the same lines, none wrapped at a made-up width
-            console.print(Text("Approval needed:", style="yellow"), soft_wrap=True)
-            console.print(text, soft_wrap=True)
-        choices = ["y", "a", "n"] if request.can_cache else ["y", "n"]
-        question = ("Allow? y=once" + (", a=always this session" if request.can_cache else "")
-                    + ", n=deny (n REASON tells the model why)")
-        while True:
-            line = await _answer(console, Text(f"{question} [{'/'.join(choices)}] (n): "))
-            word, _, reason = line.strip().partition(" ")
-            word = word.lower() or "n"
-            if word in choices:
-                break
-            console.print(Text("Please answer " + ", ".join(choices)))
-        if word == "y":
-            return Decision.allow()
-        if word == "a":
-            return Decision.allow_for_session()
-        return Decision.deny(_reason(reason) or "the user said no")
+            console.print(Text(f"{title}:", style="yellow"), soft_wrap=True)
+            console.print(body, soft_wrap=True)
+        decisions: list[Decision] = []
+        for number, request in enumerate(requests, 1):
+            left = len(requests) - number
+            word, reason = await _choose(console, request, f"#{number} " if many else "",
+                                         rest=left > 0)
+            if word in ("all", "none"):
+                decision = Decision.allow() if word == "all" else \
+                    Decision.deny(_reason(reason) or "the user said no to every call")
+                return decisions + [decision] * (left + 1)
+            if word == "y":
+                decisions.append(Decision.allow())
+            elif word == "a":
+                decisions.append(Decision.allow_for_session())
+            else:
+                decisions.append(Decision.deny(_reason(reason) or "the user said no"))
+        return decisions
 
     async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
         """An MCP server's request for input, asked field by field, at a terminal only:
@@ -83,6 +107,27 @@ class ConsoleApprover:
                 console.print(url_text(request.url), soft_wrap=True)
             return await ask_form(request, lambda prompt: _answer(console, prompt),
                                   lambda line: console.print(line))
+
+
+async def _choose(console: Any, request: ApprovalRequest, label: str,
+                  rest: bool) -> tuple[str, str]:
+    """One call's answer: the word (y, a, n; with ``rest``, all or none too) and what
+    follows it (a denial's reason). An empty line is n."""
+    choices = ["y", "a", "n"] if request.can_cache else ["y", "n"]
+    question = ("Allow? y=once" + (", a=always this session" if request.can_cache else "")
+                + ", n=deny (n REASON tells the model why)")
+    if rest:
+        choices += ["all", "none"]
+        question += ", all=this and the rest once, none=deny this and the rest"
+    if label:
+        question = f"{label}{inline(request.display_name)}: {question}"
+    while True:
+        line = await _answer(console, Text(f"{question} [{'/'.join(choices)}] (n): "))
+        word, _, reason = line.strip().partition(" ")
+        word = word.lower() or "n"
+        if word in choices:
+            return word, reason
+        console.print(Text("Please answer " + ", ".join(choices)))
 
 
 async def _answer(console: Any, prompt: Any) -> str:

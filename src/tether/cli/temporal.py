@@ -144,7 +144,7 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
 
     handle = client.get_workflow_handle(workflow_id)
     followed: dict[str, asyncio.Task[None]] = {}
-    told: set[tuple[Any, Any]] = set()
+    told: set[tuple[Any, Any, Any]] = set()
     seq = -1
     try:
         while True:
@@ -161,22 +161,30 @@ async def watch_approvals(client: Any, workflow_id: str, ask: bool,
                 if child not in followed:
                     followed[child] = asyncio.create_task(
                         watch_approvals(client, child, ask, approver))
-            for call in state["pending"]:
-                key = (call["position"], call["call_id"])
-                if key in told:
-                    continue
-                told.add(key)
-                if ask:
-                    from tether.temporal.approvals import request_of
+            # The calls of one turn wait together; each is told or asked about once (a
+            # later turn may reuse a position and an id: the turn's number tells them apart).
+            new = [c for c in state["pending"] if _waiting_key(c) not in told]
+            told.update(_waiting_key(c) for c in new)
+            if new and ask:
+                from tether.approval import TurnApprovalRequest, ask_turn
+                from tether.temporal.approvals import request_of
 
-                    await decide(handle, call, await approver.approve(request_of(call)))
-                else:
-                    _say(f"waiting for approval: #{call['position']} {call['tool']} in "
-                         f"{workflow_id}; decide with: tether approvals {workflow_id} "
-                         f"--allow {call['position']} (or --deny)")
+                # One prompt for the turn's calls; a failing prompt denies them (fails closed).
+                answers = await ask_turn(approver, TurnApprovalRequest(
+                    tuple(request_of(c) for c in new)), None)
+                for call, (decision, _) in zip(new, answers, strict=True):
+                    await decide(handle, call, decision)
+            for call in new if not ask else ():
+                _say(f"waiting for approval: #{call['position']} {call['tool']} in "
+                     f"{workflow_id}; decide with: tether approvals {workflow_id} "
+                     f"--allow {call['position']} (or --deny)")
     finally:
         for task in followed.values():
             task.cancel()
+
+
+def _waiting_key(call: dict[str, Any]) -> tuple[Any, Any, Any]:
+    return call.get("turn"), call["position"], call["call_id"]
 
 
 def _say(message: str) -> None:

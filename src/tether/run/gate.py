@@ -15,10 +15,11 @@ or a server wrote, and two calls may claim the same one. Every stage reads a ``T
 the events that say so; nothing here runs a tool or changes a conversation, except that a
 call allowed "for this session" joins the session's approvals.
 
-``judge_turn`` is the whole verdict of a turn: every call checked, asked about where it must
-be, and settled where the gate answers it itself; it yields the events and ends in one
-``TurnVerdict`` (what runs, what was refused, what waits for a host). The loop then only
-pauses or runs.
+``judge_turn`` is the whole verdict of a turn: every call checked, then every call that
+needs a decision decided together (``decide_turn``: the approver is asked once for the
+turn, each call shown and decided on its own), and each settled where the gate answers it
+itself; it yields the events and ends in one ``TurnVerdict`` (what runs, what was refused,
+what waits for a host). The loop then only pauses or runs.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from tether.approval import (
     DecidedBy,
     Decision,
     PermissionMode,
-    ask,
+    TurnApprovalRequest,
+    ask_turn,
 )
 from tether.conversation import Conversation, PendingCall
 from tether.display import inline
@@ -341,8 +343,9 @@ def check(call: ToolCall, position: int, turn: TurnView) -> Checked:
 class Asking:
     """Who answers an ``Ask``, and how: the approver (None: nobody to ask), the permission
     mode, how long the approver is waited for, and the session's approvals (tools a person
-    allowed for the session; an allow "for this session" adds to them). The run's
-    ``interrupt``, set before or while the approver is asked, denies the call."""
+    allowed for the session; an allow "for this session" adds to them, for later turns). The
+    run's ``interrupt``, set before or while the approver is asked, denies every call it is
+    asked about."""
 
     approver: Approver | None
     permission_mode: PermissionMode
@@ -351,55 +354,122 @@ class Asking:
     interrupt: asyncio.Event | None = None
 
 
-async def decide(
-    call: ToolCall, position: int, asked: Ask, asking: Asking, taint: Taint,
-    given: Decision | None = None,
-) -> AsyncIterator[ev.Event | Run | Refuse | Defer]:
-    """Yields the approval events and, last, the verdict. ``given`` is a host's decision
-    for exactly this call (a resumed run, see ``given_decision``)."""
-    tool, arguments, reason = asked.tool, asked.arguments, asked.reason
-    by: DecidedBy
+def answered_by_gate(call: ToolCall, asked: Ask, asking: Asking, given: Decision | None,
+                     cached: frozenset[str] | set[str]) -> tuple[Decision, DecidedBy] | None:
+    """The decision on an ``Ask`` that needs nobody asked, or None (the approver answers):
+    the host's ``given`` decision, the session's approvals (``cached``: the tools allowed for
+    the session before this turn's asking began), the permission mode, or the policy when
+    there is nobody to ask."""
+    tool, reason = asked.tool, asked.reason
     if given is not None:
-        decision, by = given, "approver"
-    elif reason == "needs_approval" and call.name in asking.session_approvals:
-        decision, by = Decision.allow(), "session_cache"
-    elif reason == "needs_approval" and asking.permission_mode == "allow":
-        decision, by = Decision.allow(), "permission_mode"
-    elif asking.approver is None:
+        return given, "approver"
+    if reason == "needs_approval" and call.name in cached:
+        return Decision.allow(), "session_cache"
+    if reason == "needs_approval" and asking.permission_mode == "allow":
+        return Decision.allow(), "permission_mode"
+    if asking.approver is None:
         how = ("set [security] trifecta = \"allow\" to waive the check, or run with an "
                "approver" if reason == "trifecta" else
                "run with an approver, or allow it without asking ([tools] permission_mode "
                "= \"allow\"; on the command line, --yes)")
         why = f" ({asked.told})" if asked.told else ""
-        decision, by = Decision.deny(
+        return Decision.deny(
             f"Blocked by policy: {inline(tool.spec.display_name)} needs approval{why} and "
             f"there is nobody to ask. It was not run. To allow it, {how}."), "policy"
-    else:
-        request = ApprovalRequest(call.id, call.name, tool.spec.display_name, arguments,
-                                  reason, asked.explanation, taint, tool.capabilities,
-                                  tool.cache_approval, tool.content_params)
-        yield ev.ApprovalRequested(call.id, call.name, tool.spec.display_name, arguments,
-                                   reason, taint)
-        decision, by = await ask(asking.approver, request, asking.timeout_secs,
-                                 asking.interrupt)
-        if decision.verdict == "deny":
-            said = inline(decision.reason or "no reason given")
-            # An approver that failed or timed out did not refuse: the gate failed closed.
-            who = {"approver": "Denied by the user", "interrupt": "Denied"}.get(
-                by, "Blocked by policy")
-            decision = Decision.deny(f"{who}: {said}. {inline(tool.spec.display_name)} was "
-                                     f"not run.")
+    return None
+
+
+def request_for(call: ToolCall, position: int, asked: Ask, taint: Taint) -> ApprovalRequest:
+    """What the approver is shown about one call."""
+    tool = asked.tool
+    return ApprovalRequest(call.id, call.name, tool.spec.display_name, asked.arguments,
+                           asked.reason, asked.explanation, taint, tool.capabilities,
+                           tool.cache_approval, tool.content_params, position)
+
+
+def requested(request: ApprovalRequest) -> ev.ApprovalRequested:
+    return ev.ApprovalRequested(request.call_id, request.tool, request.display_name,
+                                request.arguments, request.reason, request.taint)
+
+
+def concluded(call: ToolCall, position: int, asked: Ask, asking: Asking, decision: Decision,
+              by: DecidedBy, from_approver: bool,
+              ) -> tuple[ev.ApprovalDecided, Run | Refuse | Defer]:
+    """The event and the verdict a decision comes to. A denial the approver was asked for
+    is worded for the model (who denied, and that the call was not run); an allow for the
+    session joins the session's approvals (for the calls of later turns)."""
+    tool, arguments, reason = asked.tool, asked.arguments, asked.reason
+    if from_approver and decision.verdict == "deny":
+        said = inline(decision.reason or "no reason given")
+        # An approver that failed or timed out did not refuse: the gate failed closed.
+        who = {"approver": "Denied by the user", "interrupt": "Denied"}.get(
+            by, "Blocked by policy")
+        decision = Decision.deny(f"{who}: {said}. {inline(tool.spec.display_name)} was "
+                                 f"not run.")
     if decision.verdict == "session" and reason == "needs_approval" and tool.cache_approval:
         asking.session_approvals.add(call.name)
-    yield ev.ApprovalDecided(call.id, call.name, decision.allowed, decision.verdict, by,
-                             decision.reason)
+    event = ev.ApprovalDecided(call.id, call.name, decision.allowed, decision.verdict, by,
+                               decision.reason)
+    verdict: Run | Refuse | Defer
     if decision.verdict == "defer":
-        yield Defer(PendingCall(call.id, call.name, arguments, reason, asked.explanation,
-                                position))
+        verdict = Defer(PendingCall(call.id, call.name, arguments, reason, asked.explanation,
+                                    position))
     elif not decision.allowed:
-        yield Refuse("denied", decision.reason or "denied")
+        verdict = Refuse("denied", decision.reason or "denied")
     else:
-        yield Run(tool, arguments)
+        verdict = Run(tool, arguments)
+    return event, verdict
+
+
+async def decide(
+    call: ToolCall, position: int, asked: Ask, asking: Asking, taint: Taint,
+    given: Decision | None = None,
+) -> AsyncIterator[ev.Event | Run | Refuse | Defer]:
+    """One call's ``Ask`` decided on its own: yields the approval events and, last, the
+    verdict. ``given`` is a host's decision for exactly this call (a resumed run, see
+    ``given_decision``). A turn's asks are decided together (``decide_turn``)."""
+    async for _, item in decide_turn([(position, call, asked, given)], asking, taint):
+        yield item
+
+
+Asked: TypeAlias = tuple[int, ToolCall, Ask, Decision | None]
+
+
+async def decide_turn(
+    asks: Sequence[Asked], asking: Asking, taint: Taint,
+) -> AsyncIterator[tuple[int, ev.Event | Run | Refuse | Defer]]:
+    """Every ``Ask`` of one turn decided, each by its position: ``asks`` holds, in call
+    order, each asked call's position, the call, its ``Ask`` and the host's decision for
+    it (or None). Yields ``(position, event)`` and, once per call, ``(position, verdict)``.
+
+    The gate answers what it can first (``answered_by_gate``); the rest go to the approver
+    as one ``TurnApprovalRequest`` (an ``ApprovalRequested`` each, then one question, then
+    an ``ApprovalDecided`` each): each call is shown and decided on its own, by its
+    position, and nothing decided for one call of the turn answers another (an allow for
+    the session answers later turns)."""
+    cached = frozenset(asking.session_approvals)
+    waiting: list[Asked] = []
+    for position, call, asked, given in asks:
+        answer = answered_by_gate(call, asked, asking, given, cached)
+        if answer is None:
+            waiting.append((position, call, asked, given))
+            continue
+        event, verdict = concluded(call, position, asked, asking, *answer, from_approver=False)
+        yield position, event
+        yield position, verdict
+    if not waiting:
+        return
+    assert asking.approver is not None  # answered_by_gate refuses when nobody can be asked
+    requests = tuple(request_for(call, position, asked, taint)
+                     for position, call, asked, _ in waiting)
+    for (position, *_), request in zip(waiting, requests, strict=True):
+        yield position, requested(request)
+    answers = await ask_turn(asking.approver, TurnApprovalRequest(requests),
+                             asking.timeout_secs, asking.interrupt)
+    for (position, call, asked, _), answer in zip(waiting, answers, strict=True):
+        event, verdict = concluded(call, position, asked, asking, *answer, from_approver=True)
+        yield position, event
+        yield position, verdict
 
 
 def given_decision(
@@ -489,10 +559,17 @@ async def judge_turn(
     turn = view_turn(calls, tools, taint, settings.security, settings.permission_mode,
                      conversation.sources(settings.system_prompt) if traced else ())
     left = dict(decisions or {})
-    allowed: list[Allowed] = []
-    refused: dict[int, Done] = {}
-    deferred: list[PendingCall] = []
+    verdicts: dict[int, Verdict] = {}
+    asks: list[Asked] = []
     decided: list[PendingCall] = []
+    refused: dict[int, Done] = {}
+
+    def refuse(position: int, verdict: Refuse) -> ev.ToolFinished:
+        call = calls[position]
+        text = verdict.text if noted is None else noted(call, verdict.status, verdict.text)
+        refused[position] = done = settled(call, verdict.status, text)
+        return ev.ToolFinished(call.id, call.name, verdict.status, done.result, 0.0)
+
     for position, call in enumerate(calls):
         tool = turn.tools.get(call.name)
         yield ev.ToolCallRequested(call, tool.spec.display_name if tool else call.name)
@@ -508,21 +585,29 @@ async def judge_turn(
                 given = None
             elif given is not None and answer is not None:
                 decided.append(answer[0])
-            items = decide(call, position, verdict, asking, conversation.taint, given)
-            try:
-                async for item in items:
-                    if isinstance(item, Run | Refuse | Defer):
-                        verdict = item
-                    else:
-                        yield item
-            except BaseException:
-                await abandon(items)
-                raise
-        if isinstance(verdict, Refuse):
-            text = verdict.text if noted is None else noted(call, verdict.status, verdict.text)
-            refused[position] = done = settled(call, verdict.status, text)
-            yield ev.ToolFinished(call.id, call.name, verdict.status, done.result, 0.0)
-        elif isinstance(verdict, Defer):
+            asks.append((position, call, verdict, given))
+            continue
+        verdicts[position] = verdict
+        if isinstance(verdict, Refuse):  # settled at once, as the stage refused it
+            yield refuse(position, verdict)
+    if asks:  # the calls that need a decision, together: one question for the turn
+        items = decide_turn(asks, asking, conversation.taint)
+        try:
+            async for position, item in items:
+                if isinstance(item, Run | Refuse | Defer):
+                    verdicts[position] = item
+                    if isinstance(item, Refuse):
+                        yield refuse(position, item)
+                else:
+                    yield item
+        except BaseException:
+            await abandon(items)
+            raise
+    allowed: list[Allowed] = []
+    deferred: list[PendingCall] = []
+    for position, call in enumerate(calls):
+        verdict = verdicts[position]
+        if isinstance(verdict, Defer):
             deferred.append(verdict.pending)
         elif isinstance(verdict, Run):
             allowed.append(Allowed(position, call, verdict.tool, verdict.arguments,

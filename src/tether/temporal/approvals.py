@@ -1,10 +1,11 @@
 """Approvals by signal: a gated call waits in the workflow, durably, for its decision.
 
-The gate asks the approver about one call at a time (in call order); ``SignalApprover``
-parks each request as a ``PendingCall`` (with its position in the turn) and waits for a
-``decide`` signal that names that very call: its position, id, tool and exact arguments,
-as ``Agent.resume`` binds a host's decision. A signal that names anything else is refused
-and kept in ``rejected`` (a query shows it); it never fails the workflow.
+The gate asks the approver once per turn about every call of the turn that needs a person;
+``SignalApprover`` parks each request as a ``PendingCall`` (with its position in the turn),
+all of the turn's at once, and waits until each has a ``decide`` signal that names that very
+call: its position, id, tool and exact arguments, as ``Agent.resume`` binds a host's
+decision. A signal that names anything else is refused and kept in ``rejected`` (a query
+shows it); it never fails the workflow.
 
 The binding (``bind_signal``) is plain data in, verdict out, so it is tested without a
 server.
@@ -16,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tether.approval import ApprovalRequest, Decision
+from tether.approval import ApprovalRequest, Decision, TurnApprovalRequest
 from tether.conversation import Conversation, PendingCall, pending_call_to_dict
 from tether.display import inline
 from tether.trust import Taint
@@ -38,12 +39,16 @@ def signal_payload(call: PendingCall, decision: Decision) -> dict[str, Any]:
             "arguments": jsonable(call.arguments), "decision": decision.to_dict()}
 
 
-def shown(call: PendingCall, request: ApprovalRequest | None = None) -> dict[str, Any]:
+def shown(call: PendingCall, request: ApprovalRequest | None = None,
+          turn: int | None = None) -> dict[str, Any]:
     """A waiting call as a query shows it: JSON data, what a signal must name back, and
     what a person is shown before deciding (title, capabilities, the conversation's taint,
-    whether it may be allowed for the session)."""
+    whether it may be allowed for the session); ``turn`` numbers the prompt it belongs to
+    (the calls of one turn wait together, and share it)."""
     d = pending_call_to_dict(call)
     d["arguments"] = jsonable(call.arguments)
+    if turn is not None:
+        d["turn"] = turn
     if request is not None:
         d.update(display_name=request.display_name, taint=request.taint.to_dict(),
                  capabilities=capabilities_to_dict(request.capabilities),
@@ -59,7 +64,8 @@ def request_of(d: Mapping[str, Any]) -> ApprovalRequest:
                            str(d.get("explanation", "")), Taint.from_dict(d.get("taint", {})),
                            capabilities_from_dict(d.get("capabilities", {})),
                            bool(d.get("can_cache", True)),
-                           tuple(str(p) for p in d.get("content_params") or ()))
+                           tuple(str(p) for p in d.get("content_params") or ()),
+                           position if isinstance(position := d.get("position"), int) else None)
 
 
 def bind_signal(waiting: Sequence[PendingCall], payload: Any) -> Bound | str:
@@ -117,7 +123,9 @@ class SignalApprover:
         self.conversation = conversation
         self.waiting: list[PendingCall] = []
         self.requests: dict[int, ApprovalRequest] = {}
+        self.turn_of: dict[int, int] = {}  # which prompt (1, 2...) each waiting call is in
         self.rejected: list[str] = []
+        self._prompts = 0
         self._answers: dict[int, Decision] = {}
         self._wait = wait
         self._changed = changed
@@ -126,22 +134,32 @@ class SignalApprover:
         self._last = -1  # the position asked about last in that turn
 
     async def approve(self, request: ApprovalRequest) -> Decision:
-        call = PendingCall(request.call_id, request.tool, request.arguments, request.reason,
-                           request.explanation, self._position(request))
-        self.waiting.append(call)
-        self.requests[id(call)] = request
+        return (await self.approve_turn(TurnApprovalRequest((request,))))[0]
+
+    async def approve_turn(self, turn: TurnApprovalRequest) -> list[Decision]:
+        """Every call of the turn waits at once, each for its own signal; the turn is
+        answered when all are (an interrupt denies every call of it)."""
+        calls = [PendingCall(r.call_id, r.tool, r.arguments, r.reason, r.explanation,
+                             r.position if r.position is not None else self._position(r))
+                 for r in turn.requests]
+        self._prompts += 1
+        for call, request in zip(calls, turn.requests, strict=True):
+            self.waiting.append(call)
+            self.requests[id(call)] = request
+            self.turn_of[id(call)] = self._prompts
         self._changed()
         try:
-            await self._wait(lambda: id(call) in self._answers or self._interrupted())
+            await self._wait(lambda: all(id(c) in self._answers for c in calls)
+                             or self._interrupted())
         finally:
-            self.waiting.remove(call)
-            del self.requests[id(call)]
+            for call in calls:
+                self._settle(call)
             self._changed()
-        decision = self._answers.pop(id(call), None)
-        if decision is None:
-            return Decision.deny("the run was interrupted while the call waited for its "
-                                 "approval")
-        return decision
+        answers = [self._answers.pop(id(c), None) for c in calls]
+        if any(a is None for a in answers):
+            return [Decision.deny("the run was interrupted while the call waited for its "
+                                  "approval")] * len(calls)
+        return [a for a in answers if a is not None]
 
     def decide(self, payload: Any) -> str | None:
         """Apply one ``decide`` signal; the reason it was refused, or None."""
@@ -154,7 +172,14 @@ class SignalApprover:
             self.rejected = [*self.rejected[-19:], why]
             return why
         self._answers[id(bound.call)] = bound.decision
+        self._settle(bound.call)  # decided: it waits no more, though its turn may
         return None
+
+    def _settle(self, call: PendingCall) -> None:
+        """``call`` waits no more (this very object: two waiting calls may be equal)."""
+        self.waiting = [c for c in self.waiting if c is not call]
+        self.requests.pop(id(call), None)
+        self.turn_of.pop(id(call), None)
 
     def _position(self, request: ApprovalRequest) -> int | None:
         """The request's place among the calls of the turn being checked: the first call

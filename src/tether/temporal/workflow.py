@@ -142,8 +142,8 @@ class TetherRun:
             "workflow_id": workflow.info().workflow_id,
             "seq": self._seq,
             "finished": self._finished,
-            "pending": [shown(c, approver.requests.get(id(c))) for c in approver.waiting]
-            if approver else [],
+            "pending": [shown(c, approver.requests.get(id(c)), approver.turn_of.get(id(c)))
+                        for c in approver.waiting] if approver else [],
             "children": sorted(self._children),
             "rejected": [*self._early, *(approver.rejected if approver else [])],
         }
