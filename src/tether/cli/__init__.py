@@ -100,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         doctor,
         local,
         logs,
+        mcp,
         run,
         sessions,
         tools,
@@ -113,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the workspace folder (tether.toml, file tools' root)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in (run, tools, config, doctor, chat, batch, sessions, logs, local, worker,
-                    approvals):
+                    approvals, mcp):
         command.add_cli(sub)
     return parser
 
