@@ -38,6 +38,22 @@ def servers_of(toolsets: Iterable[Any]) -> Iterator[Any]:
             yield toolset
 
 
+async def fetch_prompt(agent: Any, invocation: Any) -> tuple[Any, ...]:
+    """The parts of a user's turn a server's prompt makes (``PromptInvocation``), from the
+    started agent's server of that name; a ``ToolError`` saying why not."""
+    from tether.errors import ToolError
+
+    servers = {s.name: s for s in servers_of(agent.toolsets)}
+    server = servers.get(invocation.server)
+    if server is None:
+        from tether.display import inline
+
+        raise ToolError(f"no MCP server {inline(invocation.server)!r} is configured "
+                        f"(servers: {', '.join(servers) or 'none'})")
+    prompt = await server.get_prompt(invocation.name, invocation.arguments)
+    return tuple(prompt.parts)
+
+
 def cmd_resources(args: argparse.Namespace) -> int:
     return asyncio.run(_listing(args, _resource_rows))
 
@@ -112,7 +128,8 @@ def _print_table(columns: tuple[str, ...], title: str, rows: list[dict[str, Any]
         for col in columns:
             value = row.get(col)
             if col == "arguments":
-                value = ", ".join(a["name"] + ("" if a["required"] else "?") for a in value)
+                value = ", ".join(a["name"] + ("" if a["required"] else "?")
+                                  for a in value or ())
             # What a server wrote: plain text, escapes shown, never interpreted.
             cells.append(plain(inline(str(value))) if value is not None else "-")
         table.add_row(*cells)
