@@ -23,8 +23,8 @@ from tests.test_cli import answer, tether, workspace
 from tests.test_mcp import http_server, started
 from tether import Agent
 from tether import events as ev
-from tether.messages import Message, Text, ToolResult, message_from_dict, message_to_dict
 from tether.mcp import McpServer
+from tether.messages import Message, Text, ToolResult, message_from_dict, message_to_dict
 from tether.providers import Scripted, call
 from tether.trust import untrusted_content
 
@@ -102,7 +102,7 @@ async def test_resources_are_tools_that_read_a_listed_uri_and_nothing_else(
     assert finished[0].content == "The launch is on Tuesday." and finished[0].trust == "trusted"
     assert finished[2].content == "the note at notes://note/launch%20plan"
     assert [e["read"] for e in logged(log)] == ["notes://readme", "notes://note/launch%20plan"]
-    assert "read the notes" == model.requests[0].messages[-1].text
+    assert model.requests[0].messages[-1].text == "read the notes"
 
 
 async def test_poisoned_resource_text_from_an_untrusted_server_is_untrusted_data() -> None:

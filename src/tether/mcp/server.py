@@ -6,24 +6,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import re
 import shutil
 import sys
 import tempfile
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tether import __version__
 from tether.display import inline
 from tether.errors import ConfigError, ToolError
-from tether.events import Notice, ToolProgress
+from tether.events import Notice
 from tether.mcp.environment import child_environment
 from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
 from tether.mcp.prompts import Prompt, PromptArgument, PromptText, check_arguments, prompt_text
+from tether.mcp.protocol import (
+    ProgressSink,
+    Throttled,
+    every_page,
+    modern,
+    negotiate,
+    progress_to,
+)
+from tether.mcp.protocol import StartFailure as _StartFailure
 from tether.mcp.resources import Resource, ResourceTemplate, output_from_read, resource_tools
 from tether.mcp.stdio import stdio_server_streams
 from tether.tools.tool import Tool, ToolContext, ToolOutput
@@ -38,10 +45,7 @@ if TYPE_CHECKING:
 _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _NOT_NAME_CHAR = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_TOOL_NAME = 64  # the tightest provider limit (OpenAI function names)
-_MAX_PAGES = 100  # a server whose cursors never end cannot hang the start
 _STDERR_TAIL = 600  # characters of a failed server's stderr quoted in its notice
-_PROGRESS_EVERY_SECS = 0.25  # a call's progress events, at most this often (the last: always)
-_MAX_MESSAGE = 500  # characters of a progress message kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +78,6 @@ class _Http:
                                     f"{variable}, which is not set")
             out[header] = value
         return out
-
-
-class _StartFailure(Exception):
-    """Why a server could not start, in words for the user."""
 
 
 class McpServer:
@@ -315,9 +315,9 @@ class McpServer:
                 self._session = session
                 async with anyio.create_task_group() as listening:
                     with handshake:
-                        self.protocol_version = await _negotiate(session)
+                        self.protocol_version = await negotiate(session)
                         await self._list_everything(session)
-                        if _modern(self.protocol_version):
+                        if modern(self.protocol_version):
                             # Started once the server acknowledged it: no change is missed.
                             await listening.start(self._listen, session)
                     if handshake.cancel_called:
@@ -412,13 +412,13 @@ class McpServer:
         says it has them. Only the tools can fail a start: a server whose other lists fail
         offers its tools, with a notice."""
         self._own_tools = self._build_tools(
-            await _every_page(session.list_tools, "tools", "tools/list"))
+            await every_page(session.list_tools, "tools", "tools/list"))
         caps = session.server_capabilities
         if caps is not None and caps.resources is not None:
             try:
-                listed = await _every_page(session.list_resources, "resources",
+                listed = await every_page(session.list_resources, "resources",
                                            "resources/list")
-                templates = await _every_page(session.list_resource_templates,
+                templates = await every_page(session.list_resource_templates,
                                               "resource_templates", "resources/templates/list")
             except Exception as e:
                 self._list_failed("resources", e)
@@ -431,7 +431,7 @@ class McpServer:
                                      t.mime_type) for t in templates)
         if caps is not None and caps.prompts is not None:
             try:
-                prompts = await _every_page(session.list_prompts, "prompts", "prompts/list")
+                prompts = await every_page(session.list_prompts, "prompts", "prompts/list")
             except Exception as e:
                 self._list_failed("prompts", e)
             else:
@@ -499,7 +499,7 @@ class McpServer:
         original = mcp_tool.name
 
         async def handler(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-            return await self.call(original, arguments, progress=_progress_to(ctx))
+            return await self.call(original, arguments, progress=progress_to(ctx))
 
         return Tool.from_schema(
             name, mcp_tool.description or "", dict(mcp_tool.input_schema), handler,
@@ -514,7 +514,7 @@ class McpServer:
         """Call ``tool_name`` (the server's own name, unprefixed). Never raises for the
         server's failures: a crash, a timeout or a refusal is an error result. The call's
         progress notifications go to ``progress`` (at most one each
-        ``_PROGRESS_EVERY_SECS``, and the one that says it is done), their message as the
+        ``protocol.PROGRESS_EVERY_SECS``, and the one that says it is done), their message as the
         server wrote it."""
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
@@ -530,7 +530,7 @@ class McpServer:
         try:
             result = await session.call_tool(
                 tool_name, arguments, read_timeout_seconds=self.timeout_secs,
-                progress_callback=None if progress is None else _Throttled(progress))
+                progress_callback=None if progress is None else Throttled(progress))
         except MCPError as e:
             if e.code == CONNECTION_CLOSED:
                 if self._down is None:  # else its exit, seen first, already says how
@@ -681,89 +681,6 @@ class McpServer:
         self._stderr.seek(0, os.SEEK_END)
         # The server wrote it: on one line, so no line of it poses as tether's.
         return f" (its stderr ends with: {inline(tail)})" if tail else ""
-
-
-async def _negotiate(session: ClientSession) -> str:
-    """The protocol revision agreed with the server: the current revision's discovery
-    (``server/discover``) first, the ``initialize`` handshake when the server does not
-    answer it (a server of an earlier revision). A server that refuses both (it speaks
-    only revisions this SDK does not) fails the start with its own error."""
-    from mcp.shared.exceptions import MCPError
-    from pydantic import ValidationError
-
-    try:
-        await session.discover()
-    except (MCPError, ValidationError, RuntimeError):
-        # No answer the current revision can use (method not found, a refusal, a timeout,
-        # a result that is not one): the handshake, as every earlier revision starts.
-        await session.initialize()
-    version = session.protocol_version
-    if version is None:  # pragma: no cover - both paths set it or raise
-        raise _StartFailure("no protocol revision was agreed")
-    return version
-
-
-def _modern(version: str | None) -> bool:
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-    return version in MODERN_PROTOCOL_VERSIONS
-
-
-async def _every_page(list_page: Callable[..., Awaitable[Any]], field: str,
-                      method: str) -> list[Any]:
-    """Every item of a paginated list (``nextCursor`` followed), at most ``_MAX_PAGES``
-    pages; a cursor seen twice ends it as a failure."""
-    from mcp_types import PaginatedRequestParams
-
-    listed: list[Any] = []
-    cursor: str | None = None
-    seen: set[str] = set()
-    for _ in range(_MAX_PAGES):
-        params = PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-        page = await list_page(params=params)
-        listed.extend(getattr(page, field))
-        cursor = page.next_cursor
-        if cursor is None:
-            return listed
-        if cursor in seen:
-            raise _StartFailure(f"{method} repeated the cursor {cursor!r}")
-        seen.add(cursor)
-    raise _StartFailure(f"{method} did not end within {_MAX_PAGES} pages")
-
-
-ProgressSink = Callable[[float, "float | None", "str | None"], Awaitable[None]]
-
-
-def _progress_to(ctx: ToolContext) -> ProgressSink | None:
-    """Where a call's progress goes: a ``ToolProgress`` event of the run."""
-    emit = ctx.emit
-    if emit is None:
-        return None
-
-    async def sink(progress: float, total: float | None, message: str | None) -> None:
-        await emit(ToolProgress(ctx.call_id, ctx.tool_name, progress, total, message))
-
-    return sink
-
-
-class _Throttled:
-    """A call's progress passed on at most once each ``_PROGRESS_EVERY_SECS`` (a server
-    can send thousands), the first and the one that says it is done always. Numbers that
-    are not finite are dropped, and a message is cut to a line's worth."""
-
-    def __init__(self, sink: ProgressSink) -> None:
-        self.sink = sink
-        self.last: float | None = None
-
-    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
-        if not math.isfinite(progress) or (total is not None and not math.isfinite(total)):
-            return
-        now = time.monotonic()
-        done = total is not None and progress >= total
-        if not done and self.last is not None and now - self.last < _PROGRESS_EVERY_SECS:
-            return
-        self.last = now
-        await self.sink(progress, total, None if message is None else message[:_MAX_MESSAGE])
 
 
 def _said(error: Exception) -> str:
