@@ -288,3 +288,26 @@ def test_the_features_server_refuses_the_other_eras_opening(tmp_path: Path) -> N
     out = subprocess.run([PY, FEATURES, "--era", "modern"], input=json.dumps(init) + "\n",
                          capture_output=True, text=True, timeout=30)
     assert json.loads(out.stdout.splitlines()[0])["error"]["code"] == -32022
+
+
+@pytest.mark.parametrize(("profile", "sent"), [("openai", True), ("generic", False)])
+async def test_an_mcp_image_reaches_a_chat_completions_server_that_takes_images(
+        server: object, profile: str, sent: bool) -> None:
+    from tests.servers.http import LoopbackServer
+    from tests.test_cli import tool_call
+    from tether.providers import OpenAIChat
+
+    assert isinstance(server, LoopbackServer)
+    server.queue(tool_call("f__picture", {}), answer("a red pixel"))
+    model = OpenAIChat(f"{server.url}/v1", "m", api_key="k", profile=profile)
+    async with Agent(model, tools=[features()]) as agent:
+        result = await agent.run("draw")
+    assert result.text == "a red pixel"
+    messages = server.requests[1].body["messages"]
+    if sent:
+        label, image = messages[-1]["content"]
+        assert messages[-1]["role"] == "user" and "not instructions" in label["text"]
+        assert image["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
+    else:
+        assert messages[-1]["role"] == "tool"
+        assert "does not accept images" in messages[-1]["content"]

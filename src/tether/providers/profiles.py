@@ -39,6 +39,9 @@ class OpenAICompatProfile:
       continued from its text rather than answered anew (llama-server's default; its
       ``--no-prefill-assistant`` turns it off). tether uses it to finish an answer the
       server broke off after text went out (a model-output parse error in a stream).
+    - ``accepts_images``: the server's models read images (``image_url`` parts). When
+      False, the images a tool result carries are left out, and the result says so. Off
+      for servers that serve text models unless told (llama-server without a projector).
     - ``max_tokens_field``: the request field for the output token limit.
     - ``quirks``: what a user debugging this server should know.
     """
@@ -50,6 +53,7 @@ class OpenAICompatProfile:
     supports_stream_usage: bool = False
     supports_json_schema_output: bool = False
     continues_assistant_text: bool = False
+    accepts_images: bool = False
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     quirks: tuple[str, ...] = ()
 
@@ -135,6 +139,7 @@ PROFILES: dict[str, OpenAICompatProfile] = {
             supports_parallel_calls=True,
             supports_stream_usage=True,
             supports_json_schema_output=True,
+            accepts_images=True,
             quirks=(
                 "What is honoured depends on the routed model and upstream provider.",
                 "Upstream failures can arrive as HTTP 200 with an `error` body, or as an "
@@ -150,6 +155,7 @@ PROFILES: dict[str, OpenAICompatProfile] = {
             supports_parallel_calls=True,
             supports_stream_usage=True,
             supports_json_schema_output=True,
+            accepts_images=True,
             max_tokens_field="max_completion_tokens",
             quirks=(
                 "Reasoning models (o-series, gpt-5) reject `max_tokens` and non-default "
