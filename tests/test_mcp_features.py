@@ -205,6 +205,20 @@ async def test_progress_arrives_as_events_and_is_shown_literally(era: str) -> No
     assert ev.event_to_dict(progress[0])["kind"] == "tool_progress"
 
 
+async def test_the_session_store_keeps_the_calls_result_not_its_progress(
+        tmp_path: Path) -> None:
+    from tether.store import Session, SQLiteStore
+
+    store = SQLiteStore(tmp_path / "s.db")
+    session = Session.create(store)
+    model = Scripted([call("f__slow"), "done"])
+    async with Agent(model, tools=[features()]) as agent:
+        result = await agent.run("go", session=session)
+    assert any(isinstance(e, ev.ToolProgress) for e in result.events)
+    kinds = [e["kind"] for e in store.events(session.id)]
+    assert "tool_finished" in kinds and "tool_progress" not in kinds
+
+
 # --- images and embedded resources ------------------------------------------------------------
 
 
