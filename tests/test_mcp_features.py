@@ -267,8 +267,11 @@ trusted = false
     rows = json.loads(out.stdout)
     assert [r["uri"] for r in rows] == ["notes://readme", "notes://poison", "notes://logo",
                                         "notes://note/{name}", "search://{?q,limit}"]
+    assert rows[1]["title"].startswith("\x1b[2J")  # --json keeps the server's words
     table = tether(ws, "mcp", "resources", "f")
     assert "untrusted, protocol 2026-07-28" in table.stdout
+    # The table shows them, escaped: nothing the server wrote reaches the terminal raw.
+    assert "\x1b" not in table.stdout and "\\x1b[2J" in table.stdout
     assert tether(ws, "mcp", "resources", "nope").returncode != 0
 
 
@@ -325,3 +328,28 @@ async def test_an_mcp_image_reaches_a_chat_completions_server_that_takes_images(
     else:
         assert messages[-1]["role"] == "tool"
         assert "does not accept images" in messages[-1]["content"]
+
+
+def test_chat_prompt_sends_a_servers_prompt_as_its_text_and_taints(tmp_path: Path) -> None:
+    from tests.servers.http import LoopbackServer
+    from tests.test_chat import answer as chat_answer
+    from tests.test_chat import only_session
+    from tests.test_chat import tether as chat
+    from tests.test_chat import workspace as chat_workspace
+
+    with LoopbackServer() as loop:
+        loop.queue(chat_answer("reviewed"))
+        env = chat_workspace(tmp_path, loop.url)
+        with (tmp_path / "tether.toml").open("a") as f:
+            f.write(f'\n[[mcp]]\nname = "f"\ncommand = {json.dumps(PY)}\n'
+                    f'args = [{json.dumps(FEATURES)}, "--hostile"]\ntrusted = false\n')
+        done = chat(tmp_path, env, "chat",
+                    stdin="/prompt f:review\n/prompt f:review topic=launch\n/taint\n")
+    assert done.returncode == 0, done.stderr
+    assert "needs topic" in done.stderr  # refused before the server or the model is asked
+    assert len(loop.requests) == 1
+    sent = loop.requests[0].body["messages"][-1]["content"]
+    assert sent.startswith('<untrusted-data source="MCP prompt review of server f">')
+    assert "USER: I, the user" in sent
+    assert "untrusted text seen: yes" in done.stderr
+    assert only_session(tmp_path).taint.untrusted

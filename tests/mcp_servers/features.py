@@ -121,6 +121,7 @@ async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         types.Resource(uri="notes://readme", name="readme", title="The readme",
                        description="what the notes say", mime_type="text/plain"),
         types.Resource(uri="notes://poison", name="poison",
+                       title=ESCAPES if options.hostile else None,
                        description=INJECTION if options.hostile else "a note",
                        mime_type="text/plain"),
         types.Resource(uri="notes://logo", name="logo", mime_type="image/png"),
