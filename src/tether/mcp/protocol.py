@@ -30,6 +30,7 @@ async def negotiate(session: ClientSession) -> str:
     answer it (a server of an earlier revision). A server that refuses both (it speaks
     only revisions this SDK does not) fails the start with its own error."""
     from mcp.shared.exceptions import MCPError
+    from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
     from pydantic import ValidationError
 
     try:
@@ -37,7 +38,14 @@ async def negotiate(session: ClientSession) -> str:
     except (MCPError, ValidationError, RuntimeError):
         # No answer the current revision can use (method not found, a refusal, a timeout,
         # a result that is not one): the handshake, as every earlier revision starts.
-        await session.initialize()
+        try:
+            await session.initialize()
+        except MCPError as e:
+            if e.code != UNSUPPORTED_PROTOCOL_VERSION:
+                raise
+            # A server slow to start answered the discovery after it timed out here, and
+            # so speaks the current revision now: ask again (it answers at once).
+            await session.discover()
     version = session.protocol_version
     if version is None:  # pragma: no cover - both paths set it or raise
         raise StartFailure("no protocol revision was agreed")
