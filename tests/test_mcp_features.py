@@ -65,6 +65,14 @@ async def test_a_server_of_either_era_starts_and_its_revision_is_known(
             assert "f__echo" in [t.name for t in server.tools()]
             output = await server.call("echo", {"text": "hi"})
             assert output.content == "hi" and not output.is_error
+            seen: list[tuple[float, float | None, str | None]] = []
+
+            async def sink(progress: float, total: float | None, message: str | None) -> None:
+                seen.append((progress, total, message))
+
+            await server.call("slow", {}, progress=sink)
+            # The first and the last always (those between may be throttled away).
+            assert seen[0] == (1, 3, "step 1 of 3") and seen[-1] == (3, 3, "step 3 of 3")
             # The listings of the server's other features came over the same revision.
             assert [r.uri for r in server.resources][:1] == ["notes://readme"]
             assert [p.name for p in server.prompts] == ["review"]
@@ -183,13 +191,16 @@ def test_the_prompt_invocation_reads_shell_words_and_refuses_what_it_cannot_read
 # --- progress ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("era", ["modern", "handshake"])
-async def test_progress_arrives_as_events_and_is_shown_literally(era: str) -> None:
+async def test_progress_arrives_as_events_shown_literally_and_is_not_stored(
+        tmp_path: Path) -> None:
     from tether.cli.render import EventRenderer
+    from tether.store import Session, SQLiteStore
 
+    store = SQLiteStore(tmp_path / "s.db")
+    session = Session.create(store)
     model = Scripted([call("f__slow"), "done"])
-    async with Agent(model, tools=[features("--hostile", "--era", era)]) as agent:
-        result = await agent.run("go")
+    async with Agent(model, tools=[features("--hostile")]) as agent:
+        result = await agent.run("go", session=session)
     progress = [e for e in result.events if isinstance(e, ev.ToolProgress)]
     assert progress[0].progress == 1 and progress[-1].progress == progress[-1].total == 3
     assert progress[0].call_id == result.tool_calls[0].call_id and progress[0].tool == "f__slow"
@@ -203,18 +214,7 @@ async def test_progress_arrives_as_events_and_is_shown_literally(era: str) -> No
     assert "\x1b[2J" not in text and "\r" not in text.replace("\r\n", "\n")
     assert "f__slow 1/3" in text and "f__slow 3/3" in text
     assert ev.event_to_dict(progress[0])["kind"] == "tool_progress"
-
-
-async def test_the_session_store_keeps_the_calls_result_not_its_progress(
-        tmp_path: Path) -> None:
-    from tether.store import Session, SQLiteStore
-
-    store = SQLiteStore(tmp_path / "s.db")
-    session = Session.create(store)
-    model = Scripted([call("f__slow"), "done"])
-    async with Agent(model, tools=[features()]) as agent:
-        result = await agent.run("go", session=session)
-    assert any(isinstance(e, ev.ToolProgress) for e in result.events)
+    # For the person watching: the session store keeps the call's result, not its progress.
     kinds = [e["kind"] for e in store.events(session.id)]
     assert "tool_finished" in kinds and "tool_progress" not in kinds
 
@@ -222,13 +222,9 @@ async def test_the_session_store_keeps_the_calls_result_not_its_progress(
 # --- images and embedded resources ------------------------------------------------------------
 
 
-async def test_an_image_a_tool_returns_is_carried_untrusted_and_stored() -> None:
-    # From an untrusted server, the output is outside text, its image with it (such a
-    # server's tools are armed from the first call under the default policy, so the
-    # server is asked directly here); through the gate, a trusted server's result too.
-    async with started(features("--hostile", trusted=False)) as untrusted:
-        direct = await untrusted.call("picture", {})
-    assert direct.from_outside and [i.media_type for i in direct.images] == ["image/png"]
+async def test_an_image_a_tool_returns_is_carried_untrusted_and_kept() -> None:
+    # What a server's tool returns is outside text whether or not the server is trusted
+    # (docs/mcp.md, Results), its image with it.
     model = Scripted([call("f__picture"), "done"])
     async with Agent(model, tools=[features("--hostile")]) as agent:
         result = await agent.run("draw")
@@ -262,14 +258,12 @@ command = "{PY}"
 args = ["{FEATURES}", "--hostile"]
 trusted = false
 """)
-    out = tether(ws, "mcp", "resources", "f", "--json")
-    assert out.returncode == 0, out.stderr
-    rows = json.loads(out.stdout)
-    assert [r["uri"] for r in rows] == ["notes://readme", "notes://poison", "notes://logo",
-                                        "notes://note/{name}", "search://{?q,limit}"]
-    assert rows[1]["title"].startswith("\x1b[2J")  # --json keeps the server's words
     table = tether(ws, "mcp", "resources", "f")
+    assert table.returncode == 0, table.stderr
     assert "untrusted, protocol 2026-07-28" in table.stdout
+    for uri in ("notes://readme", "notes://poison", "notes://logo", "notes://note/{name}",
+                "search://{?q,limit}"):
+        assert uri in table.stdout
     # The table shows them, escaped: nothing the server wrote reaches the terminal raw.
     assert "\x1b" not in table.stdout and "\\x1b[2J" in table.stdout
     assert tether(ws, "mcp", "resources", "nope").returncode != 0
@@ -291,8 +285,6 @@ args = ["{FEATURES}"]
     sent = server.requests[0].body["messages"][-1]["content"]
     assert sent.startswith("[MCP prompt review of server f]\n[as the user]\n"
                            "Please review the launch") and sent.endswith("be brief")
-    bad = tether(ws, "run", "--mcp-prompt", "f:review", "x")
-    assert bad.returncode != 0 and "needs topic" in bad.stderr
 
 
 def test_the_features_server_refuses_the_other_eras_opening(tmp_path: Path) -> None:
