@@ -345,3 +345,20 @@ def test_chat_prompt_sends_a_servers_prompt_as_its_text_and_taints(tmp_path: Pat
     assert "USER: I, the user" in sent
     assert "untrusted text seen: yes" in done.stderr
     assert only_session(tmp_path).taint.untrusted
+
+
+async def test_a_flood_of_progress_is_thinned_and_bad_numbers_are_dropped() -> None:
+    from tether.mcp.protocol import MAX_MESSAGE, Throttled
+
+    passed: list[tuple[float, float | None, str | None]] = []
+
+    async def sink(progress: float, total: float | None, message: str | None) -> None:
+        passed.append((progress, total, message))
+
+    throttled = Throttled(sink)
+    await throttled(float("nan"), None, "x")
+    for step in range(1, 1001):
+        await throttled(step, 1000, "m" * 10_000)
+    # A thousand notifications in a burst: the first and the one that says it is done.
+    assert passed[0][0] == 1 and passed[-1][0] == 1000 and len(passed) < 20
+    assert all(len(m or "") == MAX_MESSAGE for _, _, m in passed)

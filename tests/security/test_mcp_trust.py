@@ -398,6 +398,7 @@ def test_tether_tools_and_doctor_show_each_servers_trust(tmp_path: Path) -> None
     kitchen = next(line for line in lines if "mcp k " in line)
     assert "untrusted" in hostile and "counts as untrusted from its first turn" in hostile
     assert "trusted)" in kitchen and "untrusted" not in kitchen
+    assert "started (protocol 2026-07-28)" in kitchen
 
 
 @pytest.mark.parametrize("trusted", [False, True])
