@@ -15,6 +15,12 @@ A server that fails to start is not raised: ``start()`` returns a ``Notice`` (th
 emits it at the start of its next run), ``server.error`` says why, and the server offers no
 tools. The run goes on without it.
 
+Beyond tools: ``start()`` agrees on the protocol revision (``server.protocol_version``), a
+server's resources are offered as tools (``read_resource``, ``resource_<template>``; the
+listings in ``server.resources`` and ``server.resource_templates``), its prompts are for a
+person (``server.prompts``; ``await server.get_prompt(name, arguments)`` gives the parts of
+a user's turn), and a call's progress becomes ``ToolProgress`` events.
+
 The official ``mcp`` SDK (the ``tether[mcp]`` extra) is imported only when a server starts.
 """
 
@@ -22,6 +28,8 @@ from __future__ import annotations
 
 from tether.mcp.environment import ALLOWED_ENV, child_environment
 from tether.mcp.mapping import GateFlags, Hints, map_hints, output_from_result
+from tether.mcp.prompts import Prompt, PromptArgument, PromptText, parse_invocation
+from tether.mcp.resources import Resource, ResourceTemplate
 from tether.mcp.server import McpServer
 
 __all__ = [
@@ -29,7 +37,13 @@ __all__ = [
     "GateFlags",
     "Hints",
     "McpServer",
+    "Prompt",
+    "PromptArgument",
+    "PromptText",
+    "Resource",
+    "ResourceTemplate",
     "child_environment",
     "map_hints",
     "output_from_result",
+    "parse_invocation",
 ]

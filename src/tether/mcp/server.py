@@ -244,6 +244,8 @@ class McpServer:
         self._started = True
         self.error = self._down = None
         self.notices = []
+        self.protocol_version = None
+        self.resources, self.resource_templates, self.prompts = (), (), ()
         # Fresh primitives per start: a server object may be started again under another
         # event loop (asyncio.run per CLI command).
         self._stop, self._refreshed, self._refresh_lock, self.relisted = \
