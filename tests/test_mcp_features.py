@@ -26,7 +26,8 @@ from tether import events as ev
 from tether.mcp import McpServer
 from tether.messages import Message, Text, ToolResult, message_from_dict, message_to_dict
 from tether.providers import Scripted, call
-from tether.trust import untrusted_content
+from tether.tools.tool import ToolContext
+from tether.trust import SecurityConfig, Taint, untrusted_content
 
 FEATURES = str(Path(__file__).parent / "mcp_servers" / "features.py")
 PY = sys.executable
@@ -65,14 +66,17 @@ async def test_a_server_of_either_era_starts_and_its_revision_is_known(
             assert "f__echo" in [t.name for t in server.tools()]
             output = await server.call("echo", {"text": "hi"})
             assert output.content == "hi" and not output.is_error
-            seen: list[tuple[float, float | None, str | None]] = []
+            seen: list[ev.Event] = []
 
-            async def sink(progress: float, total: float | None, message: str | None) -> None:
-                seen.append((progress, total, message))
+            async def emit(event: ev.Event) -> None:
+                seen.append(event)
 
-            await server.call("slow", {}, progress=sink)
+            context = ToolContext("c1", "f__slow", Taint(), Path("."), SecurityConfig(),
+                                  emit=emit)
+            await server.call("slow", {}, context=context)
             # The first and the last always (those between may be throttled away).
-            assert seen[0] == (1, 3, "step 1 of 3") and seen[-1] == (3, 3, "step 3 of 3")
+            assert seen[0] == ev.ToolProgress("c1", "f__slow", 1, 3, "step 1 of 3")
+            assert seen[-1] == ev.ToolProgress("c1", "f__slow", 3, 3, "step 3 of 3")
             # The listings of the server's other features came over the same revision.
             assert [r.uri for r in server.resources][:1] == ["notes://readme"]
             assert [p.name for p in server.prompts] == ["review"]
@@ -87,6 +91,18 @@ async def test_the_current_revisions_list_changes_arrive_on_its_subscription_str
             while "f__extra" not in [t.name for t in server.tools()]:
                 server.relisted.clear()
                 await server.relisted.wait()
+
+
+async def test_a_request_the_current_revision_answers_with_a_need_for_input_is_driven(
+        tmp_path: Path) -> None:
+    """A multi round-trip request: the server's request for input goes to the session's
+    elicitation answer (a client with no way to ask declines it), never an unexpected
+    result or a crash; the refusal is the call's error result."""
+    log = tmp_path / "seen.jsonl"
+    async with started(features("--era", "modern", "--log", str(log))) as server:
+        output = await server.call("ask", {})
+    assert output.is_error and "refused the call to f__ask" in output.content
+    assert logged(log) == []  # declined: the server never got an answer
 
 
 # --- resources --------------------------------------------------------------------------------

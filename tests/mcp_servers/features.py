@@ -67,6 +67,8 @@ tools = [
                annotations=CLOSED, input_schema={"type": "object", "properties": {}}),
     types.Tool(name="grow", description="adds a tool", annotations=CLOSED,
                input_schema={"type": "object", "properties": {}}),
+    types.Tool(name="ask", description="needs the person's answer first", annotations=CLOSED,
+               input_schema={"type": "object", "properties": {}}),
 ]
 
 
@@ -96,6 +98,18 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
             types.ResourceLink(type="resource_link", uri="https://evil.example/big.csv",
                                name="big.csv"),
         ])
+    if name == "ask":  # the current revision's way: a result that asks, then a retry
+        answers = params.input_responses or {}
+        if "size" not in answers:
+            return types.InputRequiredResult(  # type: ignore[return-value]
+                input_requests={"size": types.ElicitRequest(
+                    params=types.ElicitRequestFormParams(
+                        message="How many?", requested_schema={
+                            "type": "object", "properties": {"n": {"type": "integer"}}}))},
+                request_state="asked-once")
+        log({"answered": answers["size"].model_dump(mode="json"),
+             "state": params.request_state})
+        return types.CallToolResult(content=text("thanks"))
     if name == "grow":
         if not any(t.name == "extra" for t in tools):
             tools.append(types.Tool(name="extra", description="the extra tool",

@@ -20,6 +20,33 @@ PROGRESS_EVERY_SECS = 0.25  # a call's progress events, at most this often (the 
 MAX_MESSAGE = 500  # characters of a progress message kept
 
 
+Retry = Callable[[Any, "str | None"], Awaitable[Any]]
+
+
+async def answered(session: ClientSession, first: Any, retry: Retry) -> Any:
+    """A request of the current revision's multi round-trip kind (``tools/call``,
+    ``resources/read``, ``prompts/get``) driven to its result: while the server answers
+    that it needs input (``InputRequiredResult``), each request for input goes to the
+    session's callbacks (the handshake era's server-to-client requests go to the same
+    ones: an elicitation to the person, when the session has a way to ask; anything else
+    declined, which ends the request as the server's refusal), and the request is sent
+    again with the answers. A bounded number of rounds, as the SDK's own client does."""
+    from mcp.client._input_required import run_input_required_driver  # the SDK's own driver
+    from mcp.client.session import ClientRequestContext
+    from mcp_types import ErrorData, InputRequest, InputRequiredResult, InputResponse
+
+    if not isinstance(first, InputRequiredResult):
+        return first
+
+    async def dispatch(key: str, request: InputRequest) -> InputResponse | ErrorData:
+        context = ClientRequestContext(
+            session=session, request_id=key,
+            meta=request.params.meta if request.params is not None else None)
+        return await session.dispatch_input_request(context, request)
+
+    return await run_input_required_driver(first, dispatch=dispatch, retry=retry)
+
+
 class StartFailure(Exception):
     """Why a server could not start, in words for the user."""
 

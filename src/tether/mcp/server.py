@@ -22,15 +22,15 @@ from tether.events import Notice
 from tether.mcp.environment import child_environment
 from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
 from tether.mcp.prompts import Prompt, PromptArgument, PromptText, check_arguments, prompt_text
+from tether.mcp.protocol import StartFailure as _StartFailure
 from tether.mcp.protocol import (
-    ProgressSink,
     Throttled,
+    answered,
     every_page,
     modern,
     negotiate,
     progress_to,
 )
-from tether.mcp.protocol import StartFailure as _StartFailure
 from tether.mcp.resources import Resource, ResourceTemplate, output_from_read, resource_tools
 from tether.mcp.stdio import stdio_server_streams
 from tether.tools.tool import Tool, ToolContext, ToolOutput
@@ -501,7 +501,7 @@ class McpServer:
         original = mcp_tool.name
 
         async def handler(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-            return await self.call(original, arguments, progress=progress_to(ctx))
+            return await self.call(original, arguments, context=ctx)
 
         return Tool.from_schema(
             name, mcp_tool.description or "", dict(mcp_tool.input_schema), handler,
@@ -512,12 +512,12 @@ class McpServer:
     # --- calls and notifications ------------------------------------------------------------
 
     async def call(self, tool_name: str, arguments: dict[str, Any], *,
-                   progress: ProgressSink | None = None) -> ToolOutput:
+                   context: ToolContext | None = None) -> ToolOutput:
         """Call ``tool_name`` (the server's own name, unprefixed). Never raises for the
-        server's failures: a crash, a timeout or a refusal is an error result. The call's
-        progress notifications go to ``progress`` (at most one each
-        ``protocol.PROGRESS_EVERY_SECS``, and the one that says it is done), their message as the
-        server wrote it."""
+        server's failures: a crash, a timeout or a refusal is an error result. ``context``
+        is the call's, in a run: the call's progress notifications become ``ToolProgress``
+        events of that run (throttled: ``protocol.PROGRESS_EVERY_SECS``), their message as
+        the server wrote it."""
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
@@ -530,9 +530,16 @@ class McpServer:
             return ToolOutput(f"Error: the MCP server {self.name!r} is not running ({why}); "
                               f"{name} was not run.", is_error=True, from_outside=False)
         try:
-            result = await session.call_tool(
-                tool_name, arguments, read_timeout_seconds=self.timeout_secs,
-                progress_callback=None if progress is None else Throttled(progress))
+            progress = None if context is None else progress_to(context)
+            progress_callback = None if progress is None else Throttled(progress)
+
+            async def send(responses: Any, state: str | None) -> Any:
+                return await session.call_tool(
+                    tool_name, arguments, read_timeout_seconds=self.timeout_secs,
+                    progress_callback=progress_callback, input_responses=responses,
+                    request_state=state, allow_input_required=True)
+
+            result = await answered(session, await send(None, None), send)
         except MCPError as e:
             if e.code == CONNECTION_CLOSED:
                 if self._down is None:  # else its exit, seen first, already says how
@@ -577,7 +584,12 @@ class McpServer:
             return ToolOutput(f"Error: the MCP server {self.name!r} is not running ({why}); "
                               f"the resource was not read.", is_error=True, from_outside=False)
         try:
-            result = await session.read_resource(uri)
+            async def send(responses: Any, state: str | None) -> Any:
+                return await session.read_resource(uri, input_responses=responses,
+                                                   request_state=state,
+                                                   allow_input_required=True)
+
+            result = await answered(session, await send(None, None), send)
         except MCPError as e:
             return ToolOutput(f"Error: the MCP server {self.name!r} refused to read the "
                               f"resource: {inline(e.error.message)}", is_error=True,
@@ -608,7 +620,12 @@ class McpServer:
         if problem is not None:
             raise ToolError(f"{self.name}:{inline(name)}: {inline(problem)}")
         try:
-            result = await session.get_prompt(name, arguments)
+            async def send(responses: Any, state: str | None) -> Any:
+                return await session.get_prompt(name, arguments, input_responses=responses,
+                                                 request_state=state,
+                                                 allow_input_required=True)
+
+            result = await answered(session, await send(None, None), send)
         except MCPError as e:
             raise ToolError(f"the MCP server {self.name!r} refused the prompt "
                             f"{inline(name)!r}: {inline(e.error.message)}") from None
