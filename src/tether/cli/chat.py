@@ -420,7 +420,7 @@ def _system(talk: _Chat, text: str, err: Console) -> None:
 async def _server_prompt(line: str, talk: _Chat, err: Console) -> Any:
     """``/prompt SERVER:NAME [key=value ...]``: the parts of the turn the server's prompt
     makes, or None (what went wrong is said)."""
-    from tether.cli.mcp import fetch_prompt
+    from tether.cli.mcp_lists import fetch_prompt
     from tether.display import shown
     from tether.errors import TetherError
     from tether.mcp.prompts import parse_invocation

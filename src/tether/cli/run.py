@@ -219,7 +219,7 @@ async def _prompt(agent: Any, args: argparse.Namespace) -> Any:
     own = prompt_parts(args.prompt, args.outside)
     if args.mcp_prompt is None:
         return own
-    from tether.cli.mcp import fetch_prompt
+    from tether.cli.mcp_lists import fetch_prompt
     from tether.messages import Text
 
     server_parts = await fetch_prompt(agent, args.mcp_prompt)

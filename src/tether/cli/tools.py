@@ -38,7 +38,7 @@ async def _tools(args: argparse.Namespace) -> int:
         args.local_config = local_layer(args)
         for line in local_changes(args, args.local_config):
             stderr_console().print(shown((line, "dim")))
-    from tether.cli.mcp import servers_of
+    from tether.cli.mcp_lists import servers_of
 
     agent, _ = make_agent(args, approver=None)
     async with agent:
