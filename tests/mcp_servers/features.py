@@ -2,12 +2,10 @@
 beyond tools: resources, a resource template, prompts, progress, images, embedded
 resources and resource links, and change notifications the way each revision sends them.
 
-It can be pinned to one era of the protocol, as a server of that era would be:
-``--era handshake`` answers only the ``initialize`` handshake (a ``server/discover`` probe
-gets "method not found", as from a server written before the current revision);
-``--era modern`` answers only the current revision's stateless requests (``initialize``
-gets -32022, unsupported protocol version, naming the revisions it serves). The default
-serves both, as the SDK's server does.
+It can be pinned to one era of the protocol (``_eras.py``), as a server of that era would
+be: ``--era handshake`` answers only the ``initialize`` handshake, ``--era modern`` only
+the current revision's stateless requests. The default serves both, as the SDK's server
+does.
 
 ``--hostile``: the server's texts carry injections and terminal escape sequences (resource
 text, prompt messages that claim to be the user, progress messages), and an image.
@@ -25,11 +23,10 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from _eras import pinned, serve_stdio_in
 from _serve import serve_http
 from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
-from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 parser = argparse.ArgumentParser()
@@ -198,94 +195,9 @@ server = Server("features", on_list_tools=list_tools, on_call_tool=call_tool,
                 on_get_prompt=get_prompt, on_subscriptions_listen=ListenHandler(bus))
 
 
-# --- pinning the era ------------------------------------------------------------------------
-
-
-def refusal(message: dict[str, Any]) -> dict[str, Any] | None:
-    """The error a server of the pinned era answers ``message`` with, or None to serve it."""
-    method, params = message.get("method"), message.get("params") or {}
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    modern = isinstance(meta, dict) and types.PROTOCOL_VERSION_META_KEY in meta
-    if options.era == "handshake" and (modern or method == "server/discover"):
-        return {"code": types.METHOD_NOT_FOUND, "message": "Method not found"}
-    if options.era == "modern" and method == "initialize":
-        return {"code": types.UNSUPPORTED_PROTOCOL_VERSION,
-                "message": "Unsupported protocol version",
-                "data": {"supported": list(MODERN_PROTOCOL_VERSIONS),
-                         "requested": params.get("protocolVersion")}}
-    return None
-
-
-async def serve_stdio() -> None:
-    async with stdio_server() as (read, write):
-        if options.era == "both":
-            await server.run(read, write, server.create_initialization_options(
-                NotificationOptions(tools_changed=True)))
-            return
-        inner_send, inner_read = anyio.create_memory_object_stream[SessionMessage | Exception](16)
-
-        async def sieve() -> None:
-            async with inner_send:
-                async for item in read:
-                    if isinstance(item, SessionMessage) and \
-                            isinstance(item.message, types.JSONRPCRequest):
-                        raw = item.message.model_dump(by_alias=True, exclude_none=True)
-                        error = refusal(raw)
-                        if error is not None:
-                            await write.send(SessionMessage(types.JSONRPCError(
-                                jsonrpc="2.0", id=item.message.id,
-                                error=types.ErrorData(**error))))
-                            continue
-                    await inner_send.send(item)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(sieve)
-            await server.run(inner_read, write, server.create_initialization_options(
-                NotificationOptions(tools_changed=True)))
-            tg.cancel_scope.cancel()
-
-
-def pinned(app: Any) -> Any:
-    """The HTTP app behind a sieve that refuses the other era's requests."""
-
-    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or options.era == "both":
-            await app(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        more = True
-        while more:
-            event = await receive()
-            chunks.append(event.get("body", b""))
-            more = event.get("more_body", False)
-        body = b"".join(chunks)
-        try:
-            message = json.loads(body)
-        except ValueError:
-            message = None
-        error = refusal(message) if isinstance(message, dict) and "id" in message else None
-        if error is not None:
-            payload = json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error})
-            await send({"type": "http.response.start", "status": 400,
-                        "headers": [(b"content-type", b"application/json")]})
-            await send({"type": "http.response.body", "body": payload.encode()})
-            return
-        sent = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if sent:
-                return await receive()  # type: ignore[no-any-return]
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await app(scope, replay, send)
-
-    return asgi
-
-
 if __name__ == "__main__":
+    init = server.create_initialization_options(NotificationOptions(tools_changed=True))
     if options.http:
-        serve_http(pinned(server.streamable_http_app()))
+        serve_http(pinned(server.streamable_http_app(), options.era))
     else:
-        anyio.run(serve_stdio)
+        anyio.run(serve_stdio_in, server, options.era, init)
