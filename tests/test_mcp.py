@@ -211,13 +211,16 @@ async def test_a_closed_world_tool_still_brings_private_data_so_a_later_fetch_is
 # --- results ----------------------------------------------------------------------------------
 
 
-async def test_text_parts_are_joined_and_every_other_part_is_named_as_omitted() -> None:
+async def test_text_parts_are_joined_images_carried_and_every_other_part_named() -> None:
     async with started(kitchen()) as server:
         output = await server.call("mixed", {})
+    # An embedded text resource is text; an image is carried beside the text and marked in
+    # its place; a link is named, never fetched; audio is named as omitted.
     assert output.content.split("\n") == [
-        "first", "[image omitted: image/png]", "second", "[audio omitted: audio/wav]",
-        "[embedded resource omitted: file:///notes.txt, text/plain]",
-        "[resource link omitted: file:///big.csv]"]
+        "first", "[image 1: image/png]", "second", "[audio omitted: audio/wav]",
+        "embedded text", "[resource link, not fetched: file:///big.csv (big.csv)]"]
+    assert [(i.media_type, i.data) for i in output.images] == [
+        ("image/png", b"\x89PNG\r\n\x1a\n")]
     assert output.from_outside and not output.is_error
 
 
@@ -257,8 +260,11 @@ async def test_tools_are_listed_across_every_page() -> None:
 
 
 async def test_a_list_changed_notification_refreshes_the_tools_before_the_next_turn() -> None:
+    # The handshake era's notification, sent before the call's answer (the current
+    # revision's stream of changes: tests/test_mcp_features.py).
     model = Scripted([call("k__grow"), call("k__extra", {"text": "hi"}), "done"])
-    async with Agent(model, tools=[kitchen()]) as agent:
+    server = McpServer.stdio("k", PY, [str(SERVERS / "features.py"), "--era", "handshake"])
+    async with Agent(model, tools=[server]) as agent:
         assert "k__extra" not in agent.tools
         result = await agent.run("grow")
     assert "k__extra" not in model.tool_names_offered(0)

@@ -199,6 +199,21 @@ class ToolFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolProgress:
+    """A running call's progress, as its MCP server reported it: ``progress`` of ``total``
+    (``None``: unknown), and the server's ``message``, its own words (shown literally).
+    Passed on at most a few times a second, the first and the last always."""
+
+    call_id: str
+    tool: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+    path: tuple[str, ...] = ()
+    kind: Literal["tool_progress"] = "tool_progress"
+
+
+@dataclass(frozen=True, slots=True)
 class TaintChanged:
     before: Taint
     after: Taint
@@ -300,7 +315,7 @@ Event: TypeAlias = (
     RunStarted | TurnStarted | TextDelta | ReasoningDelta | ModelResponded | ProviderRetry
     | ToolCallRequested | TrifectaBlocked | ProvenanceChecked | TrifectaWaived
     | ApprovalRequested
-    | ApprovalDecided | ToolStarted | ToolFinished | TaintChanged | SubagentStarted
+    | ApprovalDecided | ToolStarted | ToolProgress | ToolFinished | TaintChanged | SubagentStarted
     | SubagentFinished | UsageUpdated | Notice | ContextFitted | RunPaused | RunFinished
 )
 

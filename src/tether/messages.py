@@ -119,26 +119,6 @@ class Labels:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolResult:
-    """The outcome of one tool call as the model will see it.
-
-    ``trust`` records where the content came from: ``untrusted`` when it carries text from
-    outside (a web page, an MCP server, a child agent that read such text). ``labels``
-    record what the text is as a source of later calls' values (``None``: unknown, which
-    counts as untrusted).
-    """
-
-    call_id: str
-    name: str
-    content: str
-    is_error: bool = False
-    trust: Trust = "trusted"
-    structured: Any = None
-    kind: Literal["tool_result"] = "tool_result"
-    labels: Labels | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Image:
     """An image given to the model: inline bytes (``data``) or a ``url``."""
 
@@ -149,6 +129,28 @@ class Image:
 
     def base64(self) -> str:
         return base64.b64encode(self.data or b"").decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The outcome of one tool call as the model will see it.
+
+    ``trust`` records where the content came from: ``untrusted`` when it carries text from
+    outside (a web page, an MCP server, a child agent that read such text). ``labels``
+    record what the text is as a source of later calls' values (``None``: unknown, which
+    counts as untrusted). ``images`` are images the result carries beside its text (an MCP
+    tool's image content), with the same trust as the text.
+    """
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    trust: Trust = "trusted"
+    structured: Any = None
+    kind: Literal["tool_result"] = "tool_result"
+    labels: Labels | None = None
+    images: tuple[Image, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +297,8 @@ def part_to_dict(part: Part) -> dict[str, Any]:
             d["structured"] = part.structured
         if part.labels is not None:
             d["labels"] = part.labels.to_dict()
+        if part.images:
+            d["images"] = [part_to_dict(image) for image in part.images]
         return d
     if isinstance(part, Image):
         return {
@@ -320,15 +324,20 @@ def part_from_dict(d: dict[str, Any]) -> Part:
             d["call_id"], d["name"], d["content"], bool(d.get("is_error", False)),
             d.get("trust", "untrusted"), d.get("structured"),
             labels=Labels.from_dict(d["labels"]) if "labels" in d else None,
+            images=tuple(_image_from_dict(i) for i in d.get("images", ())),
         )
     if kind == "image":
-        data = d.get("data")
-        return Image(d.get("media_type", "image/png"),
-                     base64.b64decode(data) if data is not None else None, d.get("url"))
+        return _image_from_dict(d)
     if kind == "reasoning":
         return Reasoning(d.get("text", ""), d["provider"], d.get("signature"),
                          d.get("redacted"), d.get("provider_data"))
     raise ValueError(f"unknown message part kind: {kind!r}")
+
+
+def _image_from_dict(d: dict[str, Any]) -> Image:
+    data = d.get("data")
+    return Image(d.get("media_type", "image/png"),
+                 base64.b64decode(data) if data is not None else None, d.get("url"))
 
 
 def message_to_dict(message: Message) -> dict[str, Any]:

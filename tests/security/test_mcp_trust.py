@@ -383,8 +383,10 @@ def test_tether_tools_and_doctor_show_each_servers_trust(tmp_path: Path) -> None
         table = tether(tmp_path, env, "tools")
         rows = tether(tmp_path, env, "tools", "--json")
         doctor = tether(tmp_path, env, "doctor")
-    assert "mcp hostile (untrusted)" in table.stdout and "mcp k (trusted)" in table.stdout
+    assert "mcp hostile (untrusted, protocol 2026-07-28)" in table.stdout
+    assert "mcp k (trusted, protocol 2026-07-28)" in table.stdout
     by_name = {r["name"]: r for r in json.loads(rows.stdout)}
+    assert by_name["k__echo"]["server_protocol"] == "2026-07-28"
     assert (by_name["hostile__notes"]["server"], by_name["hostile__notes"]["server_trusted"]) \
         == ("hostile", False)
     assert (by_name["k__echo"]["server"], by_name["k__echo"]["server_trusted"]) == ("k", True)
@@ -396,6 +398,7 @@ def test_tether_tools_and_doctor_show_each_servers_trust(tmp_path: Path) -> None
     kitchen = next(line for line in lines if "mcp k " in line)
     assert "untrusted" in hostile and "counts as untrusted from its first turn" in hostile
     assert "trusted)" in kitchen and "untrusted" not in kitchen
+    assert "started (protocol 2026-07-28)" in kitchen
 
 
 @pytest.mark.parametrize("trusted", [False, True])

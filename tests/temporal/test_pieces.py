@@ -18,7 +18,7 @@ from tether import Decision
 from tether.approval import ApprovalRequest
 from tether.conversation import Conversation, PendingCall
 from tether.errors import ConfigError, RateLimitError
-from tether.messages import Message, ToolCall, Usage
+from tether.messages import Image, Message, ToolCall, Usage
 from tether.providers.base import ModelRequest, ModelResponse, NamedToolChoice
 from tether.temporal.approvals import SignalApprover, bind_signal, signal_payload
 from tether.temporal.blobs import BlobError, BlobStore
@@ -135,6 +135,9 @@ def test_requests_responses_and_outputs_read_back_the_same() -> None:
     assert response_from_dict(response_to_dict(response)) == response
     output = ToolOutput("x", True, {"k": [1]}, False, Usage(1, 2), Taint(untrusted=True))
     assert output_from_dict(output_to_dict(output)) == output
+    # An MCP tool's images travel with its output through history, as JSON.
+    pictured = ToolOutput("[image 1: image/png]", images=(Image("image/png", b"\x89PNG"),))
+    assert output_from_dict(json.loads(json.dumps(output_to_dict(pictured)))) == pictured
 
 
 def test_a_provider_error_is_rebuilt_only_as_a_provider_error_kind() -> None:

@@ -44,6 +44,8 @@ COMMANDS = {
     "/taint": "what the conversation has seen (private data? untrusted text?)",
     "/tools": "the tools, their capabilities and approval flags",
     "/session": "the session id, to resume later",
+    "/prompt": "/prompt SERVER:NAME [key=value ...] sends an MCP server's prompt (the "
+               "server's text: untrusted unless the server is trusted)",
     "/help": "this list",
     "/exit": "leave (the session stays stored; /quit, Ctrl-C and end of input work too)",
 }
@@ -165,7 +167,12 @@ async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
                         break
                     if not message.strip():
                         continue
-                    if message.startswith("/") and "\n" not in message:
+                    said: Any = message
+                    if message.split(" ", 1)[0].lower() == "/prompt" and "\n" not in message:
+                        said = await _server_prompt(message, talk, err)
+                        if said is None:
+                            continue
+                    elif message.startswith("/") and "\n" not in message:
                         if not await _command(message.strip(), talk, err):
                             break
                         continue
@@ -174,7 +181,7 @@ async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
                                                     title=_title(message))
                         talk.conversation = talk.session.conversation()
                         state["session"] = talk.session
-                    await _turn(agent, message, talk.conversation, talk.session, err, talk)
+                    await _turn(agent, said, talk.conversation, talk.session, err, talk)
     finally:
         reader.close()
     if talk.session is not None:
@@ -439,7 +446,24 @@ def _system(talk: _Chat, text: str, err: Console) -> None:
                      else "system prompt set for the next turns", "dim")))
 
 
-async def _turn(agent: Agent, prompt: str, conversation: Conversation, session: Session | None,
+async def _server_prompt(line: str, talk: _Chat, err: Console) -> Any:
+    """``/prompt SERVER:NAME [key=value ...]``: the parts of the turn the server's prompt
+    makes, or None (what went wrong is said)."""
+    from tether.cli.mcp_lists import fetch_prompt
+    from tether.display import shown
+    from tether.errors import TetherError
+    from tether.mcp.prompts import parse_invocation
+
+    try:
+        parts = await fetch_prompt(talk.agent, parse_invocation(line.split(" ", 1)[1]
+                                                                 if " " in line else ""))
+    except TetherError as e:
+        err.print(shown(("error:", "red"), f" {e}"))
+        return None
+    return parts
+
+
+async def _turn(agent: Agent, prompt: Any, conversation: Conversation, session: Session | None,
                 err: Console, talk: _Chat) -> None:
     from tether.cli.common import graceful_interrupt, no_provider_help
     from tether.cli.render import EventRenderer

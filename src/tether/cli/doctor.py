@@ -316,7 +316,8 @@ async def check_mcp_servers(config: Config) -> list[tuple[bool, str, str]]:
             trust = "" if server.trusted else (
                 "; not trusted: a conversation offering its tools counts as untrusted from "
                 "its first turn")
-            out.append((True, label, f"started, {len(server.tools())} tools"
+            out.append((True, label, f"started (protocol {server.protocol_version}), "
+                                     f"{len(server.tools())} tools"
                                      + (f", {skipped} skipped (see `tether tools`)"
                                         if skipped else "") + trust))
     finally:

@@ -26,6 +26,9 @@ from tether.tools.spec import humanize_tool_name
 REDRAW_SECS = 1 / 15
 
 
+PROGRESS_EVERY_SECS = 1.0  # a call's progress lines, at most this often (the last: always)
+
+
 def _short(value: Any, limit: int = 120) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return one_line(text, limit)
@@ -157,6 +160,7 @@ class EventRenderer:
         self._text_open = False
         self._streamed = False
         self._arguments: dict[str, str] = {}  # call id -> the arguments the model sent
+        self._progressed: dict[str, float] = {}  # call id -> when its progress was shown
         self._started = time.perf_counter()
         self._answered_by: str | None = None  # the fallback provider the run went on with
 
@@ -266,7 +270,10 @@ class EventRenderer:
             if top:
                 self._spin(f"running {name}…")
         elif isinstance(event, ev.ToolFinished):
+            self._progressed.pop(event.call_id, None)
             self._tool_finished(event, pad)
+        elif isinstance(event, ev.ToolProgress):
+            self._progress(event, pad)
         elif isinstance(event, ev.TrifectaWaived):
             err.print(shown(pad, ("trifecta waived", "yellow"), f" {inline(event.tool)} ",
                             ("([security] trifecta = \"allow\")", "dim")))
@@ -297,6 +304,20 @@ class EventRenderer:
                              "yellow")))
         elif isinstance(event, ev.RunFinished) and top:
             self.finish(event)
+
+    def _progress(self, event: ev.ToolProgress, pad: str) -> None:
+        """A line per call at most each ``PROGRESS_EVERY_SECS`` (and the last): the
+        server's numbers and message, its words shown literally on one line."""
+        now = time.monotonic()
+        last = self._progressed.get(event.call_id)
+        done = event.total is not None and event.progress >= event.total
+        if last is not None and now - last < PROGRESS_EVERY_SECS and not done:
+            return
+        self._progressed[event.call_id] = now
+        of = f"/{event.total:g}" if event.total is not None else ""
+        said = f" {_short(event.message)}" if event.message else ""
+        self.err.print(shown(pad, (f"⋯ {inline(event.tool)} {event.progress:g}{of}", "dim"),
+                             (said, "dim")))
 
     def _tool_finished(self, event: ev.ToolFinished, pad: str) -> None:
         from tether.trust import untrusted_content

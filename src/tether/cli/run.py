@@ -65,11 +65,23 @@ def add_cli(sub: Any) -> None:
                      help="continue the most recent session")
     run.add_argument("--no-log", action="store_true",
                      help="do not log this run to the session store")
+    run.add_argument("--mcp-prompt", metavar="'SERVER:NAME [key=value ...]'",
+                     help="insert the prompt NAME of the MCP server SERVER before your own "
+                          "(if any), its arguments as key=value words with shell quoting: "
+                          "--mcp-prompt 'notes:review topic=\"the launch\"'. It is the "
+                          "server's text, not yours: untrusted unless the server is trusted "
+                          "(tether mcp prompts SERVER lists them)")
     add_engine_flag(run)
     run.set_defaults(handler=cmd_run)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.mcp_prompt is not None:
+        from tether.mcp.prompts import parse_invocation
+
+        args.mcp_prompt = parse_invocation(args.mcp_prompt)  # a typo fails before anything
+        if args.prompt is None:
+            args.prompt = ""  # the server's prompt is the whole turn
     args.attached = attached(args.attach, trusted=args.trust_input)
     if "-" in args.attach:
         args.outside = None  # standard input was the attachment
@@ -188,7 +200,7 @@ def _session_for(args: argparse.Namespace, cfg: Any) -> Any:
 
     if args.no_log:
         return None
-    if not args.prompt.strip():
+    if not args.prompt.strip() and args.mcp_prompt is None:
         raise TetherError("the prompt is empty: say what the agent should do")
     if args.session or args.continue_last:
         return session_for_run(args, cfg)  # asked for: a store that fails is an error
@@ -226,8 +238,8 @@ async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
         from tether.result import run_finished
 
         result = None
+        parts = await _prompt(agent, args)
         with graceful_interrupt() as interrupt:
-            parts = prompt_parts(args.prompt, args.outside, args.attached)
             async for event in agent.stream(parts,
                                             session=session, interrupt=interrupt):
                 if not quiet:
@@ -240,6 +252,23 @@ async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
         print(json_dumps(_with_session(result.to_dict(), session), indent=2))
     _report_error(result, cfg)
     return exit_code(result)
+
+
+async def _prompt(agent: Any, args: argparse.Namespace) -> Any:
+    """What the run is given: the MCP server's prompt (``--mcp-prompt``), then the files
+    attached, the outside text piped in, and the user's own prompt."""
+    own = prompt_parts(args.prompt, args.outside, args.attached)
+    if args.mcp_prompt is None:
+        return own
+    from tether.cli.mcp_lists import fetch_prompt
+    from tether.messages import Text
+
+    server_parts = await fetch_prompt(agent, args.mcp_prompt)
+    if isinstance(own, str):
+        own = (Text(own),)
+    # No prompt of the user's own: the server's prompt (and what came with it) is the turn.
+    own = tuple(p for p in own if not (isinstance(p, Text) and not p.text.strip()))
+    return (*server_parts, *own)
 
 
 def _with_session(data: dict[str, Any], session: Any) -> dict[str, Any]:
@@ -264,7 +293,7 @@ async def _run_structured(agent: Any, args: argparse.Namespace, renderer: Any, c
                           spec: Any, session: Any) -> int:
     from tether.display import json_dumps
 
-    run = agent.prepare(prompt_parts(args.prompt, args.outside, args.attached), output=spec,
+    run = agent.prepare(await _prompt(agent, args), output=spec,
                         conversation=session.conversation() if session is not None else None)
     async for event in run.stream():
         if session is not None:

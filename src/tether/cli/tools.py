@@ -38,10 +38,14 @@ async def _tools(args: argparse.Namespace) -> int:
         args.local_config = local_layer(args)
         for line in local_changes(args, args.local_config):
             stderr_console().print(shown((line, "dim")))
+    from tether.cli.mcp_lists import servers_of
+
     agent, _ = make_agent(args, approver=None)
     async with agent:
         tools = list(agent.tools.values())
         clashes = agent.tool_clashes()
+        # Each MCP server's protocol revision, as agreed when it started.
+        revisions = {s.name: s.protocol_version for s in servers_of(agent.toolsets)}
     # An MCP server that did not start, a skipped tool, a tool another one's name hides.
     for notice in [*agent.start_notices, *clashes]:
         error(notice.message)
@@ -52,6 +56,7 @@ async def _tools(args: argparse.Namespace) -> int:
         # An MCP tool's server, and whether its own text (descriptions, titles) is trusted.
         "server": t.server if t.origin == "mcp" else None,
         "server_trusted": (not t.spec_from_outside) if t.origin == "mcp" else None,
+        "server_protocol": revisions.get(t.server or "") if t.origin == "mcp" else None,
     } for t in tools]
     if args.json:
         from tether.display import json_dumps
@@ -66,7 +71,8 @@ async def _tools(args: argparse.Namespace) -> int:
         table.add_column(col, overflow="fold")
     for r in rows:
         source = r["source"] if r["server"] is None else \
-            f"mcp {r['server']} ({'trusted' if r['server_trusted'] else 'untrusted'})"
+            f"mcp {r['server']} ({'trusted' if r['server_trusted'] else 'untrusted'}, " \
+            f"protocol {r['server_protocol']})"
         # Names and titles are what servers wrote: cells hold them as plain text.
         table.add_row(plain(inline(r["name"])), plain(inline(r["title"])), plain(source),
                       plain(", ".join(r["capabilities"]) or "-"),

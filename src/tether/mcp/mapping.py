@@ -6,10 +6,12 @@ Plain functions on plain values: no MCP SDK import here.
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tether.messages import Image
 from tether.tools.tool import ToolOutput
 from tether.trust import NO_CAPABILITIES, Capabilities
 
@@ -78,14 +80,17 @@ def map_hints(hints: Hints, widen: Capabilities = NO_CAPABILITIES) -> GateFlags:
 def output_from_result(result: CallToolResult) -> ToolOutput:
     """An MCP ``CallToolResult`` as the model will see it.
 
-    Text parts are joined in order; every other part (image, audio, embedded resource,
-    resource link) is named as omitted in its place, so nothing disappears silently.
+    Text parts are joined in order. An image is carried beside the text (``images``),
+    marked in its place (``[image 1: image/png]``), for a model that accepts images; an
+    embedded text resource is text like any other; a resource link is named, never
+    fetched; audio and binary resources are named as omitted. Nothing disappears silently.
     ``structuredContent`` is kept; ``isError`` makes an error result. The content came from
     the server, so it is outside text whatever the tool's hints say (a server that says a
     tool is closed world is believed about where the tool reaches, not about the text it
     returns): shown to the model as untrusted data, and so it taints the conversation.
     """
-    pieces = [_render_part(part) for part in result.content]
+    images: list[Image] = []
+    pieces = [_render_part(part, images) for part in result.content]
     content = "\n".join(pieces)
     if not content and result.structured_content is not None:
         content = json.dumps(result.structured_content, ensure_ascii=False)
@@ -93,22 +98,50 @@ def output_from_result(result: CallToolResult) -> ToolOutput:
         content = ("Error: the tool failed without saying why." if result.is_error
                    else "(no output)")
     return ToolOutput(content, is_error=bool(result.is_error),
-                      structured=result.structured_content, from_outside=True)
+                      structured=result.structured_content, from_outside=True,
+                      images=tuple(images))
 
 
-def _render_part(part: Any) -> str:
+def _render_part(part: Any, images: list[Image]) -> str:
     kind = getattr(part, "type", "unknown")
     if kind == "text":
         return str(part.text)
-    if kind in ("image", "audio"):
-        return f"[{kind} omitted: {part.mime_type}]"
+    if kind == "image":
+        return _image(part.data, str(part.mime_type), images)
+    if kind == "audio":
+        return f"[audio omitted: {part.mime_type}]"
     if kind == "resource":
         resource = part.resource
-        mime = f", {resource.mime_type}" if resource.mime_type else ""
-        return f"[embedded resource omitted: {resource.uri}{mime}]"
+        mime = str(resource.mime_type or "")
+        text = getattr(resource, "text", None)
+        if isinstance(text, str):
+            return text
+        if mime.startswith("image/"):
+            return _image(getattr(resource, "blob", None), mime, images)
+        return f"[embedded resource omitted: {resource.uri}{', ' + mime if mime else ''}]"
     if kind == "resource_link":
-        return f"[resource link omitted: {part.uri}]"
+        name = f" ({part.name})" if getattr(part, "name", None) else ""
+        return f"[resource link, not fetched: {part.uri}{name}]"
     return f"[{kind} content omitted]"
+
+
+def _image(data: Any, mime: str, images: list[Image]) -> str:
+    image = image_from_base64(data, mime)
+    if image is None:
+        return f"[unreadable image omitted: {mime}]"
+    images.append(image)
+    return f"[image {len(images)}: {mime}]"
+
+
+def image_from_base64(data: Any, mime: str) -> Image | None:
+    """An image from a server's base64 text, or None when it is not base64."""
+    if not isinstance(data, str):
+        return None
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except ValueError:
+        return None
+    return Image(mime, raw) if raw else None
 
 
 # --- input schemas -------------------------------------------------------------------------

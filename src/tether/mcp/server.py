@@ -1,5 +1,6 @@
-"""One MCP server's session: start (connect, initialize, list every page), its tools as
-tether Tools, calls, ``tools/list_changed`` refreshes, and a clean close."""
+"""One MCP server's session: start (connect, negotiate the protocol revision, list every
+page of its tools, resources and prompts), its tools and resources as tether Tools, calls
+with their progress, reads, prompts, list-change refreshes, and a clean close."""
 
 from __future__ import annotations
 
@@ -16,12 +17,23 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from tether import __version__
 from tether.display import inline
-from tether.errors import ConfigError
+from tether.errors import ConfigError, ToolError
 from tether.events import Notice
 from tether.mcp.elicitation import Elicitations
 from tether.mcp.environment import child_environment
 from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
 from tether.mcp.oauth import OAuth, oauth_client
+from tether.mcp.prompts import Prompt, PromptArgument, PromptText, check_arguments, prompt_text
+from tether.mcp.protocol import StartFailure as _StartFailure
+from tether.mcp.protocol import (
+    Throttled,
+    answered,
+    every_page,
+    modern,
+    negotiate,
+    progress_to,
+)
+from tether.mcp.resources import Resource, ResourceTemplate, output_from_read, resource_tools
 from tether.mcp.stdio import stdio_server_streams
 from tether.tools.tool import Tool, ToolContext, ToolOutput
 from tether.tools.toolsets import PrefixedToolset
@@ -35,7 +47,6 @@ if TYPE_CHECKING:
 _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _NOT_NAME_CHAR = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_TOOL_NAME = 64  # the tightest provider limit (OpenAI function names)
-_MAX_PAGES = 100  # a server whose cursors never end cannot hang the start
 _STDERR_TAIL = 600  # characters of a failed server's stderr quoted in its notice
 
 
@@ -70,10 +81,6 @@ class _Http:
                                     f"{variable}, which is not set")
             out[header] = value
         return out
-
-
-class _StartFailure(Exception):
-    """Why a server could not start, in words for the user."""
 
 
 class McpServer:
@@ -133,6 +140,11 @@ class McpServer:
         self._down: str | None = None
         self._stderr: TextIO | None = None
         self._tools: tuple[Tool, ...] = ()  # named as the server names them
+        self._own_tools: tuple[Tool, ...] = ()  # the server's tools, without its resources
+        self.protocol_version: str | None = None
+        self.resources: tuple[Resource, ...] = ()
+        self.resource_templates: tuple[ResourceTemplate, ...] = ()
+        self.prompts: tuple[Prompt, ...] = ()
         if prefix_tools:
             self._prefixed = PrefixedToolset(_Listing(self), name)
         self._session: ClientSession | None = None
@@ -143,6 +155,7 @@ class McpServer:
         self._refreshing = 0
         self._refreshed = asyncio.Event()
         self._elicitations = Elicitations(self)
+        self.relisted = asyncio.Event()  # set each time the lists were read again
 
     @classmethod
     def stdio(
@@ -237,10 +250,12 @@ class McpServer:
         self._started = True
         self.error = self._down = None
         self.notices = []
+        self.protocol_version = None
+        self.resources, self.resource_templates, self.prompts = (), (), ()
         # Fresh primitives per start: a server object may be started again under another
         # event loop (asyncio.run per CLI command).
-        self._stop, self._refreshed, self._refresh_lock = \
-            asyncio.Event(), asyncio.Event(), asyncio.Lock()
+        self._stop, self._refreshed, self._refresh_lock, self.relisted = \
+            asyncio.Event(), asyncio.Event(), asyncio.Lock(), asyncio.Event()
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # Mark its failure as seen even if start() itself was cancelled meanwhile.
         ready.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -293,6 +308,7 @@ class McpServer:
             self._stderr = None
 
     async def _serve(self, ready: asyncio.Future[None], handshake: anyio.CancelScope) -> None:
+        import anyio
         from mcp.client.session import ClientSession
         from mcp_types import Implementation
 
@@ -306,14 +322,19 @@ class McpServer:
                     client_info=Implementation(name="tether", version=__version__))
                 await stack.enter_async_context(session)
                 self._session = session
-                with handshake:
-                    await session.initialize()
-                    self._tools = await self._list_tools(session)
-                if handshake.cancel_called:
-                    raise _StartFailure("closed while starting")
-                if not ready.done():
-                    ready.set_result(None)
-                await self._stop.wait()
+                async with anyio.create_task_group() as listening:
+                    with handshake:
+                        self.protocol_version = await negotiate(session)
+                        await self._list_everything(session)
+                        if modern(self.protocol_version):
+                            # Started once the server acknowledged it: no change is missed.
+                            await listening.start(self._listen, session)
+                    if handshake.cancel_called:
+                        raise _StartFailure("closed while starting")
+                    if not ready.done():
+                        ready.set_result(None)
+                    await self._stop.wait()
+                    listening.cancel_scope.cancel()
         except Exception as e:  # a third-party server can fail in any way: report it, go on
             failure = e if isinstance(e, _StartFailure) else \
                 _StartFailure(_describe(e, self.start_timeout_secs))
@@ -324,6 +345,35 @@ class McpServer:
                 ready.set_exception(failure)
         finally:
             self._session = None
+
+    async def _listen(self, session: ClientSession, *,
+                      task_status: anyio.abc.TaskStatus[None]) -> None:
+        """The current revision's list changes: a ``subscriptions/listen`` stream (the
+        handshake era's notifications arrive through ``_on_message`` instead)."""
+        from mcp.client.subscriptions import listen
+
+        caps = session.server_capabilities
+        tools = bool(caps and caps.tools and caps.tools.list_changed)
+        resources = bool(caps and caps.resources and caps.resources.list_changed)
+        prompts = bool(caps and caps.prompts and caps.prompts.list_changed)
+        if not (tools or resources or prompts):
+            task_status.started()
+            return
+        started = False
+        try:
+            async with listen(session, tools_list_changed=tools, prompts_list_changed=prompts,
+                              resources_list_changed=resources) as subscription:
+                task_status.started()
+                started = True
+                async for _ in subscription:
+                    pass  # the session hands each event to _on_message as a notification
+        except Exception as e:  # the server's stream failed: lists stay as they are
+            if not started:
+                task_status.started()
+            self.notices.append(Notice(
+                "warning", f"MCP server {self.name!r}: listening for changes to its lists "
+                           f"failed ({inline(_said(e))}); the lists stay as they were.",
+                source=f"mcp:{self.name}"))
 
     @contextlib.asynccontextmanager
     async def _connect(self) -> AsyncIterator[Any]:
@@ -369,25 +419,62 @@ class McpServer:
 
     # --- tools --------------------------------------------------------------------------------
 
-    async def _list_tools(self, session: ClientSession) -> tuple[Tool, ...]:
-        from mcp_types import PaginatedRequestParams
+    async def _list_everything(self, session: ClientSession) -> None:
+        """The server's tools, and its resources, resource templates and prompts when it
+        says it has them. Only the tools can fail a start: a server whose other lists fail
+        offers its tools, with a notice."""
+        self._own_tools = self._build_tools(
+            await every_page(session.list_tools, "tools", "tools/list"))
+        caps = session.server_capabilities
+        if caps is not None and caps.resources is not None:
+            try:
+                listed = await every_page(session.list_resources, "resources",
+                                           "resources/list")
+                templates = await every_page(session.list_resource_templates,
+                                              "resource_templates", "resources/templates/list")
+            except Exception as e:
+                self._list_failed("resources", e)
+            else:
+                self.resources = tuple(
+                    Resource(str(r.uri), r.name, r.title, r.description, r.mime_type)
+                    for r in listed)
+                self.resource_templates = tuple(
+                    ResourceTemplate(str(t.uri_template), t.name, t.title, t.description,
+                                     t.mime_type) for t in templates)
+        if caps is not None and caps.prompts is not None:
+            try:
+                prompts = await every_page(session.list_prompts, "prompts", "prompts/list")
+            except Exception as e:
+                self._list_failed("prompts", e)
+            else:
+                self.prompts = tuple(
+                    Prompt(p.name, p.title, p.description,
+                           tuple(PromptArgument(a.name, a.description, bool(a.required))
+                                 for a in p.arguments or ()))
+                    for p in prompts)
+        self._tools = self._with_resources()
 
-        listed: list[McpTool] = []
-        cursor: str | None = None
-        seen: set[str] = set()
-        for _ in range(_MAX_PAGES):
-            params = PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-            page = await session.list_tools(params=params)
-            listed.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-            if cursor in seen:
-                raise _StartFailure(f"tools/list repeated the cursor {cursor!r}")
-            seen.add(cursor)
-        else:
-            raise _StartFailure(f"tools/list did not end within {_MAX_PAGES} pages")
-        return self._build_tools(listed)
+    def _list_failed(self, what: str, error: Exception) -> None:
+        self.notices.append(Notice(
+            "warning", f"MCP server {self.name!r}: listing its {what} failed "
+                       f"({inline(_said(error))}); they are not available.",
+            source=f"mcp:{self.name}"))
+
+    def _with_resources(self) -> tuple[Tool, ...]:
+        """The server's tools, then the tools that read its resources (a name a server's
+        own tool holds stays the server's)."""
+        tools, problems = resource_tools(
+            self.resources, self.resource_templates, self.read_resource, server=self.name,
+            trusted=self.trusted, widen=self.capabilities)
+        taken = {t.name for t in self._own_tools}
+        for tool in tools:
+            if tool.name in taken:
+                problems.append(f"the tool {tool.name!r} that reads its resources is not "
+                                f"offered: the server has a tool of that name")
+        for problem in problems:
+            self.notices.append(Notice("warning", f"MCP server {self.name!r}: {problem}.",
+                                       source=f"mcp:{self.name}"))
+        return self._own_tools + tuple(t for t in tools if t.name not in taken)
 
     def _build_tools(self, listed: Sequence[McpTool]) -> tuple[Tool, ...]:
         tools: dict[str, Tool] = {}
@@ -439,7 +526,9 @@ class McpServer:
         """Call ``tool_name`` (the server's own name, unprefixed). Never raises for the
         server's failures: a crash, a timeout or a refusal is an error result. ``context``
         is the call's, in a run: a request for input the server makes meanwhile goes to
-        that run's approver (without one it is declined)."""
+        that run's approver (without one it is declined), and the call's progress
+        notifications become ``ToolProgress`` events of that run (throttled:
+        ``protocol.PROGRESS_EVERY_SECS``), their message as the server wrote it."""
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
@@ -452,9 +541,17 @@ class McpServer:
             return ToolOutput(f"Error: the MCP server {self.name!r} is not running ({why}); "
                               f"{name} was not run.", is_error=True, from_outside=False)
         try:
+            progress = None if context is None else progress_to(context)
+            progress_callback = None if progress is None else Throttled(progress)
+
+            async def send(responses: Any, state: str | None) -> Any:
+                return await session.call_tool(
+                    tool_name, arguments, read_timeout_seconds=self.timeout_secs,
+                    progress_callback=progress_callback, input_responses=responses,
+                    request_state=state, allow_input_required=True)
+
             with self._elicitations.during(context):
-                result = await session.call_tool(tool_name, arguments,
-                                                 read_timeout_seconds=self.timeout_secs)
+                result = await answered(session, await send(None, None), send)
         except MCPError as e:
             if e.code == CONNECTION_CLOSED:
                 if self._down is None:  # else its exit, seen first, already says how
@@ -487,6 +584,68 @@ class McpServer:
         await self._refresh_settled()
         return output_from_result(result)
 
+    async def read_resource(self, uri: str) -> ToolOutput:
+        """Read one resource (what the resource tools run). Never raises for the server's
+        failures: they are error results. What it returns is the server's text: untrusted
+        unless the server is trusted."""
+        from mcp.shared.exceptions import MCPError
+
+        session = self._session
+        if session is None:
+            why = self._down or "it is not started"
+            return ToolOutput(f"Error: the MCP server {self.name!r} is not running ({why}); "
+                              f"the resource was not read.", is_error=True, from_outside=False)
+        try:
+            async def send(responses: Any, state: str | None) -> Any:
+                return await session.read_resource(uri, input_responses=responses,
+                                                   request_state=state,
+                                                   allow_input_required=True)
+
+            result = await answered(session, await send(None, None), send)
+        except MCPError as e:
+            return ToolOutput(f"Error: the MCP server {self.name!r} refused to read the "
+                              f"resource: {inline(e.error.message)}", is_error=True,
+                              from_outside=not self.trusted)
+        except Exception as e:  # what the server sent was not a result
+            return ToolOutput(f"Error: reading the resource of the MCP server {self.name!r} "
+                              f"failed: {inline(_said(e))}", is_error=True,
+                              from_outside=not self.trusted)
+        return output_from_read(result, trusted=self.trusted)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> PromptText:
+        """The server's prompt ``name`` filled with ``arguments``, as the parts of a user's
+        turn (``tether.mcp.prompts``). For a person to invoke; no tool offers it. Raises
+        ``ToolError`` with the reason when the server is not running, the prompt is not
+        listed, or the server refuses."""
+        from mcp.shared.exceptions import MCPError
+
+        session = self._session
+        if session is None:
+            raise ToolError(f"the MCP server {self.name!r} is not running "
+                            f"({self._down or self.error or 'it is not started'})")
+        listed = next((p for p in self.prompts if p.name == name), None)
+        if listed is None:
+            known = ", ".join(inline(p.name) for p in self.prompts) or "none"
+            raise ToolError(f"the MCP server {self.name!r} has no prompt {inline(name)!r} "
+                            f"(its prompts: {known})")
+        problem = check_arguments(listed, arguments)
+        if problem is not None:
+            raise ToolError(f"{self.name}:{inline(name)}: {inline(problem)}")
+        try:
+            async def send(responses: Any, state: str | None) -> Any:
+                return await session.get_prompt(name, arguments, input_responses=responses,
+                                                 request_state=state,
+                                                 allow_input_required=True)
+
+            result = await answered(session, await send(None, None), send)
+        except MCPError as e:
+            raise ToolError(f"the MCP server {self.name!r} refused the prompt "
+                            f"{inline(name)!r}: {inline(e.error.message)}") from None
+        except Exception as e:
+            raise ToolError(f"getting the prompt {inline(name)!r} of the MCP server "
+                            f"{self.name!r} failed: {inline(_said(e))}") from None
+        return prompt_text(result, server=self.name, name=name, trusted=self.trusted)
+
     def _on_gone(self, how: str) -> None:
         """The stdio server is lost (its process exited, or its output closed). Unless we
         closed it: calls from now on fail at once (the ones in flight fail as the
@@ -498,33 +657,42 @@ class McpServer:
         self.error = f"the server stopped: {how}{self._stderr_tail()}"
 
     async def _on_message(self, message: IncomingMessage) -> None:
-        from mcp_types import ToolListChangedNotification
+        from mcp_types import (
+            PromptListChangedNotification,
+            ResourceListChangedNotification,
+            ToolListChangedNotification,
+        )
 
-        if isinstance(message, ToolListChangedNotification):
-            self._refreshing += 1
-            self._refreshed.clear()
-            try:
-                await self._refresh()
-            finally:
-                self._refreshing -= 1
-                if not self._refreshing:
-                    self._refreshed.set()
+        # Both revisions' changes arrive here: the handshake era's notifications, and the
+        # events of the current revision's subscription stream (``_listen``), which the
+        # session passes on as the same notifications.
+        if isinstance(message, ToolListChangedNotification | ResourceListChangedNotification
+                      | PromptListChangedNotification):
+            await self._changed()
+
+    async def _changed(self) -> None:
+        self._refreshing += 1
+        self._refreshed.clear()
+        try:
+            await self._refresh()
+        finally:
+            self._refreshing -= 1
+            if not self._refreshing:
+                self._refreshed.set()
+            self.relisted.set()
 
     async def _refresh(self) -> None:
-        from mcp.shared.exceptions import MCPError
-        from pydantic import ValidationError
-
         session = self._session
         if session is None:
             return
         async with self._refresh_lock:
             try:
-                self._tools = await self._list_tools(session)
-            except (MCPError, ValidationError, _StartFailure) as e:
+                await self._list_everything(session)
+            except Exception as e:  # the server's answer, whatever it is
                 # The old list stays; a call to a tool that is gone gets the server's refusal.
                 self.notices.append(Notice(
-                    "warning", f"MCP server {self.name!r} changed its tools but listing them "
-                               f"again failed: {inline(e)}", source=f"mcp:{self.name}"))
+                    "warning", f"MCP server {self.name!r} changed its lists but listing them "
+                               f"again failed: {inline(_said(e))}", source=f"mcp:{self.name}"))
 
     async def _refresh_settled(self) -> None:
         if not self._refreshing:

@@ -76,6 +76,7 @@ from tether.providers.http import (
     parse_retry_after,
     wrong_type,
 )
+from tether.providers.images import images_label
 from tether.providers.shell import HTTPModel, WireCodec
 from tether.tools.spec import ToolSpec
 
@@ -280,6 +281,14 @@ def _wire_tool_choice(choice: ToolChoice) -> dict[str, Any]:
     return {"type": "any" if choice == "required" else choice}
 
 
+def _image_block(image: Image) -> dict[str, Any]:
+    if image.data is not None:
+        source = {"type": "base64", "media_type": image.media_type, "data": image.base64()}
+    else:
+        source = {"type": "url", "url": image.url or ""}
+    return {"type": "image", "source": source}
+
+
 def wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """tether messages as alternating ``user`` / ``assistant`` wire messages."""
     out: list[dict[str, Any]] = []
@@ -318,14 +327,15 @@ def _add_blocks(blocks: list[dict[str, Any]], part: Part) -> None:
         blocks.append({"type": "tool_use", "id": part.id, "name": part.name,
                        "input": arguments})
     elif isinstance(part, ToolResult):
+        content: Any = part.content
+        if part.images:  # a tool result's content may hold image blocks beside its text
+            content = [{"type": "text", "text": part.content},
+                       {"type": "text", "text": images_label(part)},
+                       *(_image_block(image) for image in part.images)]
         blocks.append({"type": "tool_result", "tool_use_id": part.call_id,
-                       "content": part.content, "is_error": part.is_error})
+                       "content": content, "is_error": part.is_error})
     elif isinstance(part, Image):
-        if part.data is not None:
-            source = {"type": "base64", "media_type": part.media_type, "data": part.base64()}
-        else:
-            source = {"type": "url", "url": part.url or ""}
-        blocks.append({"type": "image", "source": source})
+        blocks.append(_image_block(part))
     elif part.provider == NAME:  # Reasoning: only this wire's own, verbatim
         if part.provider_data and "block" in part.provider_data:
             blocks.append(part.provider_data["block"])

@@ -83,6 +83,7 @@ from tether.providers.http import (
     parse_retry_after,
     wrong_type,
 )
+from tether.providers.images import images_label
 from tether.providers.shell import HTTPModel, WireCodec
 from tether.tools.spec import ToolSpec
 
@@ -286,6 +287,7 @@ def request_body(request: ModelRequest) -> dict[str, Any]:
 
 def _user_parts(parts: Sequence[Part], wire_ids: Mapping[str, str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    pictures: list[dict[str, Any]] = []
     for part in parts:
         if isinstance(part, Text):
             if part.text:
@@ -299,8 +301,11 @@ def _user_parts(parts: Sequence[Part], wire_ids: Mapping[str, str]) -> list[dict
             if wire_id is not None:
                 response["id"] = wire_id
             out.append({"functionResponse": response})
+            pictures.extend([{"text": images_label(part)}, *map(_image, part.images)]
+                            if part.images else ())
         # A ToolCall or Reasoning in a user message is nothing a user turn can carry.
-    return out
+    # A result's images follow the function responses in the same turn, as inline data.
+    return out + pictures
 
 
 def _model_parts(parts: Sequence[Part], wire_ids: dict[str, str]) -> list[dict[str, Any]]:

@@ -58,6 +58,7 @@ from tether.providers.http import (
     decode_json,
     wrong_type,
 )
+from tether.providers.images import images_label, images_note
 from tether.providers.parse_retry import after_parse_error, continue_after_parse_error
 from tether.providers.profiles import OpenAICompatProfile, profile_for
 from tether.providers.shell import HTTPModel, WireCodec
@@ -130,7 +131,7 @@ class _ChatCodec(WireCodec):
         return "/chat/completions", None
 
     def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
-        if not self.profile.accepts_images and any(
+        if self.profile.accepts_images is False and any(
                 isinstance(p, Image) for m in request.messages for p in m.parts):
             raise BadRequestError(
                 f"{NAME}: the {self.profile.name} server does not take images (profile "
@@ -240,8 +241,11 @@ def request_body(request: ModelRequest, model: str,
                  profile: OpenAICompatProfile) -> dict[str, Any]:
     """The JSON body of ``POST /chat/completions`` for ``request``, within what ``profile``
     says the server honours."""
+    # A tool result's images only where the server is known to read them (the profile).
+    images = profile.accepts_images is True
     body: dict[str, Any] = {"model": model,
-                            "messages": wire_messages(request.messages, request.system)}
+                            "messages": wire_messages(request.messages, request.system,
+                                                      accepts_images=images)}
     if request.tools:
         choice, tools = _tool_choice(request.tool_choice, request.tools, profile)
         body["tools"] = [_wire_tool(t) for t in tools]
@@ -535,11 +539,16 @@ class _CallAssembler:
 # --- request pieces ----------------------------------------------------------------------
 
 
-def wire_messages(messages: Iterable[Message], system: str | None = None) -> list[dict[str, Any]]:
+def wire_messages(messages: Iterable[Message], system: str | None = None, *,
+                  accepts_images: bool = True) -> list[dict[str, Any]]:
     """tether's messages as Chat Completions messages.
 
     Tool results become one ``role: "tool"`` message each; reasoning is sent back only when
-    it came from this wire, under the field it arrived in.
+    it came from this wire, under the field it arrived in. A ``tool`` message holds text
+    only, so the images the results carry follow them in one user message (each result's
+    images after a line naming its call, and saying they are outside data when they are);
+    to a server that does not accept images (``accepts_images``, the profile's) each
+    result says its images were left out instead.
     """
     out: list[dict[str, Any]] = []
     if system:
@@ -551,16 +560,23 @@ def wire_messages(messages: Iterable[Message], system: str | None = None) -> lis
             continue
         content: list[dict[str, Any]] = []
         only_text = True
+        pictures: list[dict[str, Any]] = []
         for part in message.parts:
             if isinstance(part, ToolResult):
-                out.append({"role": "tool", "tool_call_id": part.call_id,
-                            "content": part.content})
+                text = part.content
+                if part.images and not accepts_images:
+                    text = f"{text}\n{images_note(part)}"
+                elif part.images:
+                    pictures.append({"type": "text", "text": images_label(part)})
+                    pictures.extend(_image_part(image) for image in part.images)
+                out.append({"role": "tool", "tool_call_id": part.call_id, "content": text})
             elif isinstance(part, Text):
                 content.append({"type": "text", "text": part.text})
             elif isinstance(part, Image):
                 only_text = False
-                url = part.url or f"data:{part.media_type};base64,{part.base64()}"
-                content.append({"type": "image_url", "image_url": {"url": url}})
+                content.append(_image_part(part))
+        if pictures:  # after every tool message of the turn: they must follow the call
+            out.append({"role": "user", "content": pictures})
         if not content:
             continue
         wire_role = "system" if role == "system" else "user"
@@ -570,6 +586,11 @@ def wire_messages(messages: Iterable[Message], system: str | None = None) -> lis
         else:
             out.append({"role": wire_role, "content": content})
     return out
+
+
+def _image_part(image: Image) -> dict[str, Any]:
+    url = image.url or f"data:{image.media_type};base64,{image.base64()}"
+    return {"type": "image_url", "image_url": {"url": url}}
 
 
 def _assistant(message: Message) -> dict[str, Any]:

@@ -64,6 +64,7 @@ from tether.providers.http import (
     load_json,
     wrong_type,
 )
+from tether.providers.images import images_label
 from tether.providers.shell import HTTPModel, WireCodec
 from tether.tools.spec import ToolSpec
 
@@ -232,8 +233,14 @@ def input_items(messages: Sequence[Message], *, store: bool = False) -> list[dic
                 if content:  # keep the order of what the user said around the results
                     items.append(_role_item(message.role, content))
                     content = []
+                output: Any = part.content
+                if part.images:  # an output may be a list of input items: text, images
+                    output = [{"type": "input_text", "text": part.content},
+                              {"type": "input_text", "text": images_label(part)},
+                              *({"type": "input_image", "image_url": _image_url(image)}
+                                for image in part.images)]
                 items.append({"type": "function_call_output", "call_id": part.call_id,
-                              "output": part.content})
+                              "output": output})
             # Reasoning and ToolCall parts outside an assistant message have no wire form.
         if content:
             items.append(_role_item(message.role, content))

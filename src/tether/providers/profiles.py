@@ -39,9 +39,13 @@ class OpenAICompatProfile:
       continued from its text rather than answered anew (llama-server's default; its
       ``--no-prefill-assistant`` turns it off). tether uses it to finish an answer the
       server broke off after text went out (a model-output parse error in a stream).
+    - ``accepts_images``: the server's models read images (``image_url`` parts): True,
+      False, or None when it depends on the model loaded (unknown). An image a person
+      attaches is sent unless it is False (then the request is refused before it is sent:
+      a text-only server, llama-server without a projector); the images a tool result
+      carries are sent only when it is True, and otherwise left out with a note saying so
+      (an image a tool returned must not make a text-only server fail the run).
     - ``max_tokens_field``: the request field for the output token limit.
-    - ``accepts_images``: the server takes images in user messages (``image_url`` parts).
-      When False a request holding an image is refused before it is sent.
     - ``quirks``: what a user debugging this server should know.
     """
 
@@ -52,8 +56,8 @@ class OpenAICompatProfile:
     supports_stream_usage: bool = False
     supports_json_schema_output: bool = False
     continues_assistant_text: bool = False
+    accepts_images: bool | None = None
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    accepts_images: bool = True
     quirks: tuple[str, ...] = ()
 
 
@@ -145,6 +149,7 @@ PROFILES: dict[str, OpenAICompatProfile] = {
             supports_parallel_calls=True,
             supports_stream_usage=True,
             supports_json_schema_output=True,
+            accepts_images=True,
             quirks=(
                 "What is honoured depends on the routed model and upstream provider.",
                 "Upstream failures can arrive as HTTP 200 with an `error` body, or as an "
@@ -160,6 +165,7 @@ PROFILES: dict[str, OpenAICompatProfile] = {
             supports_parallel_calls=True,
             supports_stream_usage=True,
             supports_json_schema_output=True,
+            accepts_images=True,
             max_tokens_field="max_completion_tokens",
             quirks=(
                 "Reasoning models (o-series, gpt-5) reject `max_tokens` and non-default "

@@ -197,7 +197,7 @@ def _finished(entry: _Running, output: ToolOutput, conversation: Conversation,
     if noted is not None:
         content = noted(call, status, content)
     result = ToolResult(call.id, call.name, content, output.is_error, seen.trust,
-                        output.structured, labels=labels)
+                        output.structured, labels=labels, images=output.images)
     done[item.position] = Done(result, ToolCallRecord(call.id, call.name, item.arguments,
                                                       status, result.content))
     events.append(ev.ToolFinished(call.id, call.name, status, result,

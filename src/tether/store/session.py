@@ -154,6 +154,8 @@ class Session:
         run_id = self._run_id or "-"
         if isinstance(event, ev.TextDelta | ev.ReasoningDelta):
             return  # the ModelResponded that follows holds the whole text
+        if isinstance(event, ev.ToolProgress):
+            return  # for the person watching; the ToolFinished that follows is the record
         if isinstance(event, ev.TaintChanged) and top:
             self.store.record_taint(self.id, event.after, event.cause)
             self._taint = self._taint | event.after

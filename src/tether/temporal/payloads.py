@@ -17,9 +17,12 @@ from typing import Any
 
 from tether import errors
 from tether.messages import (
+    Image,
     Message,
     message_from_dict,
     message_to_dict,
+    part_from_dict,
+    part_to_dict,
     usage_from_dict,
     usage_to_dict,
 )
@@ -131,14 +134,17 @@ def output_to_dict(output: ToolOutput) -> dict[str, Any]:
     return {"content": output.content, "is_error": output.is_error,
             "structured": jsonable(output.structured), "from_outside": output.from_outside,
             "usage": usage_to_dict(output.usage) if output.usage is not None else None,
-            "taint": output.taint.to_dict() if output.taint is not None else None}
+            "taint": output.taint.to_dict() if output.taint is not None else None,
+            **({"images": [part_to_dict(i) for i in output.images]} if output.images else {})}
 
 
 def output_from_dict(d: Mapping[str, Any]) -> ToolOutput:
+    images = tuple(part_from_dict(i) for i in d.get("images", ()))
     return ToolOutput(str(d["content"]), bool(d.get("is_error")), d.get("structured"),
                       d.get("from_outside"),
                       usage_from_dict(d["usage"]) if d.get("usage") is not None else None,
-                      Taint.from_dict(d["taint"]) if d.get("taint") is not None else None)
+                      Taint.from_dict(d["taint"]) if d.get("taint") is not None else None,
+                      images=tuple(i for i in images if isinstance(i, Image)))
 
 
 # --- what shapes the gate -----------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from tether.bounds import Spend
 from tether.errors import ToolError
 from tether.events import Event
-from tether.messages import Usage
+from tether.messages import Image, Usage
 from tether.provenance import Source
 from tether.tools.spec import ToolSpec
 from tether.tools.threads import start_in_daemon_thread
@@ -44,6 +44,8 @@ class ToolOutput:
     ``usage`` is model usage spent inside the tool (a sub-agent), added to the run's.
     ``taint`` is exposure the call brought back beyond what the tool declares (a
     sub-agent's own taint); it joins the conversation's, which it can only grow.
+    ``images`` are images the result carries beside its text (an MCP tool's image
+    content): they reach a model that accepts images, with the trust of the text.
     """
 
     content: str
@@ -52,6 +54,7 @@ class ToolOutput:
     from_outside: bool | None = None
     usage: Usage | None = None
     taint: Taint | None = None
+    images: tuple[Image, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

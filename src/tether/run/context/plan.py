@@ -70,7 +70,8 @@ class Estimate:
         return math.ceil((chars / self.chars_per_token + extra) * self.scale)
 
     def message(self, message: Message) -> int:
-        images = sum(1 for p in message.parts if isinstance(p, Image))
+        images = sum(1 if isinstance(p, Image) else len(p.images) if isinstance(p, ToolResult)
+                     else 0 for p in message.parts)
         return self.tokens(message_chars(message),
                            MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS)
 

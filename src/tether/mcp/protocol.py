@@ -1,0 +1,143 @@
+"""What tether asks of an MCP client session, whatever the server: the protocol revision
+agreed (the current revision's discovery, else the handshake), every page of a list, and
+a call's progress passed on to the run as events, throttled."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from tether.events import ToolProgress
+from tether.tools.tool import ToolContext
+
+if TYPE_CHECKING:
+    from mcp.client.session import ClientSession
+
+MAX_PAGES = 100  # a server whose cursors never end cannot hang the start
+PROGRESS_EVERY_SECS = 0.25  # a call's progress events, at most this often (the last: always)
+MAX_MESSAGE = 500  # characters of a progress message kept
+
+
+Retry = Callable[[Any, "str | None"], Awaitable[Any]]
+
+
+async def answered(session: ClientSession, first: Any, retry: Retry) -> Any:
+    """A request of the current revision's multi round-trip kind (``tools/call``,
+    ``resources/read``, ``prompts/get``) driven to its result: while the server answers
+    that it needs input (``InputRequiredResult``), each request for input goes to the
+    session's callbacks (the handshake era's server-to-client requests go to the same
+    ones: an elicitation to the person, when the session has a way to ask; anything else
+    declined, which ends the request as the server's refusal), and the request is sent
+    again with the answers. A bounded number of rounds, as the SDK's own client does."""
+    from mcp.client._input_required import run_input_required_driver  # the SDK's own driver
+    from mcp.client.session import ClientRequestContext
+    from mcp_types import ErrorData, InputRequest, InputRequiredResult, InputResponse
+
+    if not isinstance(first, InputRequiredResult):
+        return first
+
+    async def dispatch(key: str, request: InputRequest) -> InputResponse | ErrorData:
+        context = ClientRequestContext(
+            session=session, request_id=key,
+            meta=request.params.meta if request.params is not None else None)
+        return await session.dispatch_input_request(context, request)
+
+    return await run_input_required_driver(first, dispatch=dispatch, retry=retry)
+
+
+class StartFailure(Exception):
+    """Why a server could not start, in words for the user."""
+
+
+async def negotiate(session: ClientSession) -> str:
+    """The protocol revision agreed with the server: the current revision's discovery
+    (``server/discover``) first, the ``initialize`` handshake when the server does not
+    answer it (a server of an earlier revision). A server that refuses both (it speaks
+    only revisions this SDK does not) fails the start with its own error."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
+    from pydantic import ValidationError
+
+    try:
+        await session.discover()
+    except (MCPError, ValidationError, RuntimeError):
+        # No answer the current revision can use (method not found, a refusal, a timeout,
+        # a result that is not one): the handshake, as every earlier revision starts.
+        try:
+            await session.initialize()
+        except MCPError as e:
+            if e.code != UNSUPPORTED_PROTOCOL_VERSION:
+                raise
+            # A server slow to start answered the discovery after it timed out here, and
+            # so speaks the current revision now: ask again (it answers at once).
+            await session.discover()
+    version = session.protocol_version
+    if version is None:  # pragma: no cover - both paths set it or raise
+        raise StartFailure("no protocol revision was agreed")
+    return version
+
+
+def modern(version: str | None) -> bool:
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return version in MODERN_PROTOCOL_VERSIONS
+
+
+async def every_page(list_page: Callable[..., Awaitable[Any]], field: str,
+                      method: str) -> list[Any]:
+    """Every item of a paginated list (``nextCursor`` followed), at most ``MAX_PAGES``
+    pages; a cursor seen twice ends it as a failure."""
+    from mcp_types import PaginatedRequestParams
+
+    listed: list[Any] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_PAGES):
+        params = PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+        page = await list_page(params=params)
+        listed.extend(getattr(page, field))
+        cursor = page.next_cursor
+        if cursor is None:
+            return listed
+        if cursor in seen:
+            raise StartFailure(f"{method} repeated the cursor {cursor!r}")
+        seen.add(cursor)
+    raise StartFailure(f"{method} did not end within {MAX_PAGES} pages")
+
+
+ProgressSink = Callable[[float, "float | None", "str | None"], Awaitable[None]]
+
+
+def progress_to(ctx: ToolContext) -> ProgressSink | None:
+    """Where a call's progress goes: a ``ToolProgress`` event of the run."""
+    emit = ctx.emit
+    if emit is None:
+        return None
+
+    async def sink(progress: float, total: float | None, message: str | None) -> None:
+        await emit(ToolProgress(ctx.call_id, ctx.tool_name, progress, total, message))
+
+    return sink
+
+
+class Throttled:
+    """A call's progress passed on at most once each ``PROGRESS_EVERY_SECS`` (a server
+    can send thousands), the first and the one that says it is done always. Numbers that
+    are not finite are dropped, and a message is cut to a line's worth."""
+
+    def __init__(self, sink: ProgressSink) -> None:
+        self.sink = sink
+        self.last: float | None = None
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        if not math.isfinite(progress) or (total is not None and not math.isfinite(total)):
+            return
+        now = time.monotonic()
+        done = total is not None and progress >= total
+        if not done and self.last is not None and now - self.last < PROGRESS_EVERY_SECS:
+            return
+        self.last = now
+        await self.sink(progress, total, None if message is None else message[:MAX_MESSAGE])
+
