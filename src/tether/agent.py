@@ -25,6 +25,7 @@ from tether.output import OutputReservation, OutputSpec, PreparedRun
 from tether.providers.base import Provider
 from tether.result import RunResult, final_result
 from tether.run.context.fitter import ContextFitter
+from tether.run.hooks import Hook, Hooks
 from tether.run.host import Instrument, RunHost, RunObserver
 from tether.run.loop import resume_events, run_events
 from tether.run.pending import Decisions, PendingState, bind_decisions, paused_calls
@@ -68,6 +69,7 @@ class Agent:
     workspace = Setting[Path]()
     approval_timeout_secs = Setting[float | None]()
     tool_timeout_secs = Setting[float | None]()
+    hook_timeout_secs = Setting[float | None]()
     temperature = Setting[float | None]()
     output_retries = Setting[int]()
     context = Setting[ContextConfig]()
@@ -95,6 +97,8 @@ class Agent:
         instrument: Instrument | None = None,
         context: ContextStrategy | ContextConfig = "trim",
         max_repeated_failures: int | None = DEFAULT_MAX_REPEATED_FAILURES,
+        hooks: Iterable[Hook] = (),
+        hook_timeout_secs: float | None = 30.0,
     ) -> None:
         settings = AgentSettings(
             system_prompt=system_prompt, max_turns=max_turns,
@@ -103,8 +107,9 @@ class Agent:
             permission_mode=permission_mode, security=security or SecurityConfig(),
             workspace=Path(workspace), approval_timeout_secs=approval_timeout_secs,
             tool_timeout_secs=tool_timeout_secs, temperature=temperature,
-            output_retries=output_retries, context=ContextConfig.of(context))
-        self._setup(model, settings, tools, approver, subagents, providers, instrument)
+            output_retries=output_retries, context=ContextConfig.of(context),
+            hook_timeout_secs=hook_timeout_secs)
+        self._setup(model, settings, tools, approver, subagents, providers, instrument, hooks)
 
     @classmethod
     def from_settings(
@@ -117,21 +122,25 @@ class Agent:
         subagents: Iterable[SubagentProfile] = (),
         providers: dict[str, Provider] | None = None,
         instrument: Instrument | None = None,
+        hooks: Iterable[Hook] | Hooks = (),
     ) -> Agent:
         """An agent with these settings (a sub-agent's: its parent's, changed by a profile)."""
         agent = cls.__new__(cls)
-        agent._setup(model, settings, tools, approver, subagents, providers, instrument)
+        agent._setup(model, settings, tools, approver, subagents, providers, instrument, hooks)
         return agent
 
     def _setup(
         self, model: Provider, settings: AgentSettings,
         tools: Iterable[Tool | Toolset | Callable[..., Any]], approver: Approver | None,
         subagents: Iterable[SubagentProfile], providers: dict[str, Provider] | None,
-        instrument: Instrument | None,
+        instrument: Instrument | None, hooks: Iterable[Hook] | Hooks = (),
     ) -> None:
         self.model = model
         self.settings = settings
         self.approver = approver
+        # What the host's hooks implement, found once (tether.run.hooks): a run without
+        # hooks pays one truth test per point.
+        self.hooks = Hooks.of(hooks)
         self.providers = dict(providers or {})
         # How this agent's runs are observed (OpenTelemetry's spans and metrics:
         # tether.telemetry.Instrumentation), not how they are bounded, so not a setting.
@@ -318,10 +327,12 @@ class Agent:
     def spawn(self, model: Provider, settings: AgentSettings, tools: Iterable[Tool | Toolset],
               *, approver: Approver | None, name: str) -> Agent:
         """A sub-agent's agent: its model, settings, tools and approver, this agent's
-        providers, and its instrument under the sub-agent's name."""
+        providers and hooks (a hook that refuses a call refuses it in a sub-agent too), and
+        its instrument under the sub-agent's name."""
         instrument = None if self.instrument is None else self.instrument.for_agent(name)
         return Agent.from_settings(model, settings, tools, approver=approver,
-                                   providers=self.providers, instrument=instrument)
+                                   providers=self.providers, instrument=instrument,
+                                   hooks=self.hooks)
 
     # --- internals --------------------------------------------------------------------------
 

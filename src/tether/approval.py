@@ -16,7 +16,9 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from tether.trust import Capabilities, Taint
 
-ApprovalReason: TypeAlias = Literal["needs_approval", "trifecta"]
+# Why a call is asked about: its tool needs approval, the trifecta interlock, or a host's
+# hook asked (tether.run.hooks.AskApproval).
+ApprovalReason: TypeAlias = Literal["needs_approval", "trifecta", "hook"]
 PermissionMode: TypeAlias = Literal["ask", "allow", "read-only"]
 PERMISSION_MODES: tuple[str, ...] = ("ask", "allow", "read-only")
 # What a decision says: allow once, allow for the session, deny, or answer later.
@@ -34,12 +36,13 @@ DecidedBy: TypeAlias = Literal["approver", "session_cache", "policy", "permissio
 class ApprovalRequest:
     """One call waiting for a decision.
 
-    ``reason`` is why it is asked: ``needs_approval`` (the tool is gated) or ``trifecta``
+    ``reason`` is why it is asked: ``needs_approval`` (the tool is gated), ``trifecta``
     (the call could send data out while the conversation holds private data and untrusted
-    text); ``explanation`` says it in words. ``can_cache`` says whether
-    ``Decision.allow_for_session()`` will be honoured for this tool. ``content_params`` are
-    the arguments the tool declares as content (a file's text, a message's body): the
-    panel shows such a text as its lines; every other value stays on one line.
+    text) or ``hook`` (a host's hook asked); ``explanation`` says it in words.
+    ``can_cache`` says whether ``Decision.allow_for_session()`` will be honoured for this
+    tool. ``content_params`` are the arguments the tool declares as content (a file's text,
+    a message's body): the panel shows such a text as its lines; every other value stays on
+    one line.
     """
 
     call_id: str
