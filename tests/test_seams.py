@@ -211,7 +211,7 @@ def test_a_tool_context_has_typed_fields_and_no_bag_of_extras() -> None:
     assert all(hint is not Any and typing.get_origin(hint) is not dict
                for hint in hints.values())
     assert {f.name for f in dataclasses.fields(RunScope)} == {"agent", "path", "interrupt",
-                                                               "spend"}
+                                                               "spend", "deps"}
 
 
 async def test_a_tool_sees_the_run_it_belongs_to() -> None:

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 from tether import events as ev
 from tether.approval import Approver, PermissionMode
@@ -40,12 +40,12 @@ from tether.settings import (
 )
 from tether.subagents import SubagentProfile, delegation_tools
 from tether.tools.function import ensure_tools
-from tether.tools.tool import Tool
+from tether.tools.tool import DepsT, Tool
 from tether.tools.toolsets import ManagedToolset, Toolset, collect_tools
 from tether.trust import SecurityConfig
 
 
-class Agent:
+class Agent(Generic[DepsT]):
     """An LLM on a tether: a model, tools, and the rules every tool call must pass.
 
     ::
@@ -56,6 +56,12 @@ class Agent:
     The keyword arguments that bound and govern its runs make one frozen ``AgentSettings``
     (``agent.settings``); ``agent.max_turns`` and the others read it (and assigning one
     makes a new settings value).
+
+    ``Agent[DepsT]`` takes the host's dependencies of type ``DepsT`` with each run
+    (``agent.run(prompt, deps=...)``; ``deps_type=`` names the type for type checkers
+    and checks it at run time), handed to tools as ``ToolContext[DepsT].deps`` and to
+    nothing else. ``hooks`` are the host's code at five points of each run, which can only
+    narrow it (``tether.run.hooks``).
     """
 
     system_prompt = Setting[str | None]()
@@ -99,7 +105,9 @@ class Agent:
         max_repeated_failures: int | None = DEFAULT_MAX_REPEATED_FAILURES,
         hooks: Iterable[Hook] = (),
         hook_timeout_secs: float | None = 30.0,
+        deps_type: type[DepsT] | None = None,
     ) -> None:
+        self.deps_type = deps_type
         settings = AgentSettings(
             system_prompt=system_prompt, max_turns=max_turns,
             max_repeated_failures=max_repeated_failures,
@@ -123,9 +131,10 @@ class Agent:
         providers: dict[str, Provider] | None = None,
         instrument: Instrument | None = None,
         hooks: Iterable[Hook] | Hooks = (),
-    ) -> Agent:
+    ) -> Agent[Any]:
         """An agent with these settings (a sub-agent's: its parent's, changed by a profile)."""
         agent = cls.__new__(cls)
+        agent.deps_type = None
         agent._setup(model, settings, tools, approver, subagents, providers, instrument, hooks)
         return agent
 
@@ -217,16 +226,18 @@ class Agent:
         conversation: Conversation | None = None,
         session: SessionLike | None = None,
         interrupt: asyncio.Event | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]  # None: the run has none
     ) -> RunResult:
         """Run to an answer or a bound. A provider failure raises (with ``.result`` set).
 
         Setting ``interrupt`` stops the run with ``stop_cause == "interrupted"``: an answer
         the model is still writing is abandoned (and not kept), calls not yet run are
         answered "not run", a tool already running finishes first. The conversation stays
-        valid to continue."""
+        valid to continue. ``deps`` reach the run's tools (``ToolContext.deps``) and nothing
+        else."""
         return _raised(await final_result(run_events(
             self, prompt, conversation=conversation, session=session, interrupt=interrupt,
-            stream_requests=False)))
+            stream_requests=False, deps=self._checked_deps(deps))))
 
     def run_sync(self, prompt: str | Sequence[Part], **kwargs: Any) -> RunResult:
         """``run`` for scripts without an event loop of their own.
@@ -248,13 +259,14 @@ class Agent:
         conversation: Conversation | None = None,
         session: SessionLike | None = None,
         interrupt: asyncio.Event | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]
     ) -> AsyncIterator[ev.Event]:
         """Every event of a run, ending with ``RunFinished``. Provider failures end the run
         with ``stop_cause == "error"`` instead of raising."""
         # Closed with this stream: a reader that stops early ends the run now (see run_events).
         async with contextlib.aclosing(run_events(
                 self, prompt, conversation=conversation, session=session,
-                interrupt=interrupt)) as events:
+                interrupt=interrupt, deps=self._checked_deps(deps))) as events:
             async for event in events:
                 yield event
 
@@ -264,6 +276,7 @@ class Agent:
         decisions: Decisions,
         *,
         stream: bool = False,
+        deps: DepsT = None,  # type: ignore[assignment]
     ) -> RunResult:
         """Continue a paused run (a ``Conversation``, a ``PendingState`` or a stored session).
 
@@ -280,7 +293,8 @@ class Agent:
             session, conversation = conversation, conversation.conversation()
         bound = bind_decisions(paused_calls(conversation), decisions)
         return _raised(await final_result(resume_events(
-            self, conversation, bound, session=session, stream_requests=stream)))
+            self, conversation, bound, session=session, stream_requests=stream,
+            deps=self._checked_deps(deps))))
 
     def prepare(
         self,
@@ -288,16 +302,17 @@ class Agent:
         *,
         output: OutputSpec | OutputReservation,
         conversation: Conversation | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]
     ) -> PreparedRun:
         """A run that must answer in ``output``'s shape: ``await agent.prepare(...).output()``."""
-        return PreparedRun(self, prompt, output, conversation)
+        return PreparedRun(self, prompt, output, conversation, deps=self._checked_deps(deps))
 
     async def aclose(self) -> None:
         await self._close_providers()
         # Side by side: each may wait out a child process's grace period.
         await asyncio.gather(*(t.aclose() for t in self._managed()))
 
-    async def __aenter__(self) -> Agent:
+    async def __aenter__(self) -> Agent[DepsT]:
         """Start every ``ManagedToolset`` (MCP servers), side by side, and keep them up
         across runs until the block ends. A toolset's ``start()`` may return ``Notice``
         events (a server that did not start): they are kept in ``start_notices`` and emitted
@@ -325,7 +340,7 @@ class Agent:
                                                                    stream_requests)
 
     def spawn(self, model: Provider, settings: AgentSettings, tools: Iterable[Tool | Toolset],
-              *, approver: Approver | None, name: str) -> Agent:
+              *, approver: Approver | None, name: str) -> Agent[Any]:
         """A sub-agent's agent: its model, settings, tools and approver, this agent's
         providers and hooks (a hook that refuses a call refuses it in a sub-agent too), and
         its instrument under the sub-agent's name."""
@@ -335,6 +350,14 @@ class Agent:
                                    hooks=self.hooks)
 
     # --- internals --------------------------------------------------------------------------
+
+    def _checked_deps(self, deps: object) -> object:
+        """``deps``, of the ``deps_type`` the agent was made with (when it was given one)."""
+        wanted = self.deps_type
+        if deps is not None and isinstance(wanted, type) and not isinstance(deps, wanted):
+            raise ConfigError(f"deps must be a {wanted.__name__} (Agent(deps_type="
+                              f"{wanted.__name__})), not a {type(deps).__name__}")
+        return deps
 
     async def _start_toolsets(self, toolsets: Sequence[ManagedToolset]) -> None:
         outcomes = await asyncio.gather(*(t.start() for t in toolsets),

@@ -226,8 +226,11 @@ class PreparedRun:
         prompt: str | Sequence[Part],
         output: OutputSpec | OutputReservation,
         conversation: Conversation | None,
+        *,
+        deps: Any = None,
     ) -> None:
         self.agent = agent
+        self.deps = deps
         self.prompt = prompt
         self.reservation = output if isinstance(output, OutputReservation) else output.reserve()
         self.conversation = conversation
@@ -245,7 +248,7 @@ class PreparedRun:
         if self._empty_prompt():
             return
         async for event in run_events(self.agent, self.prompt, conversation=self.conversation,
-                                      ending=self._plan):
+                                      ending=self._plan, deps=self.deps):
             self._result = run_finished(event) or self._result
             yield event
 

@@ -160,7 +160,7 @@ def _start(
     """Start one allowed call's handler; its end (and its timeout) arrive in ``notes``."""
     call, tool = item.call, item.tool
     ctx = ToolContext(call.id, call.name, conversation.taint, settings.workspace,
-                      settings.security, emit, run=scope,
+                      settings.security, emit, run=scope, deps=scope.deps,
                       # Only a delegation hands them on (to its child); collecting them
                       # walks the whole conversation.
                       sources=conversation.sources(settings.system_prompt)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from typing import Any
 
 from tether import events as ev
 from tether.approval import Decision
@@ -64,14 +65,16 @@ async def run_events(
     stream_requests: bool = True,
     ending: Ending | None = None,
     within: RunScope | None = None,
+    deps: Any = None,
 ) -> AsyncGenerator[ev.Event, None]:
     """A run's events: what ``Agent.stream`` and ``Agent.run`` are made of, and the entry
     point for what runs an agent inside tether (structured output, sub-agents, batches).
 
     ``stream_requests`` asks the provider for a streamed answer; ``ending`` says when the
     run has its answer (a structured-output run's plan; by default its text); ``within``
-    is the run this one is delegated from (its path, interrupt and spend: see
-    ``tether.tools.tool.RunScope``).
+    is the run this one is delegated from (its path, interrupt, spend and dependencies:
+    see ``tether.tools.tool.RunScope``); ``deps`` the host's dependencies, handed to every
+    tool of the run (``ToolContext.deps``) and to nothing else.
     """
     if session is not None:
         conversation = session.conversation()
@@ -81,7 +84,7 @@ async def run_events(
         raise TetherError("the prompt is empty: say what the agent should do")
     parts = (Text(prompt),) if isinstance(prompt, str) else tuple(prompt)
     run = _Run(host, conversation, stream_requests=stream_requests, ending=ending,
-               within=within, interrupt=interrupt)
+               within=within, interrupt=interrupt, deps=deps)
     async with host.toolsets_for_run():
         events = _observed(run, Message("user", parts), session)
         try:
@@ -100,11 +103,13 @@ async def resume_events(
     *,
     session: SessionLike | None = None,
     stream_requests: bool = True,
+    deps: Any = None,
 ) -> AsyncGenerator[ev.Event, None]:
     """A paused run's events as it continues on ``conversation``: the paused turn's calls
     judged again, with ``decisions`` (a host's, each bound to the call at its position:
     ``tether.run.pending.bind_decisions``), then the run goes on as any."""
-    run = _Run(host, conversation, stream_requests=stream_requests, decisions=decisions)
+    run = _Run(host, conversation, stream_requests=stream_requests, decisions=decisions,
+               deps=deps)
     async with host.toolsets_for_run():
         events = _observed(run, None, session)
         try:
@@ -153,8 +158,12 @@ class _Run:
         within: RunScope | None = None,
         decisions: Mapping[int, tuple[PendingCall, Decision]] | None = None,
         interrupt: asyncio.Event | None = None,
+        deps: Any = None,
     ) -> None:
         self.host = host
+        # The host's dependencies: held here for the tools, never put in an event, a
+        # message or the result. A delegated run is given its parent's.
+        self.deps = deps if deps is not None or within is None else within.deps
         self.settings = host.settings  # one value for the whole run
         self.conversation = conversation
         self.stream_requests = stream_requests
@@ -501,7 +510,8 @@ class _Run:
 
     def _scope(self, call: ToolCall) -> RunScope:
         """The run a call belongs to, as its tool sees it (``ToolContext.run``)."""
-        return RunScope(self.host, (*self.path, call.id), self.interrupt, self.spend)
+        return RunScope(self.host, (*self.path, call.id), self.interrupt, self.spend,
+                        self.deps)
 
     def _tools(self) -> dict[str, Tool]:
         return self.ending.tools(self.host.tools)
