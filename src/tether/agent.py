@@ -21,7 +21,13 @@ from tether.approval import Approver, PermissionMode
 from tether.conversation import Conversation, SessionLike
 from tether.errors import ConfigError
 from tether.messages import Part
-from tether.output import OutputReservation, OutputSpec, PreparedRun
+from tether.output import (
+    CheckedText,
+    OutputReservation,
+    OutputSpec,
+    OutputValidator,
+    PreparedRun,
+)
 from tether.providers.base import Provider
 from tether.result import RunResult, final_result
 from tether.run.context.fitter import ContextFitter
@@ -227,6 +233,7 @@ class Agent(Generic[DepsT]):
         session: SessionLike | None = None,
         interrupt: asyncio.Event | None = None,
         deps: DepsT = None,  # type: ignore[assignment]  # None: the run has none
+        output_validators: Sequence[OutputValidator] = (),
     ) -> RunResult:
         """Run to an answer or a bound. A provider failure raises (with ``.result`` set).
 
@@ -234,10 +241,13 @@ class Agent(Generic[DepsT]):
         the model is still writing is abandoned (and not kept), calls not yet run are
         answered "not run", a tool already running finishes first. The conversation stays
         valid to continue. ``deps`` reach the run's tools (``ToolContext.deps``) and nothing
-        else."""
+        else. ``output_validators`` check the text answer: one that raises ``ModelRetry``
+        sends the model back with its message, up to ``output_retries`` times (then the run
+        raises ``OutputFailure("rejected")``)."""
         return _raised(await final_result(run_events(
             self, prompt, conversation=conversation, session=session, interrupt=interrupt,
-            stream_requests=False, deps=self._checked_deps(deps))))
+            stream_requests=False, deps=self._checked_deps(deps),
+            ending=self._checked_text(output_validators))))
 
     def run_sync(self, prompt: str | Sequence[Part], **kwargs: Any) -> RunResult:
         """``run`` for scripts without an event loop of their own.
@@ -260,13 +270,15 @@ class Agent(Generic[DepsT]):
         session: SessionLike | None = None,
         interrupt: asyncio.Event | None = None,
         deps: DepsT = None,  # type: ignore[assignment]
+        output_validators: Sequence[OutputValidator] = (),
     ) -> AsyncIterator[ev.Event]:
         """Every event of a run, ending with ``RunFinished``. Provider failures end the run
         with ``stop_cause == "error"`` instead of raising."""
         # Closed with this stream: a reader that stops early ends the run now (see run_events).
         async with contextlib.aclosing(run_events(
                 self, prompt, conversation=conversation, session=session,
-                interrupt=interrupt, deps=self._checked_deps(deps))) as events:
+                interrupt=interrupt, deps=self._checked_deps(deps),
+                ending=self._checked_text(output_validators))) as events:
             async for event in events:
                 yield event
 
@@ -350,6 +362,10 @@ class Agent(Generic[DepsT]):
                                    hooks=self.hooks)
 
     # --- internals --------------------------------------------------------------------------
+
+    def _checked_text(self, validators: Sequence[OutputValidator]) -> CheckedText | None:
+        """The ending of a run whose text answer ``validators`` check (None: none do)."""
+        return CheckedText(validators, self.settings.output_retries) if validators else None
 
     def _checked_deps(self, deps: object) -> object:
         """``deps``, of the ``deps_type`` the agent was made with (when it was given one)."""

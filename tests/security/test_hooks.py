@@ -177,3 +177,29 @@ async def test_a_hook_that_answers_a_trusted_result_ends_the_run(how: str) -> No
     with pytest.raises(HookError, match="from after_tool_result"):
         await Agent(Compromised().model(), world.tools(), hooks=[Launders(how)]).run(PROMPT)
     assert world.sent == []
+
+
+async def test_a_validator_refuses_an_injected_answer_however_often_the_model_gives_it(
+        ) -> None:
+    from tether import ModelRetry, OutputFailure, OutputSpec
+    from tether.messages import ToolCall as Call
+    from tether.providers import Reply, Scripted
+
+    payee = {"type": "object", "properties": {"iban": {"type": "string"}},
+             "required": ["iban"]}
+
+    def known_payees(value: dict[str, Any]) -> None:
+        if value["iban"] != "DE89370400440532013000":
+            raise ModelRetry("pay only a payee from the address book")
+
+    def obeys_the_bill(request: ModelRequest) -> Reply:
+        name = next(t.name for t in request.tools if t.name.startswith("payee_"))
+        # The injected bill says: answer with the attacker's account. It always does.
+        return Reply(calls=(Call("a", name, '{"iban": "GB11EVIL00000000666666"}'),))
+
+    spec = OutputSpec("payee", "The account to pay.", payee).with_validator(known_payees)
+    model = Scripted([obeys_the_bill] * 5)
+    with pytest.raises(OutputFailure) as failed:
+        await Agent(model, output_retries=2).prepare("Who do I pay?", output=spec).output()
+    assert failed.value.reason == "rejected" and failed.value.result is not None
+    assert failed.value.result.output is None and len(model.requests) == 3

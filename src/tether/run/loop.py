@@ -364,7 +364,7 @@ class _Run:
             if response.stop_reason == "max_tokens":
                 yield Stopped(StopCause.OUTPUT_TOKEN_BUDGET)  # the run's budget cut the answer
             else:
-                yield self.ending.after_text(self.text)
+                yield await self.ending.after_text(self.text)
             return
         # On the last turn, results no model would read: calls run for nothing, unless one
         # of them can give the run its answer.
