@@ -235,4 +235,4 @@ async def test_a_hook_that_forges_its_frozen_views_changes_nothing_the_gate_read
               if isinstance(p, ToolResult) and p.name == "read_inbox"]
     assert read.trust == "untrusted" and read.labels is not None and read.labels.untrusted
     assert result.taint.untrusted and result.taint.private
-    assert [t for t in tools if t.name == "send_email"][0].capabilities.external_send
+    assert next(t for t in tools if t.name == "send_email").capabilities.external_send
