@@ -236,3 +236,32 @@ async def test_a_hook_that_forges_its_frozen_views_changes_nothing_the_gate_read
     assert read.trust == "untrusted" and read.labels is not None and read.labels.untrusted
     assert result.taint.untrusted and result.taint.private
     assert next(t for t in tools if t.name == "send_email").capabilities.external_send
+
+
+async def test_a_hooks_reason_that_quotes_the_model_is_shown_on_its_own_line() -> None:
+    import io
+
+    from tests.security.test_forged_lines import HOSTILE, assert_no_forged_line, capture
+    from tether import RefuseCall
+    from tether.cli.render import EventRenderer
+    from tether.providers import Scripted, call
+
+    class Quotes:
+        name = f"quoter{HOSTILE}"
+
+        async def before_tool_call(self, call: CallView) -> RefuseCall:
+            return RefuseCall(f"the model asked for {call.arguments['note']}")
+
+    @tool
+    def remember(note: str) -> str:
+        """Keep a note."""
+        return note
+
+    con, err = capture()
+    renderer = EventRenderer(out=io.StringIO(), err=con)
+    agent = Agent(Scripted([call("remember", note=HOSTILE), "ok"]), [remember],
+                  hooks=[Quotes()])
+    async for event in agent.stream("note it"):
+        renderer(event)
+    assert "hook quoter" in err.getvalue()
+    assert_no_forged_line(err.getvalue())
