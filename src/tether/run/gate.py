@@ -523,12 +523,11 @@ async def judge_turn(
             yield event
         verdict: Verdict = checked.verdict
         if hooks.before_tool_call and isinstance(verdict, Run | Ask):
-            # Copies (judge_call copies the arguments for each hook): a hook changing what
-            # it is shown changes nothing the gate reads.
+            # judge_call hands each hook its own copy of the arguments (the rest is frozen):
+            # a hook changing what it is shown changes nothing the gate reads.
             hooked, said = await judge_call(hooks, CallView(
-                call.id, call.name, verdict.arguments, copy.copy(verdict.tool.capabilities),
-                copy.copy(taint), "run" if isinstance(verdict, Run) else "ask"),
-                settings.hook_timeout_secs)
+                call.id, call.name, verdict.arguments, verdict.tool.capabilities, taint,
+                "run" if isinstance(verdict, Run) else "ask"), settings.hook_timeout_secs)
             for event in said:
                 yield event
             verdict = narrowed(verdict, hooked)

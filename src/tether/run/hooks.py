@@ -17,7 +17,10 @@ Any point may answer ``Flag`` (a note, kept as an event) or ``None`` (no change)
 else, an exception, or no answer within ``hook_timeout_secs`` is a ``HookError`` that ends
 the run (fail closed). Several hooks run in the order given; the methods each has are found
 once, when the agent is made (``Hooks.of``), so a run without hooks pays one truth test
-per point. What a hook sees is a copy or a frozen value: changing it changes nothing.
+per point. What a hook sees is frozen (changing it raises, which ends the run) or its own
+copy (a call's arguments). A hook runs in the host's process: one that writes into frozen
+values anyway, or patches tether's modules, is beyond what an interface can hold; load only
+hooks you trust, as a tool file.
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ agent that runs it is the ``RunHost`` protocol (``tether.run.host``): it never i
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -337,8 +336,7 @@ class _Run:
         message = response.message
         if self.hooks.after_model_response:
             try:
-                # A copy: what a hook does to it (even to its frozen parts) is not kept.
-                said = await observe_response(self.hooks, copy.deepcopy(response),
+                said = await observe_response(self.hooks, response,  # frozen
                                               self.settings.hook_timeout_secs)
             except HookError as error:
                 # The answer is withheld: not kept in the conversation, the result or an
@@ -482,18 +480,17 @@ class _Run:
         return [self._event(failed(error)), Stopped(StopCause.ERROR, error=error)]
 
     def _request_view(self) -> RequestView:
-        """The request as ``before_model_request`` hooks see it: copies, so that nothing a
-        hook does to a message (its results' trust, its calls) reaches the conversation."""
+        """The request as ``before_model_request`` hooks see it: frozen values (the
+        messages and their parts, the taint) and tuples."""
         conv = self.conversation
-        return RequestView(self.turns, self.prompt_text, copy.deepcopy(tuple(conv.messages)),
-                           self.settings.system_prompt, tuple(self.tools),
-                           copy.copy(conv.taint))
+        return RequestView(self.turns, self.prompt_text, tuple(conv.messages),
+                           self.settings.system_prompt, tuple(self.tools), conv.taint)
 
     def _run_end(self, outcome: TurnOutcome) -> RunEnd:
         """The run's end as ``on_run_end`` hooks see it (frozen: no hook changes the result)."""
         stop, text, error = self._ended(outcome)
-        return RunEnd(text, stop, self.turns, copy.deepcopy(tuple(self.records)),
-                      copy.copy(self.conversation.taint), error, self.ending.value)
+        return RunEnd(text, stop, self.turns, tuple(self.records), self.conversation.taint,
+                      error, self.ending.value)
 
     # --- what the loop consults --------------------------------------------------------------
 
