@@ -14,7 +14,8 @@ how fast each instruction runs (caches). CPU time is still the target's measure;
 the stable figure to compare changes by.
 
 usage: .venv/bin/python benchmarks/instructions.py [HIGH] [MODE...]
-       (valgrind on PATH; HIGH=130; modes: json, sse, 'otel json', 'otel sse'; default all)
+       (valgrind on PATH; HIGH=130; modes: json, sse, 'otel json', 'otel sse', 'hook json'
+       (against tether without the hook); default all)
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ OVERHEAD = Path(__file__).with_name("overhead.py")
 MODES = {"json": ("not streamed", "tether json", "plain json"),
          "sse": ("streamed", "tether sse", "plain sse"),
          "otel json": ("not streamed, telemetry on", "otel json", "plain+otel json"),
-         "otel sse": ("streamed, telemetry on", "otel sse", "plain+otel sse")}
+         "otel sse": ("streamed, telemetry on", "otel sse", "plain+otel sse"),
+         # One hook at all five points, against tether without it (not the plain loop).
+         "hook json": ("one hook, not streamed", "hook json", "tether json")}
 LOW = 30
 
 
@@ -65,6 +68,10 @@ def main() -> None:
     for mode in modes:
         label, ours_kind, plain_kind = MODES[mode]
         ours, plain = per_run[ours_kind], per_run[plain_kind]
+        if plain_kind.startswith("tether"):  # one hook, against tether without it
+            print(f"  {label:<27} tether {ours / 1e6:6.3f} M   without it {plain / 1e6:6.3f} M"
+                  f"   the hook's own {(ours - plain) / 1e6:.3f} M")
+            continue
         print(f"  {label:<27} tether {ours / 1e6:6.3f} M   plain loop {plain / 1e6:6.3f} M"
               f"   ratio {ours / plain:.3f}x   tether's own {(ours - plain) / 1e6:.3f} M")
 

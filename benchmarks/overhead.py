@@ -7,7 +7,9 @@ add(2, 3) -> the tool runs -> the model answers, four ways:
 - tether, not streamed (``Agent.run``)    vs a plain httpx loop posting JSON
 - tether, streamed (``Agent.stream``)     vs a plain httpx loop reading SSE
 
-and both again with telemetry on, when opentelemetry-sdk is installed: tether with
+and tether not streamed with one hook attached (``hook json``: a hook with all five methods,
+each answering "no change"; printed against tether without it: what one hook costs per
+run), and both again with telemetry on, when opentelemetry-sdk is installed: tether with
 ``instrument=`` against the plain loop recording the same telemetry by hand (the same four
 spans with the same attributes, the same six histogram points), both to the SDK's in-memory
 exporter and reader. The SDK's own bookkeeping is then on both sides, as the requests are:
@@ -313,7 +315,26 @@ def plain_runs(base_url: str, telemetry: HandTelemetry | None = None
     return run_json, run_sse, http.aclose
 
 
-def tether_runs(base_url: str, instrument: Any = False
+class EveryPoint:
+    """One hook at each of the five points, answering "no change" (None) at every one."""
+
+    async def before_model_request(self, request: Any) -> None:
+        return None
+
+    async def after_model_response(self, response: Any) -> None:
+        return None
+
+    async def before_tool_call(self, call: Any) -> None:
+        return None
+
+    async def after_tool_result(self, result: Any) -> None:
+        return None
+
+    async def on_run_end(self, result: Any) -> None:
+        return None
+
+
+def tether_runs(base_url: str, instrument: Any = False, hooks: tuple[Any, ...] = ()
                 ) -> tuple[Run, Run, Callable[[], Awaitable[None]]]:
     from tether import Agent, tool
     from tether.events import RunFinished
@@ -322,7 +343,7 @@ def tether_runs(base_url: str, instrument: Any = False
     # The llama-server profile asks for streamed usage, as the plain loop does.
     agent = Agent(model=OpenAIChat(base_url=base_url, model="m", api_key="x",
                                    profile="llama-server"), tools=[tool(add)],
-                  instrument=instrument)
+                  instrument=instrument, hooks=hooks)
 
     async def run_json() -> str:
         return (await agent.run("What is 2+3?")).text
@@ -378,9 +399,10 @@ def all_kinds(base_url: str) -> tuple[dict[str, Run], list[Callable[[], Awaitabl
     kinds are there only with opentelemetry-sdk installed."""
     plain_json, plain_sse, close_plain = plain_runs(base_url)
     tether_json, tether_sse, close_tether = tether_runs(base_url)
+    hook_json, _, close_hook = tether_runs(base_url, hooks=(EveryPoint(),))
     kinds = {"plain json": plain_json, "tether json": tether_json,
-             "plain sse": plain_sse, "tether sse": tether_sse}
-    closers = [close_plain, close_tether]
+             "plain sse": plain_sse, "tether sse": tether_sse, "hook json": hook_json}
+    closers = [close_plain, close_tether, close_hook]
     ours, theirs = in_memory_telemetry(), in_memory_telemetry()
     if ours is not None and theirs is not None:
         port = int(base_url.rsplit(":", 1)[1].split("/")[0])
@@ -568,6 +590,10 @@ def main() -> None:
                   f"{ours / bare:.2f}x; the SDK's share is on both sides above)")
     if "otel json" not in cpu:
         print("  (telemetry on: not measured, opentelemetry-sdk is not installed)")
+    (hooked, hooked_median), (bare, bare_median) = cpu["hook json"], cpu["tether json"]
+    print(f"  {'one hook (5 points, no change)':<28} tether {hooked:5.2f} ({hooked_median:5.2f}) "
+          f"ms   tether without hooks        {bare:5.2f} ({bare_median:5.2f}) ms   "
+          f"one hook +{hooked - bare:.2f} ms per run (not streamed)")
     ok &= imported <= TARGET_IMPORT_MS
     print(f"import tether: {imported:.0f} ms (target <= {TARGET_IMPORT_MS} ms)")
     print("all targets met" if ok else "a target was missed")

@@ -50,18 +50,19 @@ def test_the_outcomes_are_four_frozen_values() -> None:
     assert Stopped(StopCause.ERROR) == Stopped(StopCause.ERROR, text=None, error=None)
 
 
-def test_a_text_ending_ends_on_a_text_answer_and_goes_on_after_calls() -> None:
-    assert TEXT_ENDING.after_text("42") == Final("42")
-    assert TEXT_ENDING.after_text("  \n") == Stopped(StopCause.NO_OUTPUT)
+async def test_a_text_ending_ends_on_a_text_answer_and_goes_on_after_calls() -> None:
+    assert await TEXT_ENDING.after_text("42") == Final("42")
+    assert await TEXT_ENDING.after_text("  \n") == Stopped(StopCause.NO_OUTPUT)
     assert TEXT_ENDING.after_calls() == RunAgain()
     assert TEXT_ENDING.ends_with([ToolCall("c", "anything", "{}")]) is False
     assert TEXT_ENDING.tool_choice() == "auto"
 
 
-def test_a_structured_ending_nudges_once_after_prose_then_stops() -> None:
+async def test_a_structured_ending_nudges_once_after_prose_then_stops() -> None:
     ending = plan()
-    assert ending.after_text("five stars") == RunAgain(say=NUDGE.format(tool=ending.tool_name))
-    assert ending.after_text("really, five") == Stopped(StopCause.NO_OUTPUT)
+    assert await ending.after_text("five stars") == RunAgain(
+        say=NUDGE.format(tool=ending.tool_name))
+    assert await ending.after_text("really, five") == Stopped(StopCause.NO_OUTPUT)
     assert ending.failure == "prose"
 
 

@@ -42,6 +42,7 @@ from tether.providers.base import (
 )
 from tether.result import RunResult, final_result
 from tether.run.context.fitter import ContextFitter
+from tether.run.hooks import NO_HOOKS
 from tether.run.host import RunHost
 from tether.run.loop import run_events
 from tether.settings import AgentSettings
@@ -183,7 +184,10 @@ def test_closed_sets_are_literal_types() -> None:
     assert literal(decided["verdict"]) == {"once", "session", "deny", "defer"}
     assert literal(decided["by"]) == {"approver", "session_cache", "policy",
                                       "permission_mode", "error", "timeout", "interrupt"}
-    assert literal(hints_of(ApprovalRequest)["reason"]) == {"needs_approval", "trifecta"}
+    assert literal(hints_of(ApprovalRequest)["reason"]) == {"needs_approval", "trifecta",
+                                                            "hook"}
+    assert literal(hints_of(ev.HookDecided)["verdict"]) == {
+        "refuse", "ask", "amend", "rewrite", "flag", "failed"}
     assert literal(hints_of(Decision)["verdict"]) == {"once", "session", "deny", "defer"}
     assert "end_turn" in literal(hints_of(ev.ModelResponded)["stop_reason"])
     import tether.errors
@@ -191,7 +195,7 @@ def test_closed_sets_are_literal_types() -> None:
     failure = typing.get_type_hints(OutputFailure.__init__,
                                     {**vars(tether.errors), "RunResult": RunResult})
     assert literal(failure["reason"]) == {
-        "prose", "bound", "mismatch", "provider", "empty_prompt", "truncated"}
+        "prose", "bound", "mismatch", "provider", "empty_prompt", "truncated", "rejected"}
     assert {c.value for c in StopCause} >= {"completed", "max_turns", "paused", "error",
                                             "truncated", "repeated_failure"}
     assert hints_of(ev.SubagentFinished)["stop_cause"] is StopCause
@@ -207,7 +211,7 @@ def test_a_tool_context_has_typed_fields_and_no_bag_of_extras() -> None:
     assert all(hint is not Any and typing.get_origin(hint) is not dict
                for hint in hints.values())
     assert {f.name for f in dataclasses.fields(RunScope)} == {"agent", "path", "interrupt",
-                                                               "spend"}
+                                                               "spend", "deps"}
 
 
 async def test_a_tool_sees_the_run_it_belongs_to() -> None:
@@ -317,6 +321,7 @@ class MiniHost:
         self.model = model
         self.providers: dict[str, Provider] = {}
         self.approver = None
+        self.hooks = NO_HOOKS
         self.toolsets: list[Tool | Toolset] = list(tools)
         self.name = name
         self.fitter = ContextFitter(self.settings.context, model)
@@ -382,7 +387,7 @@ def test_an_agent_is_a_run_host() -> None:
     agent = Agent(Scripted(["hi"]), tools=[ping])
     members = [name for name, value in vars(RunHost).items()
                if not name.startswith("_") and (callable(value) or isinstance(value, property))]
-    assert {"settings", "model", "providers", "approver", "tools", "toolsets",
+    assert {"settings", "model", "providers", "approver", "hooks", "tools", "toolsets",
             "toolsets_for_run", "context_fitter", "observer", "take_notices",
             "spawn"} == set(members)
     assert all(hasattr(agent, name) for name in members)

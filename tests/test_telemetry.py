@@ -732,3 +732,26 @@ max_retries = 0
         metric_names = set(otlp.metric_names)
     assert names == ["chat m", "invoke_agent tether"]
     assert "gen_ai.client.token.usage" in metric_names
+
+
+async def test_a_hooks_decisions_are_attributes_and_events_of_their_spans(otel: Otel) -> None:
+    from tether import AmendRequest, CallView, RefuseCall, RequestView
+
+    class Narrows:
+        async def before_model_request(self, request: RequestView) -> AmendRequest:
+            return AmendRequest("Be careful.", reason="always")
+
+        async def before_tool_call(self, call: CallView) -> RefuseCall:
+            return RefuseCall("no adding today")
+
+    model = Scripted([call("add", a=1, b=2), "ok"])
+    agent = Agent(model, tools=[add], instrument=otel.instrument(), hooks=[Narrows()])
+    await agent.run("add")
+    tool_span = otel.one("execute_tool add")
+    assert tool_span.attributes["tether.hook.before_tool_call"] == "refuse"
+    assert tool_span.attributes["tether.tool.status"] == "denied"
+    [decided] = [e for e in tool_span.events if e.name == "tether.hook.decided"]
+    assert decided.attributes["tether.hook.name"] == "Narrows"
+    assert "tether.hook.reason" not in decided.attributes  # the hook's words: content
+    run = otel.one("invoke_agent tether")
+    assert run.attributes["tether.hook.before_model_request"] == "amend"

@@ -71,6 +71,22 @@ _EXPORTS: dict[str, str] = {
     "ToolError": "tether.errors",
     "ProviderError": "tether.errors",
     "OutputFailure": "tether.errors",
+    "HookError": "tether.errors",
+    "GuardrailTripped": "tether.errors",
+    "ModelRetry": "tether.errors",
+    "Hook": "tether.run.hooks",
+    "RequestView": "tether.run.hooks",
+    "CallView": "tether.run.hooks",
+    "ResultView": "tether.run.hooks",
+    "RunEnd": "tether.run.hooks",
+    "Flag": "tether.run.hooks",
+    "AmendRequest": "tether.run.hooks",
+    "RefuseCall": "tether.run.hooks",
+    "AskApproval": "tether.run.hooks",
+    "RewriteResult": "tether.run.hooks",
+    "InputGuardrail": "tether.guardrails",
+    "OutputGuardrail": "tether.guardrails",
+    "secrets_in_answer": "tether.guardrails",
     "Session": "tether.store.session",
     "SQLiteStore": "tether.store.sqlite",
     "PostgresStore": "tether.store.postgres",
@@ -118,16 +134,32 @@ if TYPE_CHECKING:
     from tether.conversation import Conversation, PendingCall, SessionLike
     from tether.errors import (
         ConfigError,
+        GuardrailTripped,
+        HookError,
+        ModelRetry,
         OutputFailure,
         ProviderError,
         TetherError,
         ToolError,
     )
+    from tether.guardrails import InputGuardrail, OutputGuardrail, secrets_in_answer
     from tether.mcp.server import McpServer
     from tether.messages import Message, Text, Usage
     from tether.outcome import StopCause
     from tether.output import OutputReport, OutputReservation, OutputSpec, PreparedRun
     from tether.result import RunResult, ToolCallRecord
+    from tether.run.hooks import (
+        AmendRequest,
+        AskApproval,
+        CallView,
+        Flag,
+        Hook,
+        RefuseCall,
+        RequestView,
+        ResultView,
+        RewriteResult,
+        RunEnd,
+    )
     from tether.run.pending import DeferringApprover, PendingState
     from tether.settings import AgentSettings, ContextConfig, Prices
     from tether.store.postgres import PostgresStore

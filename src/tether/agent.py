@@ -15,7 +15,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias
 
 from tether import events as ev
 from tether.approval import Approver, PermissionMode
@@ -23,10 +23,17 @@ from tether.attachments import Attachment, attachment_parts
 from tether.conversation import Conversation, SessionLike
 from tether.errors import ConfigError
 from tether.messages import Part, Text
-from tether.output import OutputReservation, OutputSpec, PreparedRun
+from tether.output import (
+    CheckedText,
+    OutputReservation,
+    OutputSpec,
+    OutputValidator,
+    PreparedRun,
+)
 from tether.providers.base import Provider
 from tether.result import RunResult, final_result
 from tether.run.context.fitter import ContextFitter
+from tether.run.hooks import Hook, Hooks
 from tether.run.host import Instrument, RunHost, RunObserver
 from tether.run.loop import resume_events, run_events
 from tether.run.pending import Decisions, PendingState, bind_decisions, paused_calls
@@ -41,7 +48,7 @@ from tether.settings import (
 )
 from tether.subagents import SubagentProfile, delegation_tools
 from tether.tools.function import ensure_tools
-from tether.tools.tool import Tool
+from tether.tools.tool import DepsT, Tool
 from tether.tools.toolsets import ManagedToolset, Toolset, collect_tools
 from tether.trust import SecurityConfig
 
@@ -49,7 +56,7 @@ from tether.trust import SecurityConfig
 Attachments: TypeAlias = Sequence[Attachment | str | os.PathLike[str]]
 
 
-class Agent:
+class Agent(Generic[DepsT]):
     """An LLM on a tether: a model, tools, and the rules every tool call must pass.
 
     ::
@@ -60,6 +67,12 @@ class Agent:
     The keyword arguments that bound and govern its runs make one frozen ``AgentSettings``
     (``agent.settings``); ``agent.max_turns`` and the others read it (and assigning one
     makes a new settings value).
+
+    ``Agent[DepsT]`` takes the host's dependencies of type ``DepsT`` with each run
+    (``agent.run(prompt, deps=...)``; ``deps_type=`` names the type for type checkers
+    and checks it at run time), handed to tools as ``ToolContext[DepsT].deps`` and to
+    nothing else. ``hooks`` are the host's code at five points of each run, which can only
+    narrow it (``tether.run.hooks``).
     """
 
     system_prompt = Setting[str | None]()
@@ -73,6 +86,7 @@ class Agent:
     workspace = Setting[Path]()
     approval_timeout_secs = Setting[float | None]()
     tool_timeout_secs = Setting[float | None]()
+    hook_timeout_secs = Setting[float | None]()
     temperature = Setting[float | None]()
     output_retries = Setting[int]()
     context = Setting[ContextConfig]()
@@ -100,7 +114,11 @@ class Agent:
         instrument: Instrument | None = None,
         context: ContextStrategy | ContextConfig = "trim",
         max_repeated_failures: int | None = DEFAULT_MAX_REPEATED_FAILURES,
+        hooks: Iterable[Hook] = (),
+        hook_timeout_secs: float | None = 30.0,
+        deps_type: type[DepsT] | None = None,
     ) -> None:
+        self.deps_type = deps_type
         settings = AgentSettings(
             system_prompt=system_prompt, max_turns=max_turns,
             max_repeated_failures=max_repeated_failures,
@@ -108,8 +126,9 @@ class Agent:
             permission_mode=permission_mode, security=security or SecurityConfig(),
             workspace=Path(workspace), approval_timeout_secs=approval_timeout_secs,
             tool_timeout_secs=tool_timeout_secs, temperature=temperature,
-            output_retries=output_retries, context=ContextConfig.of(context))
-        self._setup(model, settings, tools, approver, subagents, providers, instrument)
+            output_retries=output_retries, context=ContextConfig.of(context),
+            hook_timeout_secs=hook_timeout_secs)
+        self._setup(model, settings, tools, approver, subagents, providers, instrument, hooks)
 
     @classmethod
     def from_settings(
@@ -122,21 +141,26 @@ class Agent:
         subagents: Iterable[SubagentProfile] = (),
         providers: dict[str, Provider] | None = None,
         instrument: Instrument | None = None,
-    ) -> Agent:
+        hooks: Iterable[Hook] | Hooks = (),
+    ) -> Agent[Any]:
         """An agent with these settings (a sub-agent's: its parent's, changed by a profile)."""
         agent = cls.__new__(cls)
-        agent._setup(model, settings, tools, approver, subagents, providers, instrument)
+        agent.deps_type = None
+        agent._setup(model, settings, tools, approver, subagents, providers, instrument, hooks)
         return agent
 
     def _setup(
         self, model: Provider, settings: AgentSettings,
         tools: Iterable[Tool | Toolset | Callable[..., Any]], approver: Approver | None,
         subagents: Iterable[SubagentProfile], providers: dict[str, Provider] | None,
-        instrument: Instrument | None,
+        instrument: Instrument | None, hooks: Iterable[Hook] | Hooks = (),
     ) -> None:
         self.model = model
         self.settings = settings
         self.approver = approver
+        # What the host's hooks implement, found once (tether.run.hooks): a run without
+        # hooks pays one truth test per point.
+        self.hooks = Hooks.of(hooks)
         self.providers = dict(providers or {})
         # How this agent's runs are observed (OpenTelemetry's spans and metrics:
         # tether.telemetry.Instrumentation), not how they are bounded, so not a setting.
@@ -214,6 +238,8 @@ class Agent:
         session: SessionLike | None = None,
         interrupt: asyncio.Event | None = None,
         attachments: Attachments = (),
+        deps: DepsT = None,  # type: ignore[assignment]  # None: the run has none
+        output_validators: Sequence[OutputValidator] = (),
     ) -> RunResult:
         """Run to an answer or a bound. A provider failure raises (with ``.result`` set).
 
@@ -224,10 +250,14 @@ class Agent:
         Setting ``interrupt`` stops the run with ``stop_cause == "interrupted"``: an answer
         the model is still writing is abandoned (and not kept), calls not yet run are
         answered "not run", a tool already running finishes first. The conversation stays
-        valid to continue."""
+        valid to continue. ``deps`` reach the run's tools (``ToolContext.deps``) and nothing
+        else. ``output_validators`` check the text answer: one that raises ``ModelRetry``
+        sends the model back with its message, up to ``output_retries`` times (then the run
+        raises ``OutputFailure("rejected")``)."""
         return _raised(await final_result(run_events(
             self, with_attachments(prompt, attachments), conversation=conversation,
-            session=session, interrupt=interrupt, stream_requests=False)))
+            session=session, interrupt=interrupt, stream_requests=False,
+            deps=self._checked_deps(deps), ending=self._checked_text(output_validators))))
 
     def run_sync(self, prompt: str | Sequence[Part], **kwargs: Any) -> RunResult:
         """``run`` for scripts without an event loop of their own.
@@ -250,6 +280,8 @@ class Agent:
         session: SessionLike | None = None,
         interrupt: asyncio.Event | None = None,
         attachments: Attachments = (),
+        deps: DepsT = None,  # type: ignore[assignment]
+        output_validators: Sequence[OutputValidator] = (),
     ) -> AsyncIterator[ev.Event]:
         """Every event of a run, ending with ``RunFinished``. Provider failures end the run
         with ``stop_cause == "error"`` instead of raising. ``attachments`` as for ``run``."""
@@ -257,7 +289,8 @@ class Agent:
         # Closed with this stream: a reader that stops early ends the run now (see run_events).
         async with contextlib.aclosing(run_events(
                 self, parts, conversation=conversation, session=session,
-                interrupt=interrupt)) as events:
+                interrupt=interrupt, deps=self._checked_deps(deps),
+                ending=self._checked_text(output_validators))) as events:
             async for event in events:
                 yield event
 
@@ -267,6 +300,7 @@ class Agent:
         decisions: Decisions,
         *,
         stream: bool = False,
+        deps: DepsT = None,  # type: ignore[assignment]
     ) -> RunResult:
         """Continue a paused run (a ``Conversation``, a ``PendingState`` or a stored session).
 
@@ -283,7 +317,8 @@ class Agent:
             session, conversation = conversation, conversation.conversation()
         bound = bind_decisions(paused_calls(conversation), decisions)
         return _raised(await final_result(resume_events(
-            self, conversation, bound, session=session, stream_requests=stream)))
+            self, conversation, bound, session=session, stream_requests=stream,
+            deps=self._checked_deps(deps))))
 
     def prepare(
         self,
@@ -292,16 +327,18 @@ class Agent:
         output: OutputSpec | OutputReservation,
         conversation: Conversation | None = None,
         attachments: Attachments = (),
+        deps: DepsT = None,  # type: ignore[assignment]
     ) -> PreparedRun:
         """A run that must answer in ``output``'s shape: ``await agent.prepare(...).output()``."""
-        return PreparedRun(self, with_attachments(prompt, attachments), output, conversation)
+        return PreparedRun(self, with_attachments(prompt, attachments), output, conversation,
+                           deps=self._checked_deps(deps))
 
     async def aclose(self) -> None:
         await self._close_providers()
         # Side by side: each may wait out a child process's grace period.
         await asyncio.gather(*(t.aclose() for t in self._managed()))
 
-    async def __aenter__(self) -> Agent:
+    async def __aenter__(self) -> Agent[DepsT]:
         """Start every ``ManagedToolset`` (MCP servers), side by side, and keep them up
         across runs until the block ends. A toolset's ``start()`` may return ``Notice``
         events (a server that did not start): they are kept in ``start_notices`` and emitted
@@ -329,14 +366,28 @@ class Agent:
                                                                    stream_requests)
 
     def spawn(self, model: Provider, settings: AgentSettings, tools: Iterable[Tool | Toolset],
-              *, approver: Approver | None, name: str) -> Agent:
+              *, approver: Approver | None, name: str) -> Agent[Any]:
         """A sub-agent's agent: its model, settings, tools and approver, this agent's
-        providers, and its instrument under the sub-agent's name."""
+        providers and hooks (a hook that refuses a call refuses it in a sub-agent too), and
+        its instrument under the sub-agent's name."""
         instrument = None if self.instrument is None else self.instrument.for_agent(name)
         return Agent.from_settings(model, settings, tools, approver=approver,
-                                   providers=self.providers, instrument=instrument)
+                                   providers=self.providers, instrument=instrument,
+                                   hooks=self.hooks)
 
     # --- internals --------------------------------------------------------------------------
+
+    def _checked_text(self, validators: Sequence[OutputValidator]) -> CheckedText | None:
+        """The ending of a run whose text answer ``validators`` check (None: none do)."""
+        return CheckedText(validators, self.settings.output_retries) if validators else None
+
+    def _checked_deps(self, deps: object) -> object:
+        """``deps``, of the ``deps_type`` the agent was made with (when it was given one)."""
+        wanted = self.deps_type
+        if deps is not None and isinstance(wanted, type) and not isinstance(deps, wanted):
+            raise ConfigError(f"deps must be a {wanted.__name__} (Agent(deps_type="
+                              f"{wanted.__name__})), not a {type(deps).__name__}")
+        return deps
 
     async def _start_toolsets(self, toolsets: Sequence[ManagedToolset]) -> None:
         outcomes = await asyncio.gather(*(t.start() for t in toolsets),

@@ -23,7 +23,9 @@ from tether.trust import Capabilities, Taint
 
 _T = TypeVar("_T")
 
-ApprovalReason: TypeAlias = Literal["needs_approval", "trifecta"]
+# Why a call is asked about: its tool needs approval, the trifecta interlock, or a host's
+# hook asked (tether.run.hooks.AskApproval).
+ApprovalReason: TypeAlias = Literal["needs_approval", "trifecta", "hook"]
 PermissionMode: TypeAlias = Literal["ask", "allow", "read-only"]
 PERMISSION_MODES: tuple[str, ...] = ("ask", "allow", "read-only")
 # What a decision says: allow once, allow for the session, deny, or answer later.
@@ -41,14 +43,15 @@ DecidedBy: TypeAlias = Literal["approver", "session_cache", "policy", "permissio
 class ApprovalRequest:
     """One call waiting for a decision.
 
-    ``reason`` is why it is asked: ``needs_approval`` (the tool is gated) or ``trifecta``
+    ``reason`` is why it is asked: ``needs_approval`` (the tool is gated), ``trifecta``
     (the call could send data out while the conversation holds private data and untrusted
-    text); ``explanation`` says it in words. ``can_cache`` says whether
-    ``Decision.allow_for_session()`` will be honoured for this tool. ``content_params`` are
-    the arguments the tool declares as content (a file's text, a message's body): the
-    panel shows such a text as its lines; every other value stays on one line.
-    ``position`` is the call's place in its turn (the model's first call is 0), which is
-    what a decision binds to: ``call_id`` is whatever the model wrote, and may repeat.
+    text) or ``hook`` (a host's hook asked); ``explanation`` says it in words.
+    ``can_cache`` says whether ``Decision.allow_for_session()`` will be honoured for this
+    tool. ``content_params`` are the arguments the tool declares as content (a file's text,
+    a message's body): the panel shows such a text as its lines; every other value stays on
+    one line. ``position`` is the call's place in its turn (the model's first call is 0),
+    which is what a decision binds to: ``call_id`` is whatever the model wrote, and may
+    repeat.
     """
 
     call_id: str

@@ -142,7 +142,7 @@ def pending_call_from_dict(d: Mapping[str, Any]) -> PendingCall:
         raise PendingStateError(f"a pending call lacks {', '.join(missing)}: "
                                 f"{inline(repr(dict(d)))}")
     reason = d.get("reason", "needs_approval")
-    if reason not in ("needs_approval", "trifecta"):
+    if reason not in ("needs_approval", "trifecta", "hook"):
         raise PendingStateError(f"pending call {inline(d['call_id'])}: unknown reason "
                                 f"{inline(repr(reason))}")
     position = d.get("position")

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 # Why a structured-output run has no answer (``OutputFailure.reason``).
 OutputFailureReason: TypeAlias = Literal["prose", "bound", "mismatch", "provider",
-                                         "empty_prompt", "truncated"]
+                                         "empty_prompt", "truncated", "rejected"]
 
 
 class TetherError(Exception):
@@ -161,7 +161,9 @@ class OutputFailure(TetherError):
     """A structured-output run ended without a valid answer.
 
     ``reason`` is one of ``prose``, ``bound``, ``mismatch``, ``provider``, ``empty_prompt``,
-    ``truncated`` (the answer was cut by an output token limit before it was complete).
+    ``truncated`` (the answer was cut by an output token limit before it was complete),
+    ``rejected`` (an output validator sent the model back with ``ModelRetry`` until the
+    output retries ran out; ``validation_error`` is its last message).
     ``result`` keeps the transcript, usage and events of the run.
     """
 
@@ -182,3 +184,34 @@ class OutputFailure(TetherError):
         self.validation_error = validation_error
         self.bound = bound
         self.error = error
+
+
+class HookError(TetherError):
+    """A hook failed, hung past ``hook_timeout_secs`` or answered what it may not answer:
+    the run it was part of ends with this error (hooks fail closed). ``hook`` names the
+    hook, ``point`` where it ran (``before_tool_call``...)."""
+
+    def __init__(self, message: str, *, hook: str = "", point: str = "") -> None:
+        super().__init__(message)
+        self.hook = hook
+        self.point = point
+
+
+class GuardrailTripped(HookError):
+    """A blocking guardrail found what it checks for: the run ends with this error (the
+    prompt never reaches the model; an answer is withheld). ``reason`` is the check's."""
+
+    def __init__(self, guardrail: str, point: str, reason: str) -> None:
+        super().__init__(f"guardrail {guardrail} tripped: {reason}", hook=guardrail,
+                         point=point)
+        self.reason = reason
+
+
+class ModelRetry(Exception):
+    """Raised by an output validator: the answer is refused and the model is sent back with
+    this message (``OutputSpec(...).with_validator(fn)``, ``Agent.run(...,
+    output_validators=[fn])``), up to the agent's ``output_retries``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

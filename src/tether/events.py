@@ -295,6 +295,26 @@ class ContextFitted:
     kind: Literal["context_fitted"] = "context_fitted"
 
 
+# What a hook answered (tether.run.hooks): the ways it may narrow a run, a note, or a failure.
+HookVerdict: TypeAlias = Literal["refuse", "ask", "amend", "rewrite", "flag", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class HookDecided:
+    """A hook answered something other than "no change" at ``point`` (``before_tool_call``,
+    ``after_tool_result``...): ``verdict`` says what, ``reason`` why, in the hook's words
+    (``failed``: the error that ends the run). ``call_id`` is the call's, at the tool
+    points."""
+
+    hook: str
+    point: str
+    verdict: HookVerdict
+    reason: str = ""
+    call_id: str | None = None
+    path: tuple[str, ...] = ()
+    kind: Literal["hook_decided"] = "hook_decided"
+
+
 @dataclass(frozen=True, slots=True)
 class RunPaused:
     """The run stopped to wait for decisions on these calls (a deferring approver)."""
@@ -315,8 +335,9 @@ Event: TypeAlias = (
     RunStarted | TurnStarted | TextDelta | ReasoningDelta | ModelResponded | ProviderRetry
     | ToolCallRequested | TrifectaBlocked | ProvenanceChecked | TrifectaWaived
     | ApprovalRequested
-    | ApprovalDecided | ToolStarted | ToolProgress | ToolFinished | TaintChanged | SubagentStarted
-    | SubagentFinished | UsageUpdated | Notice | ContextFitted | RunPaused | RunFinished
+    | ApprovalDecided | ToolStarted | ToolProgress | ToolFinished | TaintChanged
+    | SubagentStarted | SubagentFinished | UsageUpdated | Notice | ContextFitted | HookDecided
+    | RunPaused | RunFinished
 )
 
 

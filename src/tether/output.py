@@ -8,18 +8,26 @@
 
 A shaping turn (the default) offers only the answering tool and asks the provider to call
 it. ``spec.with_tools()`` keeps the agent's tools beside it: the model works, then answers.
+
+``spec.with_validator(fn)`` adds a host's check of the answer: ``fn`` gets the validated
+value (the model's instance, or the dict) and raises ``ModelRetry("why")`` to send the model
+back with that message, up to the agent's ``output_retries``; a text answer is checked the
+same way by ``Agent.run(..., output_validators=[fn])`` (``CheckedText``). A validator that
+fails otherwise ends the run (``OutputFailure("rejected")``): it fails closed.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 import secrets
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from tether.conversation import Conversation
-from tether.errors import ConfigError, OutputFailure, TetherError
+from tether.display import inline
+from tether.errors import ConfigError, ModelRetry, OutputFailure, TetherError
 from tether.events import Event
 from tether.messages import Part, ToolCall
 from tether.outcome import Final, RunAgain, StopCause, Stopped, TurnOutcome
@@ -28,7 +36,10 @@ from tether.result import RunResult, run_finished
 from tether.run.host import RunHost
 from tether.run.loop import run_events
 from tether.tools.spec import ToolSpec
-from tether.tools.tool import ArgumentError, Tool, ToolContext, json_schema_validator
+from tether.tools.tool import ArgumentError, Tool, ToolContext, ToolOutput, json_schema_validator
+
+# A host's check of an answer: raises ModelRetry to send the model back; sync or async.
+OutputValidator = Callable[[Any], Awaitable[Any] | Any]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
@@ -50,6 +61,7 @@ class OutputSpec:
     description: str
     schema: dict[str, Any] | type[Any]
     keeps_tools: bool = field(default=False, kw_only=True)
+    validators: tuple[OutputValidator, ...] = field(default=(), kw_only=True)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -64,6 +76,13 @@ class OutputSpec:
         """A copy whose run keeps the agent's tools and works before it answers."""
         return replace(self, keeps_tools=True)
 
+    def with_validator(self, validator: OutputValidator) -> OutputSpec:
+        """A copy whose answers ``validator`` checks too (after the schema, in the order
+        added): it gets the validated value and raises ``ModelRetry`` to refuse it."""
+        if not callable(validator):
+            raise ConfigError("OutputSpec.with_validator takes a function of the answer")
+        return replace(self, validators=(*self.validators, validator))
+
     def reserve(self) -> OutputReservation:
         """The exact generated answering tool name for one future run; no side effect."""
         return OutputReservation(self, _unique_name(self.name))
@@ -75,7 +94,7 @@ class OutputSpec:
         return generated
 
     def __hash__(self) -> int:
-        return hash((self.name, self.description, self.keeps_tools,
+        return hash((self.name, self.description, self.keeps_tools, self.validators,
                      self.schema if not isinstance(self.schema, dict) else repr(self.schema)))
 
 
@@ -132,7 +151,7 @@ class OutputPlan:
         self.nudged = False
         self.value: Any = None
         self.succeeded = False
-        self.failure: Literal["mismatch", "prose"] | None = None
+        self.failure: Literal["mismatch", "prose", "rejected"] | None = None
         self.last_error: str | None = None
 
     @property
@@ -161,10 +180,25 @@ class OutputPlan:
         validated: dict[str, Any] = arguments
         return validated
 
-    async def _record(self, arguments: dict[str, Any], ctx: ToolContext) -> str:
-        self.value = self._parsed(arguments)
+    async def _record(self, arguments: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
+        value = self._parsed(arguments)
+        refused = await validated(self.spec.validators, value)
+        if refused is not None:
+            return self._refused(*refused)
+        self.value = value
         self.succeeded = True
         return "Answer recorded."
+
+    def _refused(self, why: str, retry: bool) -> ToolOutput:
+        """A validator refused the answer: the model is sent back with its message until
+        the retries run out (or at once, when the validator itself failed)."""
+        self.last_error = why
+        if not retry or self.retries_left <= 0:
+            self.failure = "rejected"
+            return ToolOutput(f"Error: the answer was not accepted: {why}.", is_error=True)
+        self.retries_left -= 1
+        return ToolOutput(f"Error: the answer was not accepted: {why}. Call {self.tool_name} "
+                          f"again with a corrected answer.", is_error=True)
 
     def _correction(self, error: str) -> str:
         """An invalid answer: a correctable error for the model, until retries run out."""
@@ -186,7 +220,7 @@ class OutputPlan:
     def tool_choice(self) -> ToolChoice:
         return "auto" if self.spec.keeps_tools else NamedToolChoice(self.tool_name)
 
-    def after_text(self, text: str) -> TurnOutcome:
+    async def after_text(self, text: str) -> TurnOutcome:
         """The model answered in text: one nudge, then the run ends with ``prose``."""
         if self.nudged:
             self.failure = "prose"
@@ -203,6 +237,60 @@ class OutputPlan:
 
     def ends_with(self, calls: Sequence[ToolCall]) -> bool:
         return any(c.name == self.tool_name for c in calls)
+
+
+async def validated(validators: Sequence[OutputValidator], value: Any
+                    ) -> tuple[str, bool] | None:
+    """None when every validator accepts ``value``; else why not and whether the model may
+    try again (``ModelRetry``: yes; a validator that failed otherwise: no)."""
+    for validator in validators:
+        try:
+            checked = validator(value)
+            if inspect.isawaitable(checked):
+                await checked
+        except ModelRetry as retry:
+            return inline(retry.message), True
+        except Exception as e:  # the host's check is broken: no answer is accepted
+            return f"the output validator failed ({type(e).__name__}: {inline(e)})", False
+    return None
+
+
+class CheckedText:
+    """An ordinary run whose text answer the host's validators check
+    (``Agent.run(..., output_validators=[...])``): a ``ModelRetry`` sends the model back
+    with its message, up to ``retries`` times; then, or when a validator fails otherwise,
+    the run ends with ``OutputFailure("rejected")`` and no answer."""
+
+    value: Any = None
+
+    def __init__(self, validators: Sequence[OutputValidator], retries: int) -> None:
+        self.validators = tuple(validators)
+        self.retries_left = retries
+
+    def tools(self, agent_tools: Mapping[str, Tool]) -> dict[str, Tool]:
+        return dict(agent_tools)
+
+    def tool_choice(self) -> ToolChoice:
+        return "auto"
+
+    async def after_text(self, text: str) -> TurnOutcome:
+        if not text.strip():
+            return Stopped(StopCause.NO_OUTPUT)
+        refused = await validated(self.validators, text)
+        if refused is None:
+            return Final(text)
+        why, retry = refused
+        if retry and self.retries_left > 0:
+            self.retries_left -= 1
+            return RunAgain(say=f"Your answer was not accepted: {why}. Answer again.")
+        return Stopped(StopCause.NO_OUTPUT, text="", error=OutputFailure(
+            "rejected", f"the answer was not accepted: {why}", validation_error=why))
+
+    def after_calls(self) -> TurnOutcome:
+        return RunAgain()
+
+    def ends_with(self, calls: Sequence[ToolCall]) -> bool:
+        return False
 
 
 def _validation_message(error: Exception) -> str:
@@ -226,8 +314,11 @@ class PreparedRun:
         prompt: str | Sequence[Part],
         output: OutputSpec | OutputReservation,
         conversation: Conversation | None,
+        *,
+        deps: Any = None,
     ) -> None:
         self.agent = agent
+        self.deps = deps
         self.prompt = prompt
         self.reservation = output if isinstance(output, OutputReservation) else output.reserve()
         self.conversation = conversation
@@ -245,7 +336,7 @@ class PreparedRun:
         if self._empty_prompt():
             return
         async for event in run_events(self.agent, self.prompt, conversation=self.conversation,
-                                      ending=self._plan):
+                                      ending=self._plan, deps=self.deps):
             self._result = run_finished(event) or self._result
             yield event
 
@@ -281,6 +372,9 @@ def _failure(plan: OutputPlan, result: RunResult, max_turns: int) -> OutputFailu
             f"the model's answer did not match the schema after {plan.max_retries} "
             f"correction(s): {plan.last_error}",
             result=result, validation_error=plan.last_error)
+    if plan.failure == "rejected":
+        return OutputFailure("rejected", f"the answer was not accepted: {plan.last_error}",
+                             result=result, validation_error=plan.last_error)
     if plan.failure == "prose":
         return OutputFailure("prose", "the model answered in text instead of calling "
                              f"{plan.tool_name}, even after a reminder", result=result,

@@ -118,8 +118,9 @@ class AgentSettings:
     - ``permission_mode``: ``ask`` (the approver decides), ``allow`` (gated calls run),
       ``read-only`` (only read-only tools run). ``security``: the trifecta policy and
       the limits on results.
-    - ``approval_timeout_secs``, ``tool_timeout_secs``: how long an approver and a tool are
-      waited for (``None``: for ever).
+    - ``approval_timeout_secs``, ``tool_timeout_secs``, ``hook_timeout_secs``: how long an
+      approver, a tool and a hook (each answer of one: ``tether.run.hooks``) are waited for
+      (``None``: for ever). A hook that does not answer in time ends the run.
     - ``system_prompt``, ``temperature``: what every request carries; ``output_retries``:
       corrections a structured answer gets; ``workspace``: where the file tools work.
     - ``context``: how a conversation is fitted into the model's window (tether.context).
@@ -139,6 +140,7 @@ class AgentSettings:
     temperature: float | None = None
     output_retries: int = 2
     context: ContextConfig = field(default_factory=ContextConfig)
+    hook_timeout_secs: float | None = 30.0
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -151,6 +153,9 @@ class AgentSettings:
                 f"permission_mode must be one of {', '.join(PERMISSION_MODES)}, "
                 f"not {self.permission_mode!r}"
             )
+        if self.hook_timeout_secs is not None and not self.hook_timeout_secs > 0:
+            raise ConfigError(f"hook_timeout_secs must be more than 0 (or None, for ever), "
+                              f"not {self.hook_timeout_secs}")
         if self.max_cost_usd is not None and self.prices is None:
             raise ConfigError("max_cost_usd needs the model's prices (prices=Prices(...), or "
                               "[providers.NAME.prices] in tether.toml)")

@@ -205,7 +205,7 @@ async def run_subagent(
             raise ConfigError(f"subagent {profile.name!r}: run outside an agent's run, it "
                               f"needs its owner (run_subagent(..., owner=agent))")
         # A host calling the handler itself: a run of the owner's, with nothing above it.
-        scope = RunScope(owner, (ctx.call_id,), None, Spend(owner.settings))
+        scope = RunScope(owner, (ctx.call_id,), None, Spend(owner.settings), ctx.deps)
     parent: RunHost = owner if owner is not None else scope.agent
     # The child's tools: the profile's allowlist over the owner's tools as they are now.
     tools = FilteredToolset(CombinedToolset(parent.toolsets), profile.tools)

@@ -374,3 +374,37 @@ def test_a_durable_child_starts_as_one_in_process_does() -> None:
     assert not tainted.prompts_trusted and tainted.taint == Taint(untrusted=True)
     assert tainted.inherited_sources == seen[:2]  # the untrusted text stays behind
     assert child_conversation(Taint(private=True), crossed).prompts_trusted
+
+
+async def test_a_workers_tool_calls_get_the_deps_its_factory_builds(tmp_path: Path) -> None:
+    """A durable run carries no ``deps`` through history: the worker's factory makes them
+    for each call its tools run (here through the tool activity, in temporalio's own
+    activity environment)."""
+    from temporalio.testing import ActivityEnvironment
+
+    from tether.config import load_config
+    from tether.temporal.activities import TetherActivities
+    from tether.temporal.worker import WorkerRuntime
+
+    (tmp_path / "tools.py").write_text(
+        "from tether import ToolContext, tool\n\n"
+        "@tool\ndef whoami(ctx: ToolContext[dict]) -> str:\n"
+        "    \"\"\"Who runs this call.\"\"\"\n    return ctx.deps['user']\n")
+    (tmp_path / "tether.toml").write_text("[tools]\nenabled = []\npython = ['tools.py']\n")
+    made: list[int] = []
+
+    def factory() -> dict[str, str]:
+        made.append(1)
+        return {"user": "ada"}
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TETHER_CONFIG", os.devnull)
+        cfg = load_config(tmp_path, env={"TETHER_CONFIG": os.devnull})
+        runtime = await WorkerRuntime.start(tmp_path, cfg, deps=factory)
+    try:
+        call = {"tool": "whoami", "arguments": {}, "call_id": "c1", "taint": {},
+                "path": [], "timeout_secs": 10, "max_result_chars": 1000}
+        out = await ActivityEnvironment().run(TetherActivities(runtime).tool, call)
+    finally:
+        await runtime.aclose()
+    assert out["content"] == "ada" and made == [1]

@@ -298,6 +298,10 @@ class EventRenderer:
             err.print(shown(pad, (inline(event.message), style)))
         elif isinstance(event, ev.ContextFitted):
             err.print(shown(pad, (context_line(event), "yellow" if event.note else "dim")))
+        elif isinstance(event, ev.HookDecided):
+            why = f": {inline(event.reason)}" if event.reason else ""
+            err.print(shown(pad, (f"hook {inline(event.hook)} {event.verdict}", "yellow"),
+                            why, (f" ({event.point})", "dim")))
         elif isinstance(event, ev.RunPaused):
             err.print(shown((f"paused: waiting for decisions on "
                              f"{', '.join(inline(i) for i in event.pending_call_ids)}",

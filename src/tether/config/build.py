@@ -22,7 +22,7 @@ from tether.config.schema import (
     ProviderKind,
     SecuritySection,
 )
-from tether.config.tool_files import load_tool_references, python_files
+from tether.config.tool_files import load_hook, load_tool_references, python_files
 from tether.errors import ConfigError
 from tether.mcp.oauth import OAuth
 from tether.mcp.server import McpServer
@@ -204,6 +204,8 @@ def agent_from_config(
     own: list[str | Path] = [*cfg.own_files, *python_files(tool_files)]
     if cfg.tools.python:
         own.extend(python_files(_workspace_path(ws, r) for r in cfg.tools.python))
+    hook_files = [_workspace_path(ws, h.python) for h in cfg.hooks]
+    own.extend(python_files(hook_files))
     security = security_from(cfg.security, own)
     selected: list[Any] = list(select_builtins(cfg.tools.enabled, cfg.tools.disabled))
     explicit = list(tools or [])
@@ -237,6 +239,8 @@ def agent_from_config(
         "tool_timeout_secs": cfg.agent.tool_timeout_secs,
         "temperature": cfg.agent.temperature,
         "output_retries": cfg.agent.output_retries,
+        "hooks": [load_hook(reference) for reference in hook_files],
+        "hook_timeout_secs": cfg.agent.hook_timeout_secs,
     }
     if cfg.telemetry.enabled:
         kwargs["instrument"] = Instrumentation(include_content=cfg.telemetry.include_content,

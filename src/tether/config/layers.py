@@ -147,7 +147,7 @@ def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
     folder, its Temporal blob folder, its tool files. Read loosely: validation reports a
     malformed value."""
     out: list[Path] = []
-    store, local, tools = (layer.get(k) for k in ("store", "local", "tools"))
+    store, local, tools, hooks = (layer.get(k) for k in ("store", "local", "tools", "hooks"))
     if isinstance(store, Mapping) and _named(store.get("path")):
         out.extend(store_files(store["path"]))
     out.extend(named_mcp_files(layer))
@@ -160,6 +160,12 @@ def _named_files(layer: Mapping[str, Any], workspace: str | Path) -> list[Path]:
         given = tools.get("workspace")
         root = Path(given) if isinstance(given, str) and _named(given) else Path(workspace)
         references = [r for r in tools["python"] if _named(r)]
+        out.extend(python_files(_workspace_path(root, r) for r in references))
+    if isinstance(hooks, list):  # [[hooks]] python: code that runs, as a tool file's
+        given = tools.get("workspace") if isinstance(tools, Mapping) else None
+        root = Path(given) if isinstance(given, str) and _named(given) else Path(workspace)
+        references = [h["python"] for h in hooks
+                      if isinstance(h, Mapping) and _named(h.get("python"))]
         out.extend(python_files(_workspace_path(root, r) for r in references))
     return out
 

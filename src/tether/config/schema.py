@@ -81,6 +81,8 @@ class AgentConfig(_Strict):
     approval_timeout_secs: float | None = Field(default=300.0, gt=0)
     tool_timeout_secs: float | None = Field(default=600.0, gt=0)
     output_retries: int = Field(default=2, ge=0)
+    # How long one answer of a hook is waited for ([[hooks]]); past it the run ends.
+    hook_timeout_secs: float | None = Field(default=30.0, gt=0)
     # How a conversation longer than the model's window is sent (docs/context.md), and
     # which [providers.NAME] writes summaries for "summarize" (unset: the agent's model).
     context: Literal["trim", "summarize", "off"] = "trim"
@@ -234,6 +236,15 @@ class TemporalSection(_Strict):
     inline_limit_bytes: int = Field(default=16 * 1024, ge=0)
 
 
+class HookSection(_Strict):
+    # A hook (docs/extend.md): a Python callable named as [tools] python names tools, a file
+    # (relative to the workspace) or a module, with the name after a colon: "hooks.py:audit",
+    # "tether.guardrails:secrets_in_answer". A class or function is called with no
+    # arguments to make the hook. Loading it runs the file: it is tether's own, as a tool
+    # file is (the file tools may not change it).
+    python: PathText
+
+
 class Config(_Strict):
     default_provider: str = "local"
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
@@ -242,6 +253,7 @@ class Config(_Strict):
     security: SecuritySection = Field(default_factory=SecuritySection)
     subagents: list[SubagentSection] = Field(default_factory=list)
     mcp: list[McpSection] = Field(default_factory=list)
+    hooks: list[HookSection] = Field(default_factory=list)
     store: StoreSection = Field(default_factory=StoreSection)
     local: LocalSection = Field(default_factory=LocalSection)
     telemetry: TelemetrySection = Field(default_factory=TelemetrySection)

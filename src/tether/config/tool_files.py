@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,6 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from tether.errors import ConfigError
+from tether.run.hooks import Hook, Hooks
 from tether.tools.tool import Tool
 from tether.tools.toolsets import Toolset
 
@@ -118,7 +120,34 @@ def _as_tools(value: Any) -> list[Tool | Toolset] | None:
     return None
 
 
-__all__ = ["load_tool_references", "load_tools"]
+def load_hook(reference: str) -> Hook:
+    """The hook ``reference`` names (``[[hooks]] python``): ``file.py:name`` or
+    ``module:name``, loaded as a tool file is. A class or a function there is called with no
+    arguments to make the hook; what it names must have a hook method."""
+    target, attr = _split(reference)
+    if attr is None:
+        raise ConfigError(f"[[hooks]] python = {reference!r}: name the hook after a colon "
+                          f"(hooks.py:audit, or a module's: tether.guardrails:"
+                          f"secrets_in_answer)")
+    module = _import_file(Path(target)) if _is_path(target) else _import_module(target)
+    if not hasattr(module, attr):
+        raise ConfigError(f"[[hooks]] {reference}: {target} has no attribute {attr!r}")
+    value = getattr(module, attr)
+    if isinstance(value, type) or inspect.isfunction(value):
+        try:
+            value = value()
+        except Exception as e:  # the user's factory failed: name it, without our traceback
+            raise ConfigError(f"[[hooks]] {reference}: calling {attr}() failed: "
+                              f"{type(e).__name__}: {e}") from e
+    try:
+        Hooks.of([value])
+    except ConfigError as e:
+        raise ConfigError(f"[[hooks]] {reference}: {e}") from None
+    hook: Hook = value
+    return hook
+
+
+__all__ = ["load_hook", "load_tool_references", "load_tools"]
 
 
 def python_files(references: Iterable[str]) -> list[Path]:

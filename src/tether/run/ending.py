@@ -30,8 +30,9 @@ class Ending(Protocol):
     def tool_choice(self) -> ToolChoice:
         """What a request asks of the model's tool use."""
 
-    def after_text(self, text: str) -> TurnOutcome:
-        """The model answered in text, calling no tool."""
+    async def after_text(self, text: str) -> TurnOutcome:
+        """The model answered in text, calling no tool (awaited: a host's validator of the
+        answer may be async)."""
 
     def after_calls(self) -> TurnOutcome:
         """Every call of a turn has its result."""
@@ -52,7 +53,7 @@ class TextEnding:
     def tool_choice(self) -> ToolChoice:
         return "auto"
 
-    def after_text(self, text: str) -> TurnOutcome:
+    async def after_text(self, text: str) -> TurnOutcome:
         return Final(text) if text.strip() else Stopped(StopCause.NO_OUTPUT)
 
     def after_calls(self) -> TurnOutcome:

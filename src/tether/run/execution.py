@@ -12,7 +12,7 @@ import contextvars
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tether import events as ev
@@ -22,6 +22,7 @@ from tether.events import ToolStatus
 from tether.messages import ToolCall, ToolResult
 from tether.provenance import GATE_LABELS, result_labels
 from tether.result import ToolCallRecord
+from tether.run.hooks import NO_HOOKS, Hooks, ResultView, rewrite_result
 from tether.settings import AgentSettings
 from tether.tools.tool import RunScope, ThreadedHandler, Tool, ToolContext, ToolOutput
 from tether.trust import received
@@ -66,6 +67,7 @@ async def run_calls(
     scope: Callable[[ToolCall], RunScope], done: dict[int, Done],
     context: Callable[[ToolCall], contextvars.Context | None] | None = None,
     noted: Note | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> AsyncIterator[ev.Event]:
     """Run ``allowed`` side by side, yielding their events as they happen (a sub-agent's
     stream through). Each one's outcome lands in ``done`` at its position as it finishes.
@@ -73,7 +75,8 @@ async def run_calls(
     in (a traced run's: the call's span current, so what the tool does, a sub-agent's whole
     run, is traced under it; None: a copy of this one); ``noted`` what the model reads of a
     result, given its call, status and content (the run's notes on repeated calls, outside
-    any untrusted block).
+    any untrusted block); ``hooks``' ``after_tool_result`` may rewrite what a call returned
+    before it is wrapped (its trust stays the tool's: ``_finished``).
 
     Only the handlers run apart (a task each, or a sync tool's thread): what comes before
     and after them is done here, in the run's own task, and this generator waits on one
@@ -112,6 +115,10 @@ async def run_calls(
             del running[note.position]
             if entry.timer is not None:
                 entry.timer.cancel()
+            if hooks.after_tool_result:
+                output, said = await _rewritten(hooks, entry.item, output, settings)
+                for event in said:
+                    yield event
             for event in _finished(entry, output, conversation, settings, done, noted):
                 yield event
     finally:
@@ -153,7 +160,7 @@ def _start(
     """Start one allowed call's handler; its end (and its timeout) arrive in ``notes``."""
     call, tool = item.call, item.tool
     ctx = ToolContext(call.id, call.name, conversation.taint, settings.workspace,
-                      settings.security, emit, run=scope,
+                      settings.security, emit, run=scope, deps=scope.deps,
                       # Only a delegation hands them on (to its child); collecting them
                       # walks the whole conversation.
                       sources=conversation.sources(settings.system_prompt)
@@ -167,6 +174,21 @@ def _start(
     timer = None if timeout is None or handler.done() else loop.call_later(
         timeout, notes.put_nowait, _Ended(item.position, timed_out=True))
     return _Running(item, scope, handler, started, timer)
+
+
+async def _rewritten(hooks: Hooks, item: Allowed, output: ToolOutput,
+                     settings: AgentSettings) -> tuple[ToolOutput, list[ev.Event]]:
+    """The output as the hooks rewrote it: its content only. Whether it is outside text is
+    still the tool's answer (``from_outside``, else its capabilities), so no rewrite makes
+    outside text trusted; a structured value goes with a rewritten content (it would carry
+    what the rewrite took out)."""
+    outside = output.from_outside if output.from_outside is not None \
+        else item.tool.capabilities.untrusted_input
+    view = ResultView(item.call.id, item.call.name, output.content, output.is_error, outside)
+    content, said = await rewrite_result(hooks, view, settings.hook_timeout_secs)
+    if content is None:
+        return output, said
+    return replace(output, content=content, structured=None, from_outside=outside), said
 
 
 def _finished(entry: _Running, output: ToolOutput, conversation: Conversation,

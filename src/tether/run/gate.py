@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
 from tether import events as ev
@@ -47,6 +47,7 @@ from tether.display import inline
 from tether.events import ToolStatus
 from tether.messages import ToolCall
 from tether.run.execution import Allowed, Done, Note, settled
+from tether.run.hooks import NO_HOOKS, AskApproval, CallView, Hooks, RefuseCall, judge_call
 from tether.run.interrupts import abandon
 from tether.settings import AgentSettings
 from tether.tools.tool import ArgumentError, Tool
@@ -369,7 +370,8 @@ def answered_by_gate(call: ToolCall, asked: Ask, asking: Asking, given: Decision
         return Decision.allow(), "permission_mode"
     if asking.approver is None:
         how = ("set [security] trifecta = \"allow\" to waive the check, or run with an "
-               "approver" if reason == "trifecta" else
+               "approver" if reason == "trifecta" else "run with an approver (a hook asks "
+               "for one)" if reason == "hook" else
                "run with an approver, or allow it without asking ([tools] permission_mode "
                "= \"allow\"; on the command line, --yes)")
         why = f" ({asked.told})" if asked.told else ""
@@ -504,6 +506,23 @@ def same_arguments(tool: Tool, decided: Any, arguments: dict[str, Any]) -> bool:
         return False
 
 
+def narrowed(verdict: Run | Ask, answer: RefuseCall | AskApproval | None) -> Run | Refuse | Ask:
+    """The verdict after the host's hooks answered (``tether.run.hooks.judge_call``): only
+    ever narrower. A refusal refuses; an ask turns a run into an ask of the approver (reason
+    ``hook``: no permission mode or session approval answers it) and adds its reason to an
+    ask; anything else changes nothing. The tool and arguments stay the gate's."""
+    if isinstance(answer, RefuseCall):
+        name = inline(verdict.tool.spec.display_name)
+        return Refuse("denied", f"Refused by a hook: {inline(answer.reason)}. {name} was not "
+                                f"run.")
+    if isinstance(answer, AskApproval):
+        said = f"A hook asks for approval: {inline(answer.reason)}."
+        if isinstance(verdict, Ask) and verdict.reason == "trifecta":
+            return replace(verdict, explanation=f"{verdict.explanation} {said}")
+        return Ask(verdict.tool, verdict.arguments, "hook", said, told=said)
+    return verdict
+
+
 # --- the turn ----------------------------------------------------------------------------
 
 
@@ -539,6 +558,7 @@ async def judge_turn(
     settings: AgentSettings, asking: Asking,
     decisions: Mapping[int, tuple[PendingCall, Decision]] | None = None,
     noted: Note | None = None,
+    hooks: Hooks = NO_HOOKS,
 ) -> AsyncIterator[ev.Event | TurnVerdict]:
     """Judge every call of a turn: yields the events (each call's request, every stage's
     decision, the approver's, the result of each call the gate answered itself) and, last,
@@ -546,7 +566,9 @@ async def judge_turn(
 
     ``tools`` are the turn's; ``decisions`` a resumed turn's host decisions, by position
     (each applied only to the very call it was made for: ``given_decision``); ``noted``
-    words what the model reads of a refused call's result (the run's repeat rule). A call
+    words what the model reads of a refused call's result (the run's repeat rule);
+    ``hooks``' ``before_tool_call`` answers on every call the checks would run or ask about
+    can only narrow its verdict (``narrowed``; a ``HookError`` ends the judging). A call
     allowed while ``asking.interrupt`` was set (Ctrl-C at an approval prompt) is not run,
     unless the turn pauses: the turn is then resumed whole."""
     taint = conversation.taint
@@ -577,6 +599,15 @@ async def judge_turn(
         for event in checked.events:
             yield event
         verdict: Verdict = checked.verdict
+        if hooks.before_tool_call and isinstance(verdict, Run | Ask):
+            # judge_call hands each hook its own copy of the arguments (the rest is frozen):
+            # a hook changing what it is shown changes nothing the gate reads.
+            hooked, said = await judge_call(hooks, CallView(
+                call.id, call.name, verdict.arguments, verdict.tool.capabilities, taint,
+                "run" if isinstance(verdict, Run) else "ask"), settings.hook_timeout_secs)
+            for event in said:
+                yield event
+            verdict = narrowed(verdict, hooked)
         if isinstance(verdict, Ask):
             answer = left.pop(position, None)
             given = given_decision(answer, call, verdict)

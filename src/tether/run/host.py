@@ -5,7 +5,8 @@ import the ``Agent``: they drive a host, and these protocols name everything the
 it. ``tether.agent.Agent`` is one; a host of your own that implements them runs the same
 loop (tests/test_seams.py has one).
 
-- ``RunHost``: the settings, the model and the other providers, the approver, the tools as
+- ``RunHost``: the settings, the model and the other providers, the approver, the hooks
+  (``tether.run.hooks``), the tools as
   they are now and the toolsets they come from, the toolsets' lifetime for a run, the
   context fitter, the observer of a run, notices to hand over, and how a child host is
   made for a sub-agent (``spawn``).
@@ -28,6 +29,7 @@ from tether.conversation import Conversation
 from tether.messages import ToolCall
 from tether.providers.base import Provider
 from tether.run.context.fitter import ContextFitter
+from tether.run.hooks import Hooks
 from tether.settings import AgentSettings
 from tether.tools.tool import Tool
 from tether.tools.toolsets import Toolset
@@ -93,6 +95,11 @@ class RunHost(Protocol):
     @property
     def approver(self) -> Approver | None:
         """Who answers the gate's questions (None: nobody; such a call is refused)."""
+        ...
+
+    @property
+    def hooks(self) -> Hooks:
+        """The host's hooks, compiled once (``Hooks.of``; ``NO_HOOKS`` for none)."""
         ...
 
     @property

@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from typing import Any
 
 from tether import events as ev
 from tether.approval import Decision
 from tether.bounds import Progress, Reached, Spend, first_reached
 from tether.conversation import Conversation, PendingCall, SessionLike
-from tether.errors import MalformedResponseError, ProviderError, TetherError
+from tether.errors import HookError, MalformedResponseError, ProviderError, TetherError
 from tether.messages import Image, Message, Part, Text, ToolCall, ToolResult
 from tether.outcome import Final, Paused, RunAgain, StopCause, Stopped, TurnOutcome
 from tether.providers.base import (
@@ -38,7 +39,15 @@ from tether.providers.base import (
 from tether.result import RunResult, ToolCallRecord
 from tether.run import gate
 from tether.run.ending import TEXT_ENDING, Ending
-from tether.run.execution import Done, run_calls
+from tether.run.execution import Done, run_calls, settled
+from tether.run.hooks import (
+    RequestView,
+    RunEnd,
+    amend_request,
+    failed,
+    observe_response,
+    run_ended,
+)
 from tether.run.host import RunHost
 from tether.run.interrupts import abandon, until_interrupted
 from tether.run.repeats import Repeats
@@ -56,14 +65,16 @@ async def run_events(
     stream_requests: bool = True,
     ending: Ending | None = None,
     within: RunScope | None = None,
+    deps: Any = None,
 ) -> AsyncGenerator[ev.Event, None]:
     """A run's events: what ``Agent.stream`` and ``Agent.run`` are made of, and the entry
     point for what runs an agent inside tether (structured output, sub-agents, batches).
 
     ``stream_requests`` asks the provider for a streamed answer; ``ending`` says when the
     run has its answer (a structured-output run's plan; by default its text); ``within``
-    is the run this one is delegated from (its path, interrupt and spend: see
-    ``tether.tools.tool.RunScope``).
+    is the run this one is delegated from (its path, interrupt, spend and dependencies:
+    see ``tether.tools.tool.RunScope``); ``deps`` the host's dependencies, handed to every
+    tool of the run (``ToolContext.deps``) and to nothing else.
     """
     if session is not None:
         conversation = session.conversation()
@@ -73,7 +84,7 @@ async def run_events(
         raise TetherError("the prompt is empty: say what the agent should do")
     parts = (Text(prompt),) if isinstance(prompt, str) else tuple(prompt)
     run = _Run(host, conversation, stream_requests=stream_requests, ending=ending,
-               within=within, interrupt=interrupt)
+               within=within, interrupt=interrupt, deps=deps)
     async with host.toolsets_for_run():
         events = _observed(run, Message("user", parts), session)
         try:
@@ -92,11 +103,13 @@ async def resume_events(
     *,
     session: SessionLike | None = None,
     stream_requests: bool = True,
+    deps: Any = None,
 ) -> AsyncGenerator[ev.Event, None]:
     """A paused run's events as it continues on ``conversation``: the paused turn's calls
     judged again, with ``decisions`` (a host's, each bound to the call at its position:
     ``tether.run.pending.bind_decisions``), then the run goes on as any."""
-    run = _Run(host, conversation, stream_requests=stream_requests, decisions=decisions)
+    run = _Run(host, conversation, stream_requests=stream_requests, decisions=decisions,
+               deps=deps)
     async with host.toolsets_for_run():
         events = _observed(run, None, session)
         try:
@@ -145,8 +158,12 @@ class _Run:
         within: RunScope | None = None,
         decisions: Mapping[int, tuple[PendingCall, Decision]] | None = None,
         interrupt: asyncio.Event | None = None,
+        deps: Any = None,
     ) -> None:
         self.host = host
+        # The host's dependencies: held here for the tools, never put in an event, a
+        # message or the result. A delegated run is given its parent's.
+        self.deps = deps if deps is not None or within is None else within.deps
         self.settings = host.settings  # one value for the whole run
         self.conversation = conversation
         self.stream_requests = stream_requests
@@ -173,6 +190,10 @@ class _Run:
         # The tools offered: taken at the start of the run and of each turn, and used
         # throughout it (the request's declarations, the gate's verdicts).
         self.tools: dict[str, Tool] = {}
+        # The host's hooks (found once per agent) and what they add to this turn's request.
+        self.hooks = host.hooks
+        self.instructions: tuple[str, ...] = ()
+        self.prompt_text: str | None = None
 
     async def execute(self, prompt: Message | None) -> AsyncGenerator[ev.Event, None]:
         conv = self.conversation
@@ -191,6 +212,7 @@ class _Run:
                                           f"prompt ({', '.join(outside_sources)})")
             conv.append(prompt)
             self.prompt_sent = True
+            self.prompt_text = prompt.text
         self.tools = self._tools()
         yield self._event(ev.RunStarted(prompt.text if prompt else "", self.host.model.model,
                                         tuple(self.tools), conv.taint))
@@ -234,6 +256,13 @@ class _Run:
             except BaseException:
                 await abandon(items)
                 raise
+        if self.hooks.on_run_end:
+            try:
+                await run_ended(self.hooks, self._run_end(outcome),
+                                self.settings.hook_timeout_secs)
+            except HookError as error:
+                yield self._event(failed(error))
+                outcome = Stopped(StopCause.ERROR, error=error)
         yield self._finish(outcome)
 
     async def _turn(self) -> AsyncIterator[ev.Event | TurnOutcome]:
@@ -245,6 +274,19 @@ class _Run:
         offered = self._offered_taint()
         if offered is not None:
             yield offered
+        if self.hooks.before_model_request:
+            try:
+                amended = await amend_request(self.hooks, self._request_view(),
+                                              self.settings.hook_timeout_secs)
+            except HookError as error:
+                yield self._event(failed(error))
+                yield Stopped(StopCause.ERROR, error=error)
+                return
+            for event in amended.events:
+                yield self._event(event)
+            self.instructions = amended.instructions
+            if amended.dropped:  # not offered, and a call to one is refused as unknown
+                self.tools = {n: t for n, t in self.tools.items() if n not in amended.dropped}
 
         response: ModelResponse | None = None
         try:
@@ -293,6 +335,19 @@ class _Run:
             return
 
         message = response.message
+        if self.hooks.after_model_response:
+            try:
+                said = await observe_response(self.hooks, response,  # frozen
+                                              self.settings.hook_timeout_secs)
+            except HookError as error:
+                # The answer is withheld: not kept in the conversation, the result or an
+                # event (a blocking output guardrail). Its tokens were spent all the same.
+                self.spend.add(response.usage)
+                yield self._event(failed(error))
+                yield Stopped(StopCause.ERROR, error=error, text="")
+                return
+            for event in said:
+                yield self._event(event)
         conv.append(message)
         self.spend.add(response.usage)
         yield self._event(ev.ModelResponded(
@@ -310,7 +365,7 @@ class _Run:
             if response.stop_reason == "max_tokens":
                 yield Stopped(StopCause.OUTPUT_TOKEN_BUDGET)  # the run's budget cut the answer
             else:
-                yield self.ending.after_text(self.text)
+                yield await self.ending.after_text(self.text)
             return
         # On the last turn, results no model would read: calls run for nothing, unless one
         # of them can give the run its answer.
@@ -367,13 +422,17 @@ class _Run:
                              self.interrupt)
         verdict: gate.TurnVerdict | None = None
         judged = gate.judge_turn(calls, self.tools, conv, settings, asking, decisions,
-                                 self._noted)
+                                 self._noted, self.hooks)
         try:
             async for item in judged:
                 if isinstance(item, gate.TurnVerdict):
                     verdict = item
                 else:
                     yield self._event(item)
+        except HookError as error:
+            for ended in self._hook_failed(calls, done, error):
+                yield ended
+            return
         except BaseException:
             await abandon(judged)
             raise
@@ -390,16 +449,49 @@ class _Run:
         # Allowed calls side by side; their events (a sub-agent's) stream through.
         observer = self.observer
         events = run_calls(verdict.allowed, conv, settings, self._scope, done,
-                           None if observer is None else observer.tool_context, self._noted)
+                           None if observer is None else observer.tool_context, self._noted,
+                           self.hooks)
         try:
             async for event in events:
                 yield self._event(event)
+        except HookError as error:
+            for ended in self._hook_failed(calls, done, error):
+                yield ended
+            return
         except BaseException:
             await abandon(events)
             raise
         conv.pending = []
         conv.append(Message("tool", tuple(done[i].result for i in range(len(calls)))))
         yield self.ending.after_calls()
+
+    def _hook_failed(self, calls: Sequence[ToolCall], done: dict[int, Done],
+                     error: HookError) -> list[ev.Event | TurnOutcome]:
+        """A hook failed while the turn's calls were judged or run: the run ends with its
+        error. Every call still gets a result (the conversation stays valid to continue):
+        its own if it has one, else "not run" (a call whose result a hook was rewriting is
+        withheld: it failed closed)."""
+        why = f"Not run: the run stopped because a hook failed ({error.hook or 'a hook'})."
+        for position, call in enumerate(calls):
+            if position not in done:
+                done[position] = settled(call, "denied", why)
+        self.conversation.pending = []
+        self.conversation.append(Message("tool", tuple(done[i].result
+                                                       for i in range(len(calls)))))
+        return [self._event(failed(error)), Stopped(StopCause.ERROR, error=error)]
+
+    def _request_view(self) -> RequestView:
+        """The request as ``before_model_request`` hooks see it: frozen values (the
+        messages and their parts, the taint) and tuples."""
+        conv = self.conversation
+        return RequestView(self.turns, self.prompt_text, tuple(conv.messages),
+                           self.settings.system_prompt, tuple(self.tools), conv.taint)
+
+    def _run_end(self, outcome: TurnOutcome) -> RunEnd:
+        """The run's end as ``on_run_end`` hooks see it (frozen: no hook changes the result)."""
+        stop, text, error = self._ended(outcome)
+        return RunEnd(text, stop, self.turns, tuple(self.records), self.conversation.taint,
+                      error, self.ending.value)
 
     # --- what the loop consults --------------------------------------------------------------
 
@@ -421,7 +513,8 @@ class _Run:
 
     def _scope(self, call: ToolCall) -> RunScope:
         """The run a call belongs to, as its tool sees it (``ToolContext.run``)."""
-        return RunScope(self.host, (*self.path, call.id), self.interrupt, self.spend)
+        return RunScope(self.host, (*self.path, call.id), self.interrupt, self.spend,
+                        self.deps)
 
     def _tools(self) -> dict[str, Tool]:
         return self.ending.tools(self.host.tools)
@@ -437,9 +530,12 @@ class _Run:
         settings = self.settings
         specs = [t.spec for t in self.tools.values()]
         choice = self.ending.tool_choice()
+        system = settings.system_prompt
+        if self.instructions:  # a hook's, for this request only
+            system = "\n\n".join((*((system,) if system else ()), *self.instructions))
         return ModelRequest(
             messages=tuple(self.conversation.messages),
-            system=settings.system_prompt,
+            system=system,
             tools=specs,
             tool_choice=choice if specs or choice == "none" else "auto",
             max_output_tokens=self._allowance(),
@@ -517,18 +613,21 @@ class _Run:
         self.events.append(event)
         return event
 
-    def _finish(self, outcome: TurnOutcome) -> ev.Event:
-        text = self.text
+    def _ended(self, outcome: TurnOutcome) -> tuple[StopCause, str, TetherError | None]:
+        """Why the run ended, its text and its error."""
         if isinstance(outcome, Final):
-            stop, text = StopCause.COMPLETED, outcome.text
-        elif isinstance(outcome, Paused):
-            stop = StopCause.PAUSED
-        elif isinstance(outcome, Stopped):
-            stop = outcome.cause
-            text = outcome.text if outcome.text is not None else text
-            self.error = outcome.error
-        else:  # pragma: no cover - the loop ends on every outcome but RunAgain
-            raise AssertionError(f"a run cannot finish on {outcome!r}")
+            return StopCause.COMPLETED, outcome.text, None
+        if isinstance(outcome, Paused):
+            return StopCause.PAUSED, self.text, None
+        if isinstance(outcome, Stopped):
+            return (outcome.cause, outcome.text if outcome.text is not None else self.text,
+                    outcome.error)
+        raise AssertionError(f"a run cannot finish on {outcome!r}")  # pragma: no cover
+
+    def _finish(self, outcome: TurnOutcome) -> ev.Event:
+        stop, text, error = self._ended(outcome)
+        if error is not None:
+            self.error = error
         conv = self.conversation
         result = RunResult(
             text=text,

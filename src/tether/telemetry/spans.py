@@ -371,6 +371,23 @@ class RunTelemetry:
             span.set_attribute("gen_ai.tool.call.result", event.result.content)
         span.end()
 
+    def _hook_decided(self, event: ev.HookDecided) -> None:
+        """A hook's answer: ``tether.hook.<point>`` on the call's span (the tool points) or
+        the run's, and a ``tether.hook.decided`` event there. Its reason is the hook's words,
+        which may quote what it checked: recorded with the content only."""
+        call = None
+        if event.call_id is not None:
+            call = self._running(event.call_id) or self._gated(event.call_id)
+        span = call.span if call is not None else self.run_span
+        if span is None:
+            return
+        span.set_attribute(f"tether.hook.{event.point}", event.verdict)
+        decided = {"tether.hook.name": event.hook, "tether.hook.point": event.point,
+                   "tether.hook.verdict": event.verdict}
+        if self.content and event.reason:
+            decided["tether.hook.reason"] = event.reason
+        span.add_event("tether.hook.decided", decided)
+
     def _gated(self, call_id: str) -> _Call | None:
         """The call the gate is deciding: the last one requested with this id (the gate
         decides calls one by one, in the order they were requested)."""
@@ -430,6 +447,7 @@ _HANDLERS: dict[str, Callable[[RunTelemetry, Any], None]] = {
     "subagent_started": RunTelemetry._subagent_started,
     "subagent_finished": RunTelemetry._subagent_finished,
     "tool_finished": RunTelemetry._tool_finished,
+    "hook_decided": RunTelemetry._hook_decided,
 }
 
 

@@ -118,10 +118,13 @@ class TetherActivities:
                                              f"the tool's schema on this worker: {e}. It "
                                              f"was not run.", is_error=True,
                                              from_outside=False))
-        # The call's run is the workflow's; here it is the worker's agent at the call's path.
-        scope = RunScope(agent, tuple(call.get("path") or ()), None, Spend(agent.settings))
+        # The call's run is the workflow's; here it is the worker's agent at the call's path,
+        # with the dependencies this worker builds (a run's own never enter history).
+        deps = runtime.deps()
+        scope = RunScope(agent, tuple(call.get("path") or ()), None, Spend(agent.settings),
+                         deps)
         ctx = ToolContext(str(call["call_id"]), name, Taint.from_dict(call["taint"]),
-                          agent.workspace, agent.security, None, run=scope)
+                          agent.workspace, agent.security, None, run=scope, deps=deps)
         async with _heartbeats():
             output = await call_handler(name, tool, arguments, ctx, call.get("timeout_secs"))
         limit = int(call["max_result_chars"])

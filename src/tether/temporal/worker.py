@@ -18,7 +18,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,18 +45,26 @@ _OVERRIDABLE = {"default_provider", "agent", "providers", "tools"}
 
 class WorkerRuntime:
     """What a worker holds for its whole life: its configuration, one agent built from it
-    (its tools and providers; its MCP servers started), and the blob store."""
+    (its tools and providers; its MCP servers started), the blob store, and the factory of
+    the host's dependencies its tools are given (``deps``: a durable run does not carry a
+    run's ``deps`` through history; each worker builds them)."""
 
-    def __init__(self, workspace: Path, config: Config, agent: Agent, blobs: BlobStore) -> None:
+    def __init__(self, workspace: Path, config: Config, agent: Agent, blobs: BlobStore,
+                 deps: Callable[[], Any] | None = None) -> None:
         self.workspace = workspace
         self.config = config
         self.agent = agent
         self.blobs = blobs
+        self.deps_factory = deps
         self._models: dict[tuple[str, str], Provider] = {}
 
+    def deps(self) -> Any:
+        """The dependencies for one tool call: what the factory makes (None without one)."""
+        return None if self.deps_factory is None else self.deps_factory()
+
     @classmethod
-    async def start(cls, workspace: str | Path = ".", config: Config | None = None
-                    ) -> WorkerRuntime:
+    async def start(cls, workspace: str | Path = ".", config: Config | None = None,
+                    deps: Callable[[], Any] | None = None) -> WorkerRuntime:
         ws = Path(workspace).resolve()
         cfg = config or load_config(ws)
         # Nobody to ask on a worker: approvals are the workflow's (by signal).
@@ -66,7 +74,7 @@ class WorkerRuntime:
             else default_blobs(os.environ)
         if not blob_dir.is_absolute():
             blob_dir = ws / blob_dir
-        return cls(ws, cfg, agent, BlobStore(blob_dir))
+        return cls(ws, cfg, agent, BlobStore(blob_dir), deps)
 
     async def aclose(self) -> None:
         for provider in self._models.values():
@@ -193,9 +201,11 @@ async def connect(section: TemporalSection) -> Any:
 async def serve(workspace: str | Path = ".", *, config: Config | None = None,
                 task_queue: str | None = None, identity: str | None = None,
                 stop: asyncio.Event | None = None,
-                ready: Any = None) -> None:
+                ready: Any = None, deps: Callable[[], Any] | None = None) -> None:
     """Serve until ``stop`` is set (or the task is cancelled). ``ready(task_queue)`` is
-    called once the worker polls its task queue."""
+    called once the worker polls its task queue. ``deps()`` makes the host's dependencies
+    each tool call of this worker is given (``ToolContext.deps``): they never travel in a
+    workflow's history, so a worker builds its own (return a shared object to share it)."""
     require()
     from temporalio.worker import Worker
 
@@ -206,7 +216,7 @@ async def serve(workspace: str | Path = ".", *, config: Config | None = None,
 
     cfg = config or load_config(workspace)
     client = await connect(cfg.temporal)
-    runtime = await WorkerRuntime.start(workspace, cfg)
+    runtime = await WorkerRuntime.start(workspace, cfg, deps)
     use_local_tools(lambda: runtime.agent.tools)
     stop = stop or asyncio.Event()
     queue = task_queue or cfg.temporal.task_queue

@@ -106,13 +106,17 @@ def _tool_from_function(
     hints = _type_hints(fn)
     fields: dict[str, Any] = {}
     context_param: str | None = None
+    deps_type: type | None = None  # what ``ctx: ToolContext[MyDeps]`` declares
     for pname, param in sig.parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ToolError(f"tool {fn.__name__}: *args/**kwargs parameters cannot be described "
                             "to a model; name each parameter")
         annotation = hints.get(pname, Any)
-        if annotation is ToolContext:
+        if annotation is ToolContext or typing.get_origin(annotation) is ToolContext:
             context_param = pname
+            declared = typing.get_args(annotation)
+            if declared and isinstance(declared[0], type) and declared[0] is not type(None):
+                deps_type = declared[0]
             continue
         default = ... if param.default is param.empty else param.default
         fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
@@ -138,6 +142,11 @@ def _tool_from_function(
     def keywords(arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         kwargs = dict(arguments)
         if context_param is not None:
+            if deps_type is not None and not isinstance(ctx.deps, deps_type):
+                # The host's mistake, said in types only: the model never reads a dependency.
+                raise ToolError(f"{tool_name} needs deps of type {deps_type.__name__} "
+                                f"(ToolContext[{deps_type.__name__}]); the run was given "
+                                f"{type(ctx.deps).__name__}")
             kwargs[context_param] = ctx
         return kwargs
 

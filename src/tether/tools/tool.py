@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 
 from tether.bounds import Spend
 from tether.errors import ToolError
@@ -26,7 +26,17 @@ from tether.tools.threads import start_in_daemon_thread
 from tether.trust import NO_CAPABILITIES, Capabilities, SecurityConfig, Taint
 
 if TYPE_CHECKING:  # the engine's protocol, above this floor: named, never imported
+    from typing_extensions import TypeVar
+
     from tether.run.host import RunHost
+
+    # A host's dependencies (``Agent[DepsT]``, ``ToolContext[DepsT]``); ``None`` when not
+    # given, so a bare ``Agent`` or ``ToolContext`` is one without (PEP 696).
+    DepsT = TypeVar("DepsT", default=None)
+else:
+    from typing import TypeVar
+
+    DepsT = TypeVar("DepsT")  # the default is for type checkers (typing has it from 3.13)
 
 
 class ArgumentError(ValueError):
@@ -67,17 +77,20 @@ class RunScope:
     ``path`` names the delegating calls down to this one, outermost first, this call's id
     last; ``interrupt`` stops this run (and should stop what the tool runs); ``spend`` is
     what this run has spent, chained to the runs above it: a child's ``Spend`` is made
-    under it, so the budgets of every run above cover the child's usage as it happens.
+    under it, so the budgets of every run above cover the child's usage as it happens;
+    ``deps`` are the host's dependencies given to the run (``agent.run(..., deps=...)``),
+    which a delegated run is given too.
     """
 
     agent: RunHost
     path: tuple[str, ...]
     interrupt: asyncio.Event | None
     spend: Spend
+    deps: Any = None
 
 
 @dataclass(slots=True)
-class ToolContext:
+class ToolContext(Generic[DepsT]):
     """What a running tool may know about its call. Declare a parameter of this type in a
     ``@tool`` function to receive it; it is not part of the model-visible schema.
 
@@ -85,8 +98,12 @@ class ToolContext:
     run's listener (a sub-agent's events travel this way); ``run`` is the run the call
     belongs to, everything delegation needs (``None`` when a host calls a handler itself);
     ``sources`` are, for a delegation, the texts the model had seen when the call ran, with
-    their labels (it hands the trusted ones to its child); other tools get none. Every field
-    is typed: there is no bag of untyped extras to fish things out of."""
+    their labels (it hands the trusted ones to its child); other tools get none. ``deps``
+    are the host's dependencies the run was given (``agent.run(prompt, deps=...)``), typed
+    as the tool declares them: ``ctx: ToolContext[MyDeps]``. They reach the tool and
+    nothing else (not the model, the session store, telemetry or a durable run's
+    history). Every field is typed: there is no bag of untyped extras to fish things out
+    of."""
 
     call_id: str
     tool_name: str
@@ -96,6 +113,7 @@ class ToolContext:
     emit: Callable[[Event], Awaitable[None]] | None = None
     run: RunScope | None = None
     sources: tuple[Source, ...] = ()
+    deps: DepsT = None  # type: ignore[assignment]  # None when the run was given none
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
