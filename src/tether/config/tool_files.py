@@ -30,7 +30,7 @@ from tether.tools.toolsets import Toolset
 def load_tools(reference: str) -> list[Tool | Toolset]:
     """The tools ``reference`` names (see the module docstring); a ConfigError says why
     there are none."""
-    target, attr = _split(reference)
+    target, attr = split_reference(reference)
     module = _import_file(Path(target)) if _is_path(target) else _import_module(target)
     if attr is not None:
         if not hasattr(module, attr):
@@ -59,7 +59,8 @@ def load_tool_references(references: Iterable[str]) -> list[Tool | Toolset]:
     return out
 
 
-def _split(reference: str) -> tuple[str, str | None]:
+def split_reference(reference: str) -> tuple[str, str | None]:
+    """A reference's target (a path or a module) and its ``:attr``, if any."""
     # "C:\\x.py" has a drive colon; only a colon after the last path separator names an attr.
     head, sep, tail = reference.rpartition(":")
     if sep and tail and "/" not in tail and "\\" not in tail and tail.isidentifier():
@@ -127,7 +128,7 @@ def python_files(references: Iterable[str]) -> list[Path]:
     place). A module that cannot be found names nothing (loading it fails anyway)."""
     out: list[Path] = []
     for reference in references:
-        target, _ = _split(reference)
+        target, _ = split_reference(reference)
         origin: str | None = target
         if not _is_path(target):
             try:
