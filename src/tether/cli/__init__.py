@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         chat,
         config,
         doctor,
+        eval,
         local,
         logs,
         run,
@@ -112,8 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", "-w", default=".",
                         help="the workspace folder (tether.toml, file tools' root)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in (run, tools, config, doctor, chat, batch, sessions, logs, local, worker,
-                    approvals):
+    for command in (run, tools, config, doctor, chat, batch, eval, sessions, logs, local,
+                    worker, approvals):
         command.add_cli(sub)
     return parser
 
