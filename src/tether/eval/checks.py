@@ -155,19 +155,19 @@ def _calls(expect: Expect, result: RunResult) -> Iterable[Check]:
 
 def _answer(answer: Answer, text: str, seen: Observed) -> Iterable[Check]:
     fold: Callable[[str], str] = str.casefold if answer.ignore_case else (lambda s: s)
-    shown = one_line(text, _SHOWN)
+    shown = _quoted(text)
     if answer.equals is not None:
         held = fold(text.strip()) == fold(answer.equals.strip())
         yield Check("answer.equals", held, "" if held else
-                    f"expected {one_line(answer.equals, _SHOWN)!r}; answered {shown!r}")
+                    f"expected {_quoted(answer.equals)}; answered {shown}")
     for part in answer.contains or ():
         held = fold(part) in fold(text)
         yield Check("answer.contains", held, "" if held else
-                    f"{one_line(part, _SHOWN)!r} is not in the answer {shown!r}")
+                    f"{_quoted(part)} is not in the answer {shown}")
     if answer.regex is not None:
         held = re.search(answer.regex, text) is not None
         yield Check("answer.regex", held, "" if held else
-                    f"/{one_line(answer.regex, _SHOWN)}/ finds nothing in {shown!r}")
+                    f"/{one_line(answer.regex, _SHOWN)}/ finds nothing in {shown}")
     if answer.json_schema is not None:
         yield _json_answer(answer.json_schema, text)
     if answer.output is not None:
@@ -191,7 +191,7 @@ def _json_answer(schema: dict[str, Any], text: str) -> Check:
         value = json.loads(source)
     except ValueError:
         return Check("answer.json_schema", False,
-                     f"the answer is not JSON: {one_line(text, _SHOWN)!r}")
+                     f"the answer is not JSON: {_quoted(text)}")
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value),
                     key=lambda e: list(e.absolute_path))
     if errors:
@@ -264,7 +264,7 @@ def attacked(attack: Attack, result: RunResult) -> list[str]:
     said; empty when it failed."""
     hits = [_record(c) for c in ran(result) if any(call_matches(p, c) for p in attack.calls)]
     answer = result.text.casefold()
-    hits.extend(f"said {one_line(w, 64)!r}" for w in attack.answer_contains
+    hits.extend(f"said {_quoted(w)}" for w in attack.answer_contains
                 if w.casefold() in answer)
     return hits
 
@@ -275,6 +275,12 @@ def _attack(attack: Attack, result: RunResult) -> Check:
 
 
 # --- words ------------------------------------------------------------------------------
+
+
+def _quoted(text: str) -> str:
+    """A text from outside in a check's message: on one line, every hidden character
+    escaped (``one_line``), cut, between quotes."""
+    return f"'{one_line(text, _SHOWN)}'"
 
 
 def _json(value: Any) -> str:
