@@ -33,6 +33,8 @@ def add_cli(sub: Any) -> None:
     add_local_flag(p)
     p.add_argument("-c", "--concurrency", type=_positive, default=4, metavar="N",
                    help="runs at once (4)")
+    p.add_argument("--case", action="append", metavar="GLOB",
+                   help="only the cases whose id matches (repeatable; * and ? as in a shell)")
     p.add_argument("--repeat", type=_positive, metavar="N",
                    help="runs per case (else each case's repeat, else 1)")
     p.add_argument("--seed", type=int, metavar="S",
@@ -78,6 +80,20 @@ def _share(text: str) -> float:
     return value
 
 
+def _only(suite: Any, patterns: list[str] | None) -> Any:
+    """The suite with the cases ``--case`` names (all without it)."""
+    if not patterns:
+        return suite
+    import fnmatch
+
+    from tether.eval.cases import EvalError
+
+    kept = [c for c in suite.cases if any(fnmatch.fnmatchcase(c.id, p) for p in patterns)]
+    if not kept:
+        raise EvalError(f"--case {' '.join(patterns)}: no case of {len(suite.cases)} matches")
+    return suite.model_copy(update={"cases": kept})
+
+
 def runs_path(out: str) -> Path:
     """Where a report's run records go as they end: ``REPORT.runs.jsonl`` beside it."""
     path = Path(out)
@@ -95,7 +111,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         error("--resume reads the runs of -o REPORT.json: name it")
         return EXIT_ERROR
-    suite = load_suite(args.cases)  # a bad file stops here, before anything runs
+    suite = _only(load_suite(args.cases), args.case)  # a bad file stops here
+    if args.out and not args.resume:
+        runs = runs_path(args.out)
+        if runs.exists() and runs.stat().st_size > 0:
+            from tether.cli.common import error
+
+            error(f"{runs} already holds runs: --resume runs only the rest, or remove it to "
+                  f"start over")
+            return EXIT_ERROR
     baseline = read_report(args.baseline) if args.baseline else None
     err = stderr_console()
     view = TerminalProgress(err, "eval") if err.is_terminal else PlainProgress("eval", "run")
