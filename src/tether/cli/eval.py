@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import fnmatch
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,8 +85,6 @@ def _only(suite: Any, patterns: list[str] | None) -> Any:
     """The suite with the cases ``--case`` names (all without it)."""
     if not patterns:
         return suite
-    import fnmatch
-
     from tether.eval.cases import EvalError
 
     kept = [c for c in suite.cases if any(fnmatch.fnmatchcase(c.id, p) for p in patterns)]
