@@ -117,3 +117,26 @@ def test_a_bad_case_file_stops_before_anything_runs(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "cases.yaml line 11: case \"weather\": expect.answr: unknown key" in done.stderr
     assert not (tmp_path / "report.json").exists()
+
+
+def test_case_picks_cases_and_a_runs_file_with_runs_is_refused_before_anything_runs(
+        tmp_path: Path) -> None:
+    other = SUITE.replace("id: weather", "id: other").removeprefix("cases:\n")
+    (tmp_path / "cases.yaml").write_text(SUITE + other)
+    with LoopbackServer() as server:
+        env = workspace(tmp_path, server.url)
+        server.queue(tool_call("get_weather", {"city": "Paris"}), chat_completion("sunny"))
+        done = run(tmp_path, env, "cases.yaml", "--case", "oth*", "--repeat", "1", "-o",
+                   "report.json", "--no-log")
+        assert done.returncode == 0, done.stderr
+        report = json.loads((tmp_path / "report.json").read_text())
+        assert [c["id"] for c in report["cases"]] == ["other"]
+        done = run(tmp_path, env, "cases.yaml", "--case", "oth*", "-o", "report.json")
+        assert done.returncode == 1
+        assert "report.runs.jsonl already holds runs: --resume runs only the rest" in \
+            done.stderr
+        assert "each run is logged" not in done.stderr
+        done = run(tmp_path, env, "cases.yaml", "--case", "nothing*")
+        assert len(server.requests) == 2
+    assert done.returncode == 1
+    assert "--case nothing*: no case of 2 matches" in done.stderr
