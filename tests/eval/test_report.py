@@ -164,3 +164,29 @@ def test_the_python_api_runs_a_case_file_from_a_pytest_test(tmp_path: Path) -> N
         repeat=3))
     assert report.passed, report.summary
     assert report.case("w").passes == 3
+
+
+def test_a_run_that_cannot_start_fails_saying_why_and_the_others_run(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text("def oops(:\n")
+    cases = [{"id": "broken", "prompt": "hi", "tools_file": str(tmp_path / "broken.py")},
+             {"id": "fine", "prompt": "hi", "expect": {"answer": {"contains": "sunny"}}}]
+    report = suite_report(cases, "sunny")
+    broken, fine = report.cases
+    (run,) = broken.runs
+    assert run.failed[0]["name"] == "run" and "broken.py" in run.failed[0]["detail"]
+    assert fine.passed
+
+    def failing(case: Case, repeat: int) -> Scripted:
+        raise RuntimeError("no model today")
+
+    (run,) = asyncio.run(run_suite(suite_from_value(cases[1:]), failing)).cases[0].runs
+    assert run.failed == [{"name": "run", "passed": False,
+                           "detail": "RuntimeError: no model today"}]
+
+
+def test_an_answer_nested_too_deep_for_json_is_not_json() -> None:
+    from tests.eval.helpers import evaluate, failed
+
+    deep = "[" * 100_000 + "]" * 100_000
+    run = evaluate({"expect": {"answer": {"json_schema": {"type": "array"}}}}, deep)
+    assert failed(run)["answer.json_schema"].startswith("the answer is not JSON: '[[[")

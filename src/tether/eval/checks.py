@@ -19,6 +19,7 @@ import jsonschema
 from tether import events as ev
 from tether.display import json_text, one_line
 from tether.eval.cases import Answer, Attack, CallPattern, Case, Expect
+from tether.messages import loads_bounded
 from tether.result import RunResult, ToolCallRecord
 
 RAN = ("ok", "error")
@@ -188,7 +189,7 @@ def _json_answer(schema: dict[str, Any], text: str) -> Check:
     fenced = _FENCED.findall(text)
     source = fenced[0] if len(fenced) == 1 else text
     try:
-        value = json.loads(source)
+        value = loads_bounded(source)
     except ValueError:
         return Check("answer.json_schema", False,
                      f"the answer is not JSON: {_quoted(text)}")

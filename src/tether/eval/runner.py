@@ -18,7 +18,6 @@ from tether.agent import Agent
 from tether.approval import ApprovalRequest, Decision
 from tether.batch import BatchItem, BatchProgress, ItemResult, drive_batch, plan_batch
 from tether.conversation import Conversation, SessionLike
-from tether.errors import TetherError
 from tether.eval.cases import CallPattern, Case, EvalError, Suite
 from tether.eval.checks import Check, Observed, attacked, judge, value_matches
 from tether.eval.files import load_suite
@@ -109,11 +108,7 @@ async def run_suite(
     started = time.perf_counter()
 
     async def run_item(item: BatchItem) -> ItemResult:
-        run = by_id[item.id]
-        provider: Provider = model if _is_provider(model) else model(  # type: ignore[assignment,operator]
-            run.case, run.repeat)
-        session = session_for(run) if session_for is not None else None
-        return await run_case(run, provider, base, judge_model, session)
+        return await run_case(by_id[item.id], model, base, judge_model, session_for)
 
     results = await drive_batch(todo, run_item, skipped=len(items) - len(todo),
                                 concurrency=concurrency, out=runs_file,
@@ -146,22 +141,28 @@ def case_settings(case: Case, base: AgentSettings) -> AgentSettings:
     return replace(base, **changes) if changes else base
 
 
-async def run_case(run: EvalRun, model: Provider, base: AgentSettings,
+async def run_case(run: EvalRun, model: Provider | ModelFor, base: AgentSettings,
                    judge_model: Provider | None = None,
-                   session: SessionLike | None = None) -> ItemResult:
+                   session_for: Callable[[EvalRun], SessionLike] | None = None) -> ItemResult:
     """One repeat of a case on a fresh agent and conversation, judged; its record is the
     ``ItemResult``'s ``meta`` (what the runs file keeps)."""
     case = run.case
     started = time.perf_counter()
     seen: Observed
+    session: SessionLike | None = None
     try:
+        provider: Provider = model if _is_provider(model) else model(  # type: ignore[assignment,operator]
+            case, run.repeat)
+        session = session_for(run) if session_for is not None else None
         approver = CaseApprover(case.approve) if case.approve else None
-        agent = Agent.from_settings(model, case_settings(case, base), tools=case_tools(case),
-                                    approver=approver)
+        agent = Agent.from_settings(provider, case_settings(case, base),
+                                    tools=case_tools(case), approver=approver)
         seen = await _observe(agent, case, session, started)
     except EvalError as e:
         seen = Observed(None, time.perf_counter() - started, error=str(e))
-    except TetherError as e:  # a tools file that does not load, a setting out of range
+    except Exception as e:  # one run's failure is its record, not the suite's end
+        # A tools file that does not load, a setting out of range, a model factory that
+        # failed: the run fails, saying why; the other runs go on.
         seen = Observed(None, time.perf_counter() - started, error=f"{type(e).__name__}: {e}")
     checks = judge(case, seen)
     result = seen.result
