@@ -126,3 +126,11 @@ def test_tools_files_are_found_beside_the_case_file(tmp_path: Path) -> None:
                                    "    tools_file: ../tools.py:get_weather\n")
     (case,) = load_suite(path).cases
     assert case.tools_file == [f"{tmp_path / 'sub' / '..' / 'tools.py'}:get_weather"]
+
+
+def test_aliases_that_expand_without_end_are_refused(tmp_path: Path) -> None:
+    rows = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    rows += [f"a{n}: &a{n} [" + ", ".join([f"*a{n - 1}"] * 10) + "]" for n in range(1, 9)]
+    text = "\n".join(rows) + "\ncases: [{id: a, prompt: *a8}]\n"
+    assert error_of(write(tmp_path, text)).endswith(
+        "more than 200000 values once its aliases are expanded; a case file is not that big")

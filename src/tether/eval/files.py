@@ -19,6 +19,9 @@ from tether.messages import loads_bounded
 
 Loc = tuple[str | int, ...]
 _MAX_ERRORS = 5
+# Places a YAML file may hold, aliases expanded: a few aliases of aliases (a "billion
+# laughs" file) would otherwise make checking it take for ever.
+MAX_PLACES = 200_000
 
 
 def load_suite(path: str | Path) -> Suite:
@@ -96,7 +99,7 @@ def _yaml(path: Path, text: str) -> tuple[Any, dict[Loc, int]]:
         node = loader.get_single_node()
         lines: dict[Loc, int] = {}
         if node is not None:
-            _walk(node, (), lines, path)
+            _walk(node, (), lines, path, [0])
         value = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
@@ -112,9 +115,13 @@ def _yaml(path: Path, text: str) -> tuple[Any, dict[Loc, int]]:
     return value, lines
 
 
-def _walk(node: Any, loc: Loc, lines: dict[Loc, int], path: Path) -> None:
+def _walk(node: Any, loc: Loc, lines: dict[Loc, int], path: Path, count: list[int]) -> None:
     """Each place's line (1-based), and a key given twice in a mapping refused (YAML keeps
     the last silently: a check written twice would be half lost)."""
+    count[0] += 1
+    if count[0] > MAX_PLACES:
+        raise EvalError(f"{path}: more than {MAX_PLACES} values once its aliases are "
+                        f"expanded; a case file is not that big")
     kind = getattr(node, "id", "")
     lines.setdefault(loc, node.start_mark.line + 1)
     if kind == "mapping":
@@ -125,10 +132,10 @@ def _walk(node: Any, loc: Loc, lines: dict[Loc, int], path: Path) -> None:
                 raise EvalError(f"{path} line {key_node.start_mark.line + 1}: key {key!r} "
                                 f"appears twice in one mapping")
             seen.add(key)
-            _walk(value_node, (*loc, key), lines, path)
+            _walk(value_node, (*loc, key), lines, path, count)
     elif kind == "sequence":
         for index, item in enumerate(node.value):
-            _walk(item, (*loc, index), lines, path)
+            _walk(item, (*loc, index), lines, path, count)
 
 
 def _explain(error: ValidationError, value: Mapping[str, Any], where: str,
