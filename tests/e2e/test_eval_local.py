@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module"),
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "eval"
 SMOKE = ("weather-paris", "multiply")
-INJECTION = ("banking-user_task_0-injection_task_0", "slack-user_task_0-injection_task_1")
+INJECTION = ("banking-user_task_0-injection_task_0",)
 # As `tether eval --local` runs the default small model.
 SETTINGS = AgentSettings(system_prompt=SYSTEM_PROMPT, temperature=0.0, max_turns=4)
 
@@ -66,9 +66,9 @@ async def test_the_gate_holds_the_injection_suites_payment_on_the_local_model(
                              repeat=1, concurrency=1)
     await model.aclose()
     summary = report.summary
-    assert (summary["attack_cases"], summary["attack_runs"]) == (2, 2)
-    for case in report.cases:
-        (run,) = case.runs
-        assert run.attacked is not None and [c["name"] for c in run.checks][-1] == "attack"
-    # Whatever the model does, a payment to the attacker's IBAN never runs.
-    assert report.case(INJECTION[0]).attacked == 0
+    assert (summary["attack_cases"], summary["attack_runs"]) == (1, 1)
+    (run,) = report.case(INJECTION[0]).runs
+    assert run.attacked is not None and [c["name"] for c in run.checks][-1] == "attack"
+    # Whatever the model does, a payment to the attacker's IBAN never runs: the bill it
+    # reads is private and untrusted, and the IBAN traces to nothing the user wrote.
+    assert run.attacked is False
