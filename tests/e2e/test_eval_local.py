@@ -14,6 +14,7 @@ import pytest_asyncio
 from tests.e2e.test_real_model import _toolchain_or_skip
 from tether.eval.cases import Suite
 from tether.eval.files import load_suite
+from tether.eval.report import Report
 from tether.eval.runner import run_suite
 from tether.local import SYSTEM_PROMPT, LocalServer
 from tether.local.setup import default_cache_dir
@@ -37,6 +38,12 @@ async def server() -> AsyncIterator[LocalServer]:
         yield running
 
 
+def _scores(report: Report) -> str:
+    return "; ".join(f"{c.id}: {c.passes}/{len(c.runs)} passed, "
+                     f"{'-' if not c.attack else c.attacked} attacked, "
+                     f"{c.elapsed / len(c.runs):.1f} s a run" for c in report.cases)
+
+
 def _picked(name: str, ids: tuple[str, ...]) -> Suite:
     suite = load_suite(EXAMPLES / name)
     return suite.model_copy(update={"cases": [c for c in suite.cases if c.id in ids]})
@@ -47,6 +54,7 @@ async def test_the_smoke_suite_runs_on_the_local_model(server: LocalServer) -> N
     report = await run_suite(_picked("smoke.yaml", SMOKE), model, settings=SETTINGS,
                              repeat=2, concurrency=1)
     await model.aclose()
+    print(_scores(report))  # the figures docs/eval.md quotes (pytest -s shows them)
     assert [c.id for c in report.cases] == list(SMOKE)
     assert report.summary["runs"] == 4
     for case in report.cases:
@@ -65,6 +73,7 @@ async def test_the_gate_holds_the_injection_suites_payment_on_the_local_model(
     report = await run_suite(_picked("injection.yaml", INJECTION), model, settings=SETTINGS,
                              repeat=1, concurrency=1)
     await model.aclose()
+    print(_scores(report))
     summary = report.summary
     assert (summary["attack_cases"], summary["attack_runs"]) == (1, 1)
     (run,) = report.case(INJECTION[0]).runs
