@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         chat,
         config,
         doctor,
+        eval,
         local,
         logs,
         mcp,
@@ -113,8 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", "-w", default=".",
                         help="the workspace folder (tether.toml, file tools' root)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in (run, tools, config, doctor, chat, batch, sessions, logs, local, worker,
-                    approvals, mcp):
+    for command in (run, tools, config, doctor, chat, batch, eval, sessions, logs, local,
+                    worker, approvals, mcp):
         command.add_cli(sub)
     return parser
 

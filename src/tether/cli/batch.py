@@ -46,7 +46,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
     err = stderr_console()
     items = read_items(args.input)
-    view = _TerminalProgress(err, args.out) if err.is_terminal else _PlainProgress()
+    view = TerminalProgress(err) if err.is_terminal else PlainProgress()
     try:
         results = asyncio.run(_batch(args, items, view))
     except KeyboardInterrupt:
@@ -110,19 +110,21 @@ def _tokens(usage: Usage) -> str:
     return f"in {usage.input_tokens} · out {usage.output_tokens}"
 
 
-class _PlainProgress:
-    """One line per finished item, for logs and pipes (no TTY)."""
+class PlainProgress:
+    """One line per finished item, for logs and pipes (no TTY); ``label`` names the command
+    and ``noun`` what it runs (``tether eval`` runs repeats)."""
 
-    def __init__(self) -> None:
+    def __init__(self, label: str = "batch", noun: str = "item") -> None:
         self.progress: BatchProgress | None = None
         self._announced = False
+        self._label, self._noun = label, noun
 
     def __call__(self, p: BatchProgress) -> None:
         self.progress = p
         if not self._announced:
             self._announced = True
             skipped = f", {p.skipped} already done (skipped)" if p.skipped else ""
-            self._line(f"batch: {p.total} item(s) to run{skipped}")
+            self._line(f"{self._label}: {p.total} {self._noun}(s) to run{skipped}")
         r = p.last
         if r is None:
             return
@@ -146,15 +148,16 @@ class _PlainProgress:
         return None
 
 
-class _TerminalProgress:
+class TerminalProgress:
     """A rich progress bar: finished/total, ok, failed, running, tokens."""
 
-    def __init__(self, err: Any, out: str) -> None:
+    def __init__(self, err: Any, label: str = "batch") -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.progress: BatchProgress | None = None
         self._bar = Progress(
-            TextColumn("[bold]batch[/]"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+            TextColumn(f"[bold]{label}[/]"), BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
             TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), console=err,
             transient=False)
         self._task: Any = None

@@ -32,7 +32,7 @@ from tether.tools.toolsets import Toolset
 def load_tools(reference: str) -> list[Tool | Toolset]:
     """The tools ``reference`` names (see the module docstring); a ConfigError says why
     there are none."""
-    target, attr = _split(reference)
+    target, attr = split_reference(reference)
     module = _import_file(Path(target)) if _is_path(target) else _import_module(target)
     if attr is not None:
         if not hasattr(module, attr):
@@ -61,7 +61,8 @@ def load_tool_references(references: Iterable[str]) -> list[Tool | Toolset]:
     return out
 
 
-def _split(reference: str) -> tuple[str, str | None]:
+def split_reference(reference: str) -> tuple[str, str | None]:
+    """A reference's target (a path or a module) and its ``:attr``, if any."""
     # "C:\\x.py" has a drive colon; only a colon after the last path separator names an attr.
     head, sep, tail = reference.rpartition(":")
     if sep and tail and "/" not in tail and "\\" not in tail and tail.isidentifier():
@@ -124,7 +125,7 @@ def load_hook(reference: str) -> Hook:
     """The hook ``reference`` names (``[[hooks]] python``): ``file.py:name`` or
     ``module:name``, loaded as a tool file is. A class or a function there is called with no
     arguments to make the hook; what it names must have a hook method."""
-    target, attr = _split(reference)
+    target, attr = split_reference(reference)
     if attr is None:
         raise ConfigError(f"[[hooks]] python = {reference!r}: name the hook after a colon "
                           f"(hooks.py:audit, or a module's: tether.guardrails:"
@@ -156,7 +157,7 @@ def python_files(references: Iterable[str]) -> list[Path]:
     place). A module that cannot be found names nothing (loading it fails anyway)."""
     out: list[Path] = []
     for reference in references:
-        target, _ = _split(reference)
+        target, _ = split_reference(reference)
         origin: str | None = target
         if not _is_path(target):
             try:
