@@ -102,7 +102,8 @@ class TurnView:
     """What the gate knows of one turn: its tools, the conversation's taint, the turn's
     forecast, which calls (by position) are armed sends, which are exposed (untrusted text
     could have chosen their values: the conversation holds some, or another call of the
-    turn brings some), and the texts the model has seen (``sources``, for provenance)."""
+    turn brings some), the texts the model has seen (``sources``, for provenance) and the
+    secret values they hold (``secrets``)."""
 
     tools: Mapping[str, Tool]
     taint: Taint
@@ -112,11 +113,12 @@ class TurnView:
     permission_mode: PermissionMode
     exposed: Mapping[int, bool] = field(default_factory=dict)
     sources: tuple[pv.Source, ...] = ()
+    secrets: tuple[str, ...] = ()
 
 
 def view_turn(calls: Sequence[ToolCall], tools: Mapping[str, Tool], taint: Taint,
               security: SecurityConfig, permission_mode: PermissionMode,
-              sources: Sequence[pv.Source] = ()) -> TurnView:
+              sources: Sequence[pv.Source] = (), secrets: Sequence[str] = ()) -> TurnView:
     """The turn as the gate sees it. The interlock looks at every known call of the turn at
     once (a read and a send in one turn cannot slip through one by one). ``sources`` are
     the texts the model has seen (``tether.provenance.sources_of``); without them nothing
@@ -129,7 +131,7 @@ def view_turn(calls: Sequence[ToolCall], tools: Mapping[str, Tool], taint: Taint
     exposed = {i: forecast(taint, (c for j, c in zip(known, capabilities, strict=True)
                                    if j != i)).untrusted for i in known}
     return TurnView(tools, taint, forecast(taint, capabilities), armed, security,
-                    permission_mode, exposed, tuple(sources))
+                    permission_mode, exposed, tuple(sources), tuple(secrets))
 
 
 # --- the stages --------------------------------------------------------------------------
@@ -197,10 +199,21 @@ def consequential(tool: Tool) -> bool:
 
 
 def trace_call(tool: Tool, arguments: dict[str, Any], turn: TurnView) -> list[pv.Trace]:
-    """Every value of the call the gate must trust, each traced to the turn's sources."""
+    """Every value of the call the gate must trust, each traced to the turn's sources. A
+    value the tool's own (believed) schema restricts to a closed vocabulary is not traced:
+    it names nothing outside the tool."""
     roles = {name: tool.parameter_role(name) for name in arguments}
-    return pv.trace_call(arguments, roles, sends=tool.capabilities.external_send,
-                         sources=turn.sources, names=pv.declared_names(tool.spec.schema_json))
+    traces = pv.trace_call(arguments, roles, sends=tool.capabilities.external_send,
+                           sources=turn.sources, names=pv.declared_names(tool.spec.schema_json))
+    closed = closed_paths(tool, arguments)
+    return [t for t in traces if t.argument not in closed] if closed else traces
+
+
+def closed_paths(tool: Tool, arguments: dict[str, Any]) -> frozenset[str]:
+    """The paths of the call's values in a closed vocabulary of its tool's own schema
+    (``tether.provenance.closed_paths``); none for a tool not believed about itself."""
+    return pv.closed_paths(arguments, tool.spec.schema_json) if tool.believed \
+        else frozenset()
 
 
 def arguments_traced(position: int, tool: Tool, arguments: dict[str, Any],
@@ -212,7 +225,8 @@ def arguments_traced(position: int, tool: Tool, arguments: dict[str, Any],
     if not turn.exposed.get(position, True):
         return True
     names = pv.declared_names(tool.spec.schema_json)
-    return all(pv.trace(path, "control", leaf, turn.sources).traced
+    closed = closed_paths(tool, arguments)
+    return all(path in closed or pv.trace(path, "control", leaf, turn.sources).traced
                for _, path, leaf in pv.values(arguments, names))
 
 
@@ -232,6 +246,27 @@ _FIXED_LEAK = ("this call can send data out, the conversation holds private data
 _UNANCHORED = ("the call acts while the conversation holds untrusted text, and none of its "
                "arguments names what it acts on or where it goes (it carries only content), "
                "so nothing ties it to what the user asked")
+
+
+def in_closed_directory(tool: Tool, arguments: dict[str, Any], traces: Sequence[pv.Trace],
+                        untraced: Sequence[pv.Trace], turn: TurnView) -> bool:
+    """Whether a send whose untraced values are all places its tool's closed directory
+    holds may stand (``Tool.closed_destinations``): each untraced value is a whole
+    destination or control argument the model was shown (on a list, in untrusted text;
+    never one it made up, nor a key), and either the call's whole content occurs verbatim
+    in the user's prompt, or it has no content and each of its destinations traces to the
+    user's prompt (a person the user named, added to a channel)."""
+    if not tool.closed_destinations or not tool.capabilities.external_send:
+        return False
+    if any(not t.untrusted_sources or t.argument not in arguments for t in untraced):
+        return False
+    content = [leaf for name in tool.content_params if name in arguments
+               for _, leaf in pv.leaves(arguments[name], name)]
+    if content:
+        return all(isinstance(v, str) and pv.in_prompt(v, turn.sources) for v in content)
+    destinations = [t for t in traces if t.role == "destination"]
+    return bool(destinations) and all(t.role == "control" for t in untraced) and all(
+        pv.USER_PROMPT in t.trusted_sources for t in destinations)
 
 
 def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[str, Any],
@@ -262,6 +297,12 @@ def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[
     # interlock arms it, whatever its values trace to.
     fixed = leak and tool.capabilities.external_send and not tool.destination_params
     verdict: ev.ProvenanceVerdict
+    if untraced and in_closed_directory(tool, arguments, traces, untraced, turn):
+        # The user's own words to a channel of the user's own workspace, or a person the
+        # user named added to one of its channels: whoever chose the place, nothing leaves
+        # the directory that the user did not write or name.
+        return Checked(Run(tool, arguments),
+                       (ev.ProvenanceChecked(call.id, call.name, "closed", traces),))
     if untraced:
         verdict = "untraced"
         why = _UNTRACED_LEAK if leak else _UNTRACED
@@ -300,9 +341,70 @@ def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[
                                                f"{why}. {logged}".strip())))
 
 
+_SECRET = ("the call would send out a value a tool declared secret (a password, a card or "
+           "passport number), and secrets never leave without a person")
+
+
+def keep_secrets(call: ToolCall, tool: Tool, arguments: dict[str, Any],
+                 turn: TurnView) -> Checked | None:
+    """3a. A send that holds, verbatim, a value a tool's result declared secret
+    (``tether.fields.Secret``), in any argument or key, whoever it goes to: refused, asked
+    about or waived as ``security.trifecta`` says (None: nothing secret in it)."""
+    if not turn.secrets or not tool.capabilities.external_send:
+        return None
+    names = pv.declared_names(tool.spec.schema_json)
+    held = list(dict.fromkeys(
+        path for _, path, leaf in pv.values(arguments, names)
+        if any(pv.holds_secret(str(leaf), secret) for secret in turn.secrets)))
+    if not held:
+        return None
+    said = "Secret values in: " + ", ".join(inline(p) for p in held) + "."
+    policy = turn.security.trifecta
+    if policy == "block":
+        return Checked(
+            Refuse("blocked", f"Blocked by policy: {_SECRET}. {said} It was not run. To let "
+                              f"a person decide, set [security] trifecta = \"ask\"."),
+            (ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy,
+                                f"{_SECRET}. {said}"),))
+    if policy == "ask":
+        return Checked(Ask(tool, arguments, "trifecta", f"Secret check: {_SECRET}. {said}",
+                           told=f"secrets: {_SECRET}. {said}".rstrip(".")),
+                       (ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy,
+                                           f"{_SECRET}; asking the approver. {said}"),))
+    return Checked(Run(tool, arguments),
+                   (ev.TrifectaWaived(call.id, call.name, turn.forecast, f"{_SECRET}. {said}"),))
+
+
+def endorse(call: ToolCall, tool: Tool, arguments: dict[str, Any],
+            turn: TurnView) -> Checked | None:
+    """4a. An endorsed destructive call (``security.endorse_destructive``): a destructive
+    tool's call, under the provenance rule, each of whose destination and control values
+    (one at least) traces to a trusted text, a short one (``tether.provenance.is_short``:
+    an id, a number) as the whole value of a service-written field of a record, runs
+    without asking. None: it is asked about as always (a tool that says it needs approval
+    of itself always is)."""
+    security = turn.security
+    if not security.endorse_destructive or security.rule != "provenance" \
+            or not tool.capabilities.destructive or tool.spec.needs_approval:
+        return None
+    traces = trace_call(tool, arguments, turn)
+    if not traces or not all(t.traced for t in traces):
+        return None
+    ids = {t.argument: pv.trace_id(t.value, turn.sources) for t in traces
+           if pv.is_short(t.value)}
+    if not all(ids.values()):
+        return None
+    why = "endorsed: every control value traces" + (
+        " (ids to " + "; ".join(f"{inline(a)}: {inline(s[0])}" for a, s in ids.items()) + ")"
+        if ids else "")
+    return Checked(Run(tool, arguments),
+                   (ev.ApprovalDecided(call.id, call.name, True, "once", "policy", why),))
+
+
 def permit(call: ToolCall, passed: Run | Ask, turn: TurnView) -> Checked:
     """4. The permission mode, and the tool's own need for approval: read-only mode refuses
-    a tool that can change things; a gated tool is asked about."""
+    a tool that can change things; a gated tool is asked about, unless it is an endorsed
+    destructive call (``endorse``)."""
     tool = passed.tool
     if turn.permission_mode == "read-only" and not tool.read_only:
         return Checked(
@@ -312,6 +414,9 @@ def permit(call: ToolCall, passed: Run | Ask, turn: TurnView) -> Checked:
             (ev.ApprovalDecided(call.id, call.name, False, "deny", "permission_mode",
                                 "read-only mode"),))
     if isinstance(passed, Run) and tool.needs_approval:
+        endorsed = endorse(call, tool, passed.arguments, turn)
+        if endorsed is not None:
+            return endorsed
         return Checked(Ask(tool, passed.arguments, "needs_approval",
                            f"{inline(tool.spec.display_name)} needs approval before it runs."))
     return Checked(passed)
@@ -326,12 +431,39 @@ def check(call: ToolCall, position: int, turn: TurnView) -> Checked:
     arguments = validate(call, tool)
     if isinstance(arguments, Refuse):
         return Checked(arguments)
+    secret = keep_secrets(call, tool, arguments, turn)
+    if secret is not None and isinstance(secret.verdict, Refuse):
+        return secret
     stage = trace_provenance if turn.security.rule == "provenance" else interlock
     interlocked = stage(call, position, tool, arguments, turn)
+    if secret is not None:
+        interlocked = _joined(secret, interlocked)
     if not isinstance(interlocked.verdict, Run | Ask):
         return interlocked
     permitted = permit(call, interlocked.verdict, turn)
     return Checked(permitted.verdict, interlocked.events + permitted.events)
+
+
+def _joined(secret: Checked, checked: Checked) -> Checked:
+    """The secrets stage's verdict (an ``Ask``, or a waiver's ``Run``) joined with the next
+    stage's: a refusal stands, two reasons to ask are one question naming both."""
+    verdict = checked.verdict
+    first = secret.verdict
+    if isinstance(first, Ask) and isinstance(verdict, Ask):
+        verdict = Ask(verdict.tool, verdict.arguments, verdict.reason,
+                      f"{first.explanation} {verdict.explanation}",
+                      f"{first.told}; {verdict.told}")
+    elif isinstance(first, Ask) and isinstance(verdict, Run):
+        verdict = first
+    return Checked(verdict, secret.events + checked.events)
+
+
+def secrets_of(conversation: Conversation) -> tuple[str, ...]:
+    """The secret values of the conversation's results, and of the sources a delegating
+    run handed it (each message read once: ``Conversation.index``)."""
+    inherited = [v for s in conversation.inherited_sources for v in s.secrets]
+    own = conversation.index().secrets
+    return (*inherited, *own) if inherited else tuple(own)
 
 
 # --- approval ----------------------------------------------------------------------------
@@ -484,10 +616,11 @@ async def judge_turn(
     # the conversation holds some, or a call of this turn reads some (any call then, not
     # only a send: a result is a trusted source only if its call's values trace). Walking
     # the whole conversation for them is skipped on a turn with nothing exposed.
-    traced = forecast(taint, (tools[c.name].capabilities for c in calls
-                              if c.name in tools)).untrusted
+    traced = settings.security.endorse_destructive or forecast(
+        taint, (tools[c.name].capabilities for c in calls if c.name in tools)).untrusted
+    sources = conversation.sources(settings.system_prompt) if traced else ()
     turn = view_turn(calls, tools, taint, settings.security, settings.permission_mode,
-                     conversation.sources(settings.system_prompt) if traced else ())
+                     sources, secrets_of(conversation))
     left = dict(decisions or {})
     allowed: list[Allowed] = []
     refused: dict[int, Done] = {}

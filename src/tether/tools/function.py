@@ -35,6 +35,7 @@ def tool(
     idempotent: bool = False,
     content_params: Iterable[str] = (),
     destination_params: Iterable[str] = (),
+    closed_destinations: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -51,6 +52,7 @@ def tool(
     idempotent: bool = False,
     content_params: Iterable[str] = (),
     destination_params: Iterable[str] = (),
+    closed_destinations: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a sync or async function.
 
@@ -71,7 +73,13 @@ def tool(
 
     ``content_params`` and ``destination_params`` name parameters (see ``Tool``); a name
     the function does not have is an error. ``idempotent=True`` declares that running a call
-    twice does no more than once (see ``Tool.idempotent``).
+    twice does no more than once (see ``Tool.idempotent``); ``closed_destinations=True``
+    that its sends stay inside the user's own workspace (see ``Tool.closed_destinations``).
+
+    Who writes each field of what it returns, and which are secret, is declared on the
+    return type's fields (``tether.fields``: ``Annotated[str, WrittenBy.user]``,
+    ``Annotated[str, Secret]``); a ``Literal[...]`` parameter is a closed vocabulary, not
+    traced.
     """
 
     def build(f: Callable[..., Any]) -> Tool:
@@ -79,7 +87,8 @@ def tool(
                                    needs_approval=needs_approval, capabilities=capabilities,
                                    cache_approval=cache_approval, idempotent=idempotent,
                                    content_params=tuple(content_params),
-                                   destination_params=tuple(destination_params))
+                                   destination_params=tuple(destination_params),
+                                   closed_destinations=closed_destinations)
 
     return build(fn) if fn is not None else build
 
@@ -96,6 +105,7 @@ def _tool_from_function(
     idempotent: bool = False,
     content_params: tuple[str, ...] = (),
     destination_params: tuple[str, ...] = (),
+    closed_destinations: bool = False,
 ) -> Tool:
     from pydantic import ConfigDict, Field, ValidationError, create_model
 
@@ -156,7 +166,8 @@ def _tool_from_function(
                     title, needs_approval)
     return Tool(spec, handler, capabilities, validate, cache_approval, origin="python",
                 idempotent=idempotent, content_params=content_params,
-                destination_params=destination_params)
+                destination_params=destination_params,
+                closed_destinations=closed_destinations)
 
 
 def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
