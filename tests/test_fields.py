@@ -150,4 +150,4 @@ def test_a_conversation_reads_each_message_once_and_equals_a_reading_from_scratc
     assert grown == sources_of(conversation.messages, "sys")
     # The model wrote "evil" into a call that did not trace: read back, it is not trusted.
     assert trace_value("evil", grown) == ((), ("the result of mk (c1)",))
-    assert conversation.index().written == ["evil"]
+    assert conversation.index().written == ["name", "evil"]  # keys are values too
