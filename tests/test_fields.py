@@ -7,6 +7,7 @@ not traced; the sources of a conversation are read once per message (issue 29).
 from __future__ import annotations
 
 import enum
+import random
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -16,7 +17,8 @@ from tether import Secret, WrittenBy, tool
 from tether.conversation import Conversation
 from tether.fields import MAX_DEPTH, fields_of
 from tether.messages import FieldLabel, Labels, Message, ToolCall, ToolResult
-from tether.provenance import closed_paths, sources_of, trace_value
+from tether.provenance import Source, closed_paths, sources_of, trace_value
+from tether.provenance import _occurs as occurs
 
 
 class Owner(BaseModel):
@@ -151,3 +153,18 @@ def test_a_conversation_reads_each_message_once_and_equals_a_reading_from_scratc
     # The model wrote "evil" into a call that did not trace: read back, it is not trusted.
     assert trace_value("evil", grown) == ((), ("the result of mk (c1)",))
     assert conversation.index().written == ["name", "evil"]  # keys are values too
+
+
+def test_tracing_through_the_joined_texts_finds_what_each_text_alone_would() -> None:
+    # The haystack joins a turn's texts: a value never matches across two of them, and a
+    # source holds it exactly when the text alone holds it as a whole token.
+    rng = random.Random(29)
+    alphabet = "ab .,\n@:"
+    for _ in range(3000):
+        sources = tuple(Source(str(i), "".join(rng.choice(alphabet)
+                                               for _ in range(rng.randint(0, 12))),
+                               rng.random() < 0.5) for i in range(rng.randint(0, 6)))
+        needle = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3)))
+        alone = (tuple(s.name for s in sources if s.trusted and occurs(needle, s.text)),
+                 tuple(s.name for s in sources if not s.trusted and occurs(needle, s.text)))
+        assert trace_value(needle, sources) == alone, (needle, sources)

@@ -17,8 +17,12 @@ to no trusted source counts as untrusted: the gate fails closed.
 from __future__ import annotations
 
 import math
+import operator
+from bisect import bisect_right
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
+from operator import attrgetter
 from typing import Any, Literal, TypeAlias
 
 from tether.addresses import named, places
@@ -272,22 +276,90 @@ GATE_LABELS = Labels(untrusted=True, why="written by the gate about a call it di
 def trace_value(value: str | int | float, sources: Sequence[Source]) -> tuple[
         tuple[str, ...], tuple[str, ...]]:
     """The names of the trusted and the untrusted sources that hold ``value`` exactly (a
-    trusted field of an untrusted source is named with its path)."""
+    trusted field of an untrusted source is named with its path), in the sources' order."""
     spellings = _spellings(value)
+    if not spellings:
+        return (), ()
+    hay = _haystack(sources)
+    in_text = {i for s in spellings for i in hay.holders(s)}
+    in_field = {i: f for s in spellings for i, f in hay.field_holders(s)}
     trusted: list[str] = []
     untrusted: list[str] = []
-    for source in sources:
+    for i in sorted(in_text | in_field.keys()):
+        source = sources[i]
         if source.trusted:
-            if any(_occurs(s, source.text) for s in spellings):
+            if i in in_text:
                 trusted.append(source.name)
-            continue
-        field = next((f for f in source.fields if f.trusted
-                      and any(_occurs(s, f.value) for s in spellings)), None)
-        if field is not None:
+        elif i in in_field:
+            field = in_field[i]
             trusted.append(f"{source.name} at {field.path or '.'} (written by {field.by})")
-        elif any(_occurs(s, source.text) for s in spellings):
+        else:
             untrusted.append(source.name)
     return tuple(dict.fromkeys(trusted)), tuple(dict.fromkeys(untrusted))
+
+
+class _Haystack:
+    """The texts of a turn's sources joined by newlines (a token boundary), and the trusted
+    fields of its untrusted ones joined the same way, each with where its texts start: a
+    value is looked for once in each (``str.find``), and only the sources that hold it are
+    visited, so tracing costs what the texts' length costs, not a Python step per source.
+    A match is a whole token inside one text, never across two (the rule of ``_occurs``)."""
+
+    __slots__ = ("field_starts", "field_text", "fields", "sources", "starts", "text")
+
+    def __init__(self, sources: Sequence[Source]) -> None:
+        texts = list(map(attrgetter("text"), sources))
+        self.sources = sources
+        self.text = "\n".join(texts)
+        self.starts = _starts(texts)
+        self.fields = [(i, f) for i, source in enumerate(sources) if source.fields
+                       and not source.trusted for f in source.fields if f.trusted]
+        values = [f.value for _, f in self.fields]
+        self.field_text = "\n".join(values)
+        self.field_starts = _starts(values)
+
+    def holders(self, needle: str) -> list[int]:
+        """The positions of the sources whose text holds ``needle`` as a whole token."""
+        return _holders(needle, self.text, self.starts)
+
+    def field_holders(self, needle: str) -> list[tuple[int, FieldLabel]]:
+        """The trusted fields that hold ``needle`` as a whole token, by their source."""
+        return [self.fields[j] for j in _holders(needle, self.field_text, self.field_starts)]
+
+
+def _starts(texts: list[str]) -> list[int]:
+    # Where each text starts in the newline-joined whole: its length and one per text before.
+    return list(map(operator.add, accumulate(map(len, texts), initial=0), range(len(texts))))
+
+
+def _holders(needle: str, text: str, starts: list[int]) -> list[int]:
+    out: list[int] = []
+    count = len(starts)
+    at = text.find(needle) if needle else -1
+    while at != -1:
+        i = bisect_right(starts, at) - 1
+        end = starts[i + 1] - 1 if i + 1 < count else len(text)
+        # Within its own text, as a whole token there (from here on: none was before).
+        if at + len(needle) <= end and _occurs(needle, text[starts[i]:end], at - starts[i]):
+            out.append(i)
+        if i + 1 >= count:
+            break
+        at = text.find(needle, starts[i + 1])
+    return out
+
+
+_LAST: list[Any] = [None, None]  # the sources of the last haystack built, and it
+
+
+def _haystack(sources: Sequence[Source]) -> _Haystack:
+    """The haystack of ``sources``; a turn's sources (one tuple) are joined once."""
+    if _LAST[0] is sources:
+        hay: _Haystack = _LAST[1]
+        return hay
+    hay = _Haystack(sources)
+    if isinstance(sources, tuple):
+        _LAST[0], _LAST[1] = sources, hay
+    return hay
 
 
 def trace_id(value: str | int | float, sources: Sequence[Source]) -> tuple[str, ...]:
@@ -349,13 +421,13 @@ _AFTER = frozenset(" \t\n\r\"'`)]}>,;|*")
 _ENDS_SENTENCE = frozenset(".,:;!?")
 
 
-def _occurs(needle: str, text: str) -> bool:
+def _occurs(needle: str, text: str, start: int | None = None) -> bool:
     """``needle`` occurs in ``text`` as a whole token (see ``_BEFORE`` and ``_AFTER``;
     sentence punctuation after it counts as an end when a token end or the text's end
-    follows)."""
+    follows). ``start``: where to look first (an occurrence already found)."""
     if not needle:
         return False
-    start = text.find(needle)
+    start = text.find(needle) if start is None else start
     while start != -1:
         end = start + len(needle)
         before_ok = start == 0 or text[start - 1] in _BEFORE
