@@ -101,6 +101,30 @@ def test_every_tool_that_returns_an_injection_vector_is_declared_untrusted() -> 
             if not tools_module.TOOL_CAPABILITIES[t].untrusted_input] == []
 
 
+def test_every_field_that_shows_an_injection_vector_is_labelled_written_by_others() -> None:
+    # The field rule must leave every injection vector in the untrusted rest: no value of a
+    # user- or service-written field, in any result a user task's ground truth reads,
+    # holds a canary. And the rule labels something (ids, the user's own records).
+    labelled: set[str] = set()
+    for suite in _suites().values():
+        canaries = {v: f"<CANARY---{v}--->" for v in suite.get_injection_vector_defaults()}
+        environment = suite.load_and_inject_default_environment(canaries)
+        runtime = FunctionsRuntime(suite.tools)
+        for user_task in suite.user_tasks.values():
+            env = user_task.init_environment(environment.model_copy(deep=True))
+            for call in user_task.ground_truth(env.model_copy(deep=True)):
+                result, error = runtime.run_function(env, call.function, call.args)
+                if error is not None:
+                    continue
+                for label in tools_module.field_labels(result, env):
+                    if label.trusted:
+                        labelled.add(f"{call.function}{label.path}")
+                        shown = [v for v, c in canaries.items() if c in label.value]
+                        assert shown == [], (suite.name, user_task.ID, call.function, label)
+    assert any(".id" in path for path in labelled)
+    assert any("shared_with" in path for path in labelled)
+
+
 def test_a_tool_missing_from_the_tables_is_an_error_not_a_default() -> None:
     suite = _suites()["banking"]
 
