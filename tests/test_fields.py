@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from tether import Secret, WrittenBy, tool
 from tether.conversation import Conversation
-from tether.fields import MAX_DEPTH, fields_of
+from tether.fields import MAX_DEPTH, fields_from_schema, fields_of
 from tether.messages import FieldLabel, Labels, Message, ToolCall, ToolResult
 from tether.provenance import Source, closed_paths, sources_of, trace_value
 from tether.provenance import _occurs as occurs
@@ -168,3 +168,35 @@ def test_tracing_through_the_joined_texts_finds_what_each_text_alone_would() -> 
         alone = (tuple(s.name for s in sources if s.trusted and occurs(needle, s.text)),
                  tuple(s.name for s in sources if not s.trusted and occurs(needle, s.text)))
         assert trace_value(needle, sources) == alone, (needle, sources)
+
+
+def test_an_output_schema_labels_structured_content_as_markers_do() -> None:
+    schema = {"type": "object", "properties": {
+        "id": {"type": "integer", "x-tether-written-by": "service"},
+        "owner": {"$ref": "#/$defs/Owner"},
+        "tags": {"type": "array", "x-tether-written-by": "user", "items": {"type": "string"}},
+        "card": {"type": "string", "x-tether-written-by": "user", "x-tether-secret": True},
+        "body": {"type": "string"}},
+        "$defs": {"Owner": {"type": "object", "x-tether-written-by": "user", "properties": {
+            "email": {"type": "string", "x-tether-written-by": "user"},
+            "bio": {"type": "string"}}}}}
+    value = {"id": 7, "owner": {"email": "me@corp.test", "bio": "x"}, "tags": ["a"],
+             "card": "4000", "body": "anyone's", "extra": "undeclared"}
+    assert set(fields_from_schema(value, schema)) == {
+        FieldLabel(".id", "7", "service"), FieldLabel(".owner.email", "me@corp.test", "user"),
+        FieldLabel(".tags[0]", "a", "user"), FieldLabel(".card", "4000", "user", True)}
+
+
+def test_a_hostile_output_schema_or_structured_content_labels_nothing_it_does_not_say() -> None:
+    deep: object = "x"
+    for _ in range(500):
+        deep = {"a": deep}
+    looping = {"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/A"}}}
+    for schema in ("nonsense", None, [], looping, {"properties": "x"},
+                   {"properties": {"a": {"x-tether-written-by": ["user"]}}},
+                   {"properties": {"a": {"x-tether-written-by": "root"}}},
+                   {"properties": {"a": {"$ref": "https://evil.test/s"}}}):
+        assert fields_from_schema({"a": "v"}, schema) == ()
+        assert fields_from_schema(deep, schema) == ()
+    labelled = {"additionalProperties": {"x-tether-written-by": "user"}}
+    assert len(fields_from_schema({str(i): i for i in range(50_000)}, labelled)) == 10_000

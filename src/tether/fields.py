@@ -162,3 +162,83 @@ def fields_of(value: Any, declared: Declared | None = None) -> tuple[FieldLabel,
                             for i, item in enumerate(node))
         stack.extend(reversed(children))
     return tuple(out)
+
+
+# --- declared in a JSON Schema (an MCP tool's outputSchema) ----------------------------------
+
+WRITTEN_BY_KEY = "x-tether-written-by"
+"""The key a JSON Schema property declares its writer with (``"user"``, ``"service"`` or
+``"others"``): an MCP tool's ``outputSchema`` labels its ``structuredContent`` so."""
+SECRET_KEY = "x-tether-secret"
+"""The key a JSON Schema property declares itself secret with (``true``)."""
+
+
+def _schema_label(node: Mapping[str, Any], inherited: _Label) -> _Label:
+    by = node.get(WRITTEN_BY_KEY)
+    secret = node.get(SECRET_KEY) is True
+    writer: Writer | None = by if by in ("user", "service", "others") else inherited.writer
+    secret = secret or inherited.secret
+    return _Label(writer, secret) if writer is not None or secret else _NONE
+
+
+def _schema_node(node: Any, root: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """``node`` with its local ``$ref`` followed (a few hops at most), or None."""
+    for _ in range(8):
+        if not isinstance(node, Mapping):
+            return None
+        ref = node.get("$ref")
+        if not isinstance(ref, str):
+            return node
+        if not ref.startswith("#/"):
+            return None
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        node = target
+    return None
+
+
+def fields_from_schema(value: Any, schema: Any) -> tuple[FieldLabel, ...]:
+    """The labelled values of a structured result (an MCP tool's ``structuredContent``) by
+    what its JSON Schema declares (``WRITTEN_BY_KEY``, ``SECRET_KEY`` on properties). As
+    with markers, a declaration covers what is under it (an array's items, a map's keys
+    and values) but not the properties of an object nested in it, which say their own;
+    an undeclared property is written by others. The schema and the value are read as
+    hostile input: wrong types declare nothing, and depth and count are bounded."""
+    if not isinstance(schema, Mapping):
+        return ()
+    out: list[FieldLabel] = []
+    stack: list[tuple[Any, Any, str, _Label, int]] = [(value, schema, "", _NONE, 0)]
+    while stack and len(out) < MAX_FIELD_LABELS:
+        node, raw, path, label, depth = stack.pop()
+        shape = _schema_node(raw, schema)
+        if isinstance(node, bool) or node is None:
+            continue
+        if isinstance(node, str | int | float):
+            text = str(node)
+            if text and len(text) <= MAX_FIELD_CHARS and (
+                    label.secret or label.writer in ("user", "service")):
+                out.append(FieldLabel(path, text, label.writer or "others", label.secret))
+            continue
+        if depth >= MAX_DEPTH:
+            continue
+        properties = shape.get("properties") if shape is not None else None
+        extra = shape.get("additionalProperties") if shape is not None else None
+        if isinstance(node, Mapping):
+            for key, item in node.items():
+                if isinstance(properties, Mapping) and key in properties:
+                    own = _schema_node(properties[key], schema)
+                    child = _schema_label(own, _NONE) if own is not None else _NONE
+                    stack.append((item, properties[key], f"{path}.{key}", child, depth + 1))
+                    continue
+                own = _schema_node(extra, schema)
+                child = _schema_label(own, label) if own is not None else label
+                stack.append((key, None, f"{path} (a key)", child, depth + 1))
+                stack.append((item, extra, f"{path}.{key}", child, depth + 1))
+        elif isinstance(node, list):
+            items = shape.get("items") if shape is not None else None
+            own = _schema_node(items, schema)
+            child = _schema_label(own, label) if own is not None else label
+            stack.extend((item, items, f"{path}[{i}]", child, depth + 1)
+                         for i, item in enumerate(node))
+    return tuple(out)

@@ -10,10 +10,12 @@ holds, never on one it wrote itself and read back.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import pytest
 from pydantic import BaseModel
 
 from tests.conftest import Recorder
@@ -33,6 +35,7 @@ from tether import (
 from tether import events as ev
 from tether.conversation import Conversation
 from tether.fields import fields_of
+from tether.mcp import McpServer
 from tether.messages import ToolResult
 from tether.providers import Scripted, call
 from tether.store import Session, SQLiteStore
@@ -473,3 +476,26 @@ async def test_a_secret_is_checked_before_any_untrusted_text_too() -> None:
                       call("send_email", to=BOB, subject="P-4471-9902", body="hi"), "ok"])
     result = await Agent(model, drive.tools()).run(f"Send {BOB} my passport number.")
     assert drive.sent == [] and not result.taint.untrusted
+
+
+# --- an MCP tool's outputSchema ---------------------------------------------------------------
+
+RECORDS = str(Path(__file__).parents[1] / "mcp_servers" / "records.py")
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "untrusted"])
+async def test_a_servers_output_schema_labels_its_structured_content_if_trusted(
+        trusted: bool, tmp_path: Path) -> None:
+    log = tmp_path / "shared.jsonl"
+    text = go(("r__share", {"file_id": "f1", "email": BOB})) + "\n" + go(
+        ("r__share", {"file_id": "f1", "email": ATTACKER}))
+    server = McpServer.stdio("r", sys.executable, [RECORDS, "--log", str(log), "--text", text],
+                             trusted=trusted)
+    async with Agent(Compromised().model(), [server],
+                     approver=Recorder(Decision.allow())) as agent:
+        await agent.run("Share my files as their notes say.\n" + go(("r__list_files", {})))
+    shared = [json.loads(line)["email"] for line in log.read_text().splitlines()] \
+        if log.exists() else []
+    # bob is the owner (a user-written field, by the server's schema); mallory is in a note.
+    # An untrusted server's declarations are not believed: nothing traces.
+    assert shared == ([BOB] if trusted else [])
