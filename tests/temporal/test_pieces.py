@@ -18,7 +18,8 @@ from tether import Decision
 from tether.approval import ApprovalRequest
 from tether.conversation import Conversation, PendingCall
 from tether.errors import ConfigError, RateLimitError
-from tether.messages import Message, ToolCall, Usage
+from tether.messages import FieldLabel, Message, ToolCall, Usage
+from tether.provenance import Source
 from tether.providers.base import ModelRequest, ModelResponse, NamedToolChoice
 from tether.temporal.approvals import SignalApprover, bind_signal, signal_payload
 from tether.temporal.blobs import BlobError, BlobStore
@@ -31,6 +32,8 @@ from tether.temporal.payloads import (
     request_to_dict,
     response_from_dict,
     response_to_dict,
+    source_from_dict,
+    source_to_dict,
 )
 from tether.tools.spec import ToolSpec
 from tether.tools.tool import ToolOutput
@@ -135,6 +138,18 @@ def test_requests_responses_and_outputs_read_back_the_same() -> None:
     assert response_from_dict(response_to_dict(response)) == response
     output = ToolOutput("x", True, {"k": [1]}, False, Usage(1, 2), Taint(untrusted=True))
     assert output_from_dict(output_to_dict(output)) == output
+    labelled = ToolOutput("id: 7", fields=(FieldLabel(".id", "7", "service"),
+                                           FieldLabel(".pin", "9911", secret=True)),
+                          written=("a draft",))
+    assert output_from_dict(output_to_dict(labelled)) == labelled
+
+
+def test_a_childs_inherited_sources_keep_their_trusted_fields_in_history() -> None:
+    source = Source("the result of ls (c1)", "", False, True,
+                    (FieldLabel(".owner", "me@corp.test", "user"),))
+    assert source_from_dict(json.loads(json.dumps(source_to_dict(source)))) == source
+    hostile = {"name": "x", "text": "", "fields": [{"path": ".a", "value": "v", "by": 3}, 9]}
+    assert source_from_dict(hostile).fields == (FieldLabel(".a", "v", "others"),)
 
 
 def test_a_provider_error_is_rebuilt_only_as_a_provider_error_kind() -> None:
