@@ -291,7 +291,8 @@ def test_a_tool_crosses_into_the_workflow_with_everything_the_gate_reads() -> No
     tool = Tool(ToolSpec("send", "Send.", {"type": "object"}, "Send it", needs_approval=True),
                 handler, Capabilities(True, True, True, True), None, cache_approval=False,
                 origin="mcp", read_only_hint=False, server="mail", spec_from_outside=True,
-                idempotent=True, content_params=["body"], destination_params=["to", "cc"])
+                idempotent=True, content_params=["body"], destination_params=["to", "cc"],
+                closed_destinations=True)
     entry = json.loads(json.dumps(tool_entry(tool)))  # as history holds it
     made = activity_tool(entry, None, Timing(1.0, None, 100, 100))
     # The handler runs on the worker; the validator and the correction wording are the
@@ -320,7 +321,8 @@ def test_security_settings_cross_into_the_workflow_whole() -> None:
     changed = SecurityConfig(trifecta="ask", block_private_ips=False,
                              allowed_domains=("a.example",), blocked_domains=("b.example",),
                              mark_untrusted_output=False, max_result_chars=123,
-                             protected_paths=(Path("/srv/own"),), rule="interlock")
+                             protected_paths=(Path("/srv/own"),), rule="interlock",
+                             endorse_destructive=True)
     default = SecurityConfig(protected_paths=())
     # Every field off its default: a field added to SecurityConfig must be set here.
     assert [f.name for f in dataclasses.fields(SecurityConfig)

@@ -125,7 +125,8 @@ def tool_entry(tool: Tool) -> dict[str, Any]:
             "spec_from_outside": tool.spec_from_outside, "idempotent": tool.idempotent,
             # What provenance traces and the approval panel lays out as text.
             "content_params": list(tool.content_params),
-            "destination_params": list(tool.destination_params)}
+            "destination_params": list(tool.destination_params),
+            "closed_destinations": tool.closed_destinations}
 
 
 def output_to_dict(output: ToolOutput) -> dict[str, Any]:
