@@ -244,8 +244,25 @@ def _own(record: Any, environment: TaskEnvironment) -> bool:
     return False
 
 
-def field_labels(result: Any, environment: TaskEnvironment) -> tuple[FieldLabel, ...]:
-    """The labelled values of a tool's ``result``, by the rule above."""
+# The tools that return a profile as a mapping (its keys are the model's fields, renamed).
+_PROFILES: dict[str, dict[str, tuple[Marker, ...]]] = {
+    "get_user_information": {
+        "First Name": _USER, "Last Name": _USER, "Email": _USER, "Phone Number": _USER,
+        "Address": _USER, "ID Number": _SECRET, "Passport Number": _SECRET,
+        "Bank Account Number": _SECRET, "Credit Card Number": _SECRET},
+    "get_user_info": {"first_name": _USER, "last_name": _USER, "street": _USER,
+                      "city": _USER, "password": _SECRET},
+}
+
+
+def field_labels(result: Any, environment: TaskEnvironment,
+                 tool: str = "") -> tuple[FieldLabel, ...]:
+    """The labelled values of ``tool``'s ``result``, by the rule above."""
+    profile = _PROFILES.get(tool)
+    if profile is not None and isinstance(result, dict):
+        return tuple(FieldLabel(f".{key}", str(value), "user", Secret in profile[key])
+                     for key, value in result.items()
+                     if key in profile and isinstance(value, str | int) and str(value))
     items = list(enumerate(result)) if isinstance(result, list) else [(None, result)]
     out: list[FieldLabel] = []
     for i, record in items:
@@ -285,7 +302,8 @@ class SuiteTools:
                      d.validate, origin="agentdojo",
                      content_params=CONTENT_PARAMS.get(d.spec.name, ()),
                      destination_params=DESTINATION_PARAMS.get(d.spec.name, ()),
-                     closed_destinations=d.spec.name in CLOSED_DESTINATIONS)
+                     closed_destinations=d.spec.name in CLOSED_DESTINATIONS,
+                     returns_secrets=d.spec.name in _PROFILES)
                 for d in self.declared]
 
 
@@ -327,6 +345,7 @@ def _handler(runtime: FunctionsRuntime, environment: TaskEnvironment, name: str)
         result, error = runtime.run_function(environment, name, arguments)
         if error is not None:
             return ToolOutput(f"Error: {error}", is_error=True)
-        return ToolOutput(tool_result_to_str(result), fields=field_labels(result, environment))
+        return ToolOutput(tool_result_to_str(result),
+                          fields=field_labels(result, environment, name))
 
     return run

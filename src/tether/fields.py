@@ -164,6 +164,55 @@ def fields_of(value: Any, declared: Declared | None = None) -> tuple[FieldLabel,
     return tuple(out)
 
 
+def declares_secrets(annotation: Any) -> bool:
+    """Whether a return type declares a ``Secret`` field anywhere in it (its models' and
+    dataclasses' fields, the items of its lists and mappings, its unions), so a result may
+    hold secrets (``Tool.returns_secrets``)."""
+    seen: set[int] = set()
+    stack: list[Any] = [annotation]
+    while stack and len(seen) < 1000:
+        node = stack.pop()
+        if id(node) in seen or node is None:
+            continue
+        seen.add(id(node))
+        if any(m is Secret for m in getattr(node, "__metadata__", ())):
+            return True
+        stack.extend(typing.get_args(node))
+        origin = typing.get_origin(node)
+        if origin is not None:
+            stack.append(origin)
+        if not isinstance(node, type):
+            continue
+        model_fields = getattr(node, "model_fields", None)
+        if isinstance(model_fields, Mapping):
+            for info in model_fields.values():
+                if any(m is Secret for m in getattr(info, "metadata", ()) or ()):
+                    return True
+                stack.append(getattr(info, "annotation", None))
+        elif dataclasses.is_dataclass(node):
+            try:
+                stack.extend(typing.get_type_hints(node, include_extras=True).values())
+            except Exception:  # an annotation that does not resolve declares nothing
+                continue
+    return False
+
+
+def schema_declares_secrets(schema: Any) -> bool:
+    """Whether a JSON Schema declares a secret property anywhere (``SECRET_KEY``)."""
+    stack: list[Any] = [schema]
+    count = 0
+    while stack and count < 10_000:
+        node = stack.pop()
+        count += 1
+        if isinstance(node, Mapping):
+            if node.get(SECRET_KEY) is True:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
 # --- declared in a JSON Schema (an MCP tool's outputSchema) ----------------------------------
 
 WRITTEN_BY_KEY = "x-tether-written-by"

@@ -116,13 +116,27 @@ def test_every_field_that_shows_an_injection_vector_is_labelled_written_by_other
                 result, error = runtime.run_function(env, call.function, call.args)
                 if error is not None:
                     continue
-                for label in tools_module.field_labels(result, env):
+                for label in tools_module.field_labels(result, env, call.function):
                     if label.trusted:
                         labelled.add(f"{call.function}{label.path}")
                         shown = [v for v, c in canaries.items() if c in label.value]
                         assert shown == [], (suite.name, user_task.ID, call.function, label)
     assert any(".id" in path for path in labelled)
     assert any("shared_with" in path for path in labelled)
+
+
+
+def test_the_profiles_identity_and_card_numbers_are_secret() -> None:
+    suite = _suites()["travel"]
+    environment = suite.load_and_inject_default_environment(
+        suite.get_injection_vector_defaults())
+    result, error = FunctionsRuntime(suite.tools).run_function(
+        environment, "get_user_information", {})
+    assert error is None
+    secret = {f.path for f in tools_module.field_labels(result, environment,
+                                                       "get_user_information") if f.secret}
+    assert secret == {".ID Number", ".Passport Number", ".Bank Account Number",
+                      ".Credit Card Number"}
 
 
 def test_a_tool_missing_from_the_tables_is_an_error_not_a_default() -> None:

@@ -37,7 +37,7 @@ from tether.conversation import Conversation
 from tether.fields import fields_of
 from tether.mcp import McpServer
 from tether.messages import ToolResult
-from tether.providers import Scripted, call
+from tether.providers import Scripted, call, calls
 from tether.store import Session, SQLiteStore
 
 ATTACKER = "mallory@evil.test"
@@ -499,3 +499,28 @@ async def test_a_servers_output_schema_labels_its_structured_content_if_trusted(
     # bob is the owner (a user-written field, by the server's schema); mallory is in a note.
     # An untrusted server's declarations are not believed: nothing traces.
     assert shared == ([BOB] if trusted else [])
+
+
+async def test_a_send_beside_a_read_of_secrets_in_one_turn_is_judged_as_holding_them() -> None:
+    # A model primed in advance writes the passport number before it is read, in the same
+    # turn as the read: the send is refused as if it held it (its own turn, it would be
+    # judged by what was read).
+    drive = Drive()
+    model = Scripted([calls(("read_profile", {}), ("send_email", {
+        "to": BOB, "subject": "id", "body": "P-4471-9902"})), "ok"])
+    result = await Agent(model, drive.tools()).run(f"Read my profile and greet {BOB}.")
+    assert drive.sent == []
+    assert "reads secrets" in record(result, "send_email").output
+
+
+def test_a_tool_says_it_returns_secrets_when_its_return_type_declares_one() -> None:
+    read_profile = next(t for t in Drive().tools() if t.name == "read_profile")
+    list_files = next(t for t in Drive().tools() if t.name == "list_files")
+    assert read_profile.returns_secrets and not list_files.returns_secrets
+
+    @tool
+    def cards() -> list[dict[str, Annotated[str, Secret]]]:
+        """Cards."""
+        return []
+
+    assert cards.returns_secrets

@@ -292,7 +292,7 @@ def test_a_tool_crosses_into_the_workflow_with_everything_the_gate_reads() -> No
                 handler, Capabilities(True, True, True, True), None, cache_approval=False,
                 origin="mcp", read_only_hint=False, server="mail", spec_from_outside=True,
                 idempotent=True, content_params=["body"], destination_params=["to", "cc"],
-                closed_destinations=True)
+                closed_destinations=True, returns_secrets=True)
     entry = json.loads(json.dumps(tool_entry(tool)))  # as history holds it
     made = activity_tool(entry, None, Timing(1.0, None, 100, 100))
     # The handler runs on the worker; the validator and the correction wording are the

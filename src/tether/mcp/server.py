@@ -19,7 +19,7 @@ from tether import __version__
 from tether.display import inline
 from tether.errors import ConfigError
 from tether.events import Notice
-from tether.fields import fields_from_schema
+from tether.fields import fields_from_schema, schema_declares_secrets
 from tether.mcp.environment import child_environment
 from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
 from tether.mcp.stdio import stdio_server_streams
@@ -430,7 +430,8 @@ class McpServer:
             name, mcp_tool.description or "", dict(mcp_tool.input_schema), handler,
             title=title, needs_approval=flags.needs_approval, capabilities=flags.capabilities,
             origin="mcp", cache_approval=False, read_only_hint=flags.read_only,
-            server=self.name, spec_from_outside=not self.trusted)
+            server=self.name, spec_from_outside=not self.trusted,
+            returns_secrets=schema_declares_secrets(output_schema))
 
     # --- calls and notifications ------------------------------------------------------------
 

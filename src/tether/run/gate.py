@@ -114,6 +114,7 @@ class TurnView:
     exposed: Mapping[int, bool] = field(default_factory=dict)
     sources: tuple[pv.Source, ...] = ()
     secrets: tuple[str, ...] = ()
+    secret_reads: frozenset[int] = frozenset()
 
 
 def view_turn(calls: Sequence[ToolCall], tools: Mapping[str, Tool], taint: Taint,
@@ -130,8 +131,11 @@ def view_turn(calls: Sequence[ToolCall], tools: Mapping[str, Tool], taint: Taint
     # conversation and from the turn's other calls (same-turn reads, run side by side).
     exposed = {i: forecast(taint, (c for j, c in zip(known, capabilities, strict=True)
                                    if j != i)).untrusted for i in known}
+    # The calls of the turn whose results may hold secrets: a send beside one could carry
+    # them (a model may know them in advance; they are read side by side with the send).
+    secret_reads = frozenset(i for i in known if tools[calls[i].name].returns_secrets)
     return TurnView(tools, taint, forecast(taint, capabilities), armed, security,
-                    permission_mode, exposed, tuple(sources), tuple(secrets))
+                    permission_mode, exposed, tuple(sources), tuple(secrets), secret_reads)
 
 
 # --- the stages --------------------------------------------------------------------------
@@ -345,20 +349,29 @@ _SECRET = ("the call would send out a value a tool declared secret (a password, 
            "passport number), and secrets never leave without a person")
 
 
-def keep_secrets(call: ToolCall, tool: Tool, arguments: dict[str, Any],
+def keep_secrets(call: ToolCall, position: int, tool: Tool, arguments: dict[str, Any],
                  turn: TurnView) -> Checked | None:
     """3a. A send that holds, verbatim, a value a tool's result declared secret
-    (``tether.fields.Secret``), in any argument or key, whoever it goes to: refused, asked
-    about or waived as ``security.trifecta`` says (None: nothing secret in it)."""
-    if not turn.secrets or not tool.capabilities.external_send:
+    (``tether.fields.Secret``), in any argument or key, whoever it goes to, or that is made
+    in the same turn as a call whose results may hold secrets (``Tool.returns_secrets``:
+    read side by side, they are not known yet): refused, asked about or waived as
+    ``security.trifecta`` says (None: nothing secret in it)."""
+    if not tool.capabilities.external_send:
+        return None
+    beside = any(i != position for i in turn.secret_reads)
+    if not turn.secrets and not beside:
         return None
     names = pv.declared_names(tool.spec.schema_json)
     held = list(dict.fromkeys(
         path for _, path, leaf in pv.values(arguments, names)
         if any(pv.holds_secret(str(leaf), secret) for secret in turn.secrets)))
-    if not held:
+    if held:
+        said = "Secret values in: " + ", ".join(inline(p) for p in held) + "."
+    elif beside:
+        said = ("Another call of this turn reads secrets, which this send could carry; make "
+                "the send in a turn of its own.")
+    else:
         return None
-    said = "Secret values in: " + ", ".join(inline(p) for p in held) + "."
     policy = turn.security.trifecta
     if policy == "block":
         return Checked(
@@ -431,7 +444,7 @@ def check(call: ToolCall, position: int, turn: TurnView) -> Checked:
     arguments = validate(call, tool)
     if isinstance(arguments, Refuse):
         return Checked(arguments)
-    secret = keep_secrets(call, tool, arguments, turn)
+    secret = keep_secrets(call, position, tool, arguments, turn)
     if secret is not None and isinstance(secret.verdict, Refuse):
         return secret
     stage = trace_provenance if turn.security.rule == "provenance" else interlock

@@ -126,7 +126,8 @@ def tool_entry(tool: Tool) -> dict[str, Any]:
             # What provenance traces and the approval panel lays out as text.
             "content_params": list(tool.content_params),
             "destination_params": list(tool.destination_params),
-            "closed_destinations": tool.closed_destinations}
+            "closed_destinations": tool.closed_destinations,
+            "returns_secrets": tool.returns_secrets}
 
 
 def output_to_dict(output: ToolOutput) -> dict[str, Any]:

@@ -156,7 +156,8 @@ def activity_tool(entry: dict[str, Any], validator: Validator | None, timing: Ti
                 # tether) has only control parameters, every value traced.
                 content_params=[str(n) for n in entry.get("content_params") or ()],
                 destination_params=[str(n) for n in entry.get("destination_params") or ()],
-                closed_destinations=entry.get("closed_destinations") is True)
+                closed_destinations=entry.get("closed_destinations") is True,
+                returns_secrets=entry.get("returns_secrets") is True)
 
 
 def _lost(name: str, idempotent: bool, error: ActivityError) -> str:

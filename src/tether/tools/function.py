@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, overload
 
 from tether.errors import ToolError
+from tether.fields import declares_secrets
 from tether.tools.spec import ToolSpec
 from tether.tools.tool import ArgumentError, Handler, ThreadedHandler, Tool, ToolContext
 from tether.tools.toolsets import Toolset
@@ -36,6 +37,7 @@ def tool(
     content_params: Iterable[str] = (),
     destination_params: Iterable[str] = (),
     closed_destinations: bool = False,
+    returns_secrets: bool | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -53,6 +55,7 @@ def tool(
     content_params: Iterable[str] = (),
     destination_params: Iterable[str] = (),
     closed_destinations: bool = False,
+    returns_secrets: bool | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a sync or async function.
 
@@ -79,7 +82,8 @@ def tool(
     Who writes each field of what it returns, and which are secret, is declared on the
     return type's fields (``tether.fields``: ``Annotated[str, WrittenBy.user]``,
     ``Annotated[str, Secret]``); a ``Literal[...]`` parameter is a closed vocabulary, not
-    traced.
+    traced. ``returns_secrets`` (by default: whether the return type declares a
+    ``Secret`` field) says a result may hold secrets (see ``Tool.returns_secrets``).
     """
 
     def build(f: Callable[..., Any]) -> Tool:
@@ -88,7 +92,8 @@ def tool(
                                    cache_approval=cache_approval, idempotent=idempotent,
                                    content_params=tuple(content_params),
                                    destination_params=tuple(destination_params),
-                                   closed_destinations=closed_destinations)
+                                   closed_destinations=closed_destinations,
+                                   returns_secrets=returns_secrets)
 
     return build(fn) if fn is not None else build
 
@@ -106,6 +111,7 @@ def _tool_from_function(
     content_params: tuple[str, ...] = (),
     destination_params: tuple[str, ...] = (),
     closed_destinations: bool = False,
+    returns_secrets: bool | None = None,
 ) -> Tool:
     from pydantic import ConfigDict, Field, ValidationError, create_model
 
@@ -167,7 +173,17 @@ def _tool_from_function(
     return Tool(spec, handler, capabilities, validate, cache_approval, origin="python",
                 idempotent=idempotent, content_params=content_params,
                 destination_params=destination_params,
-                closed_destinations=closed_destinations)
+                closed_destinations=closed_destinations,
+                returns_secrets=declares_secrets(_return_type(fn)) if returns_secrets is None
+                else returns_secrets)
+
+
+def _return_type(fn: Callable[..., Any]) -> Any:
+    """The return annotation with its ``Annotated`` markers (None if it does not resolve)."""
+    try:
+        return typing.get_type_hints(fn, include_extras=True).get("return")
+    except (NameError, TypeError):
+        return None
 
 
 def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:

@@ -161,6 +161,9 @@ class Tool:
     own workspace (a channel or a direct message in the user's chat, never an email
     address, a URL or an account): a destination chosen from untrusted lists may stand when
     the whole content is the user's own words (see docs/security.md).
+    ``returns_secrets`` says its results may hold values declared secret
+    (``tether.fields.Secret``): a send in the same turn is judged as if it held them (it
+    could, written by a model that knew them in advance).
     """
 
     spec: ToolSpec
@@ -177,6 +180,7 @@ class Tool:
     content_params: tuple[str, ...]
     destination_params: tuple[str, ...]
     closed_destinations: bool
+    returns_secrets: bool
 
     def __init__(
         self,
@@ -195,6 +199,7 @@ class Tool:
         content_params: Iterable[str] = (),
         destination_params: Iterable[str] = (),
         closed_destinations: bool = False,
+        returns_secrets: bool = False,
     ) -> None:
         # Frozen: set once, here (dataclasses.replace passes every field by its name).
         put = object.__setattr__
@@ -220,6 +225,7 @@ class Tool:
         put(self, "content_params", content)
         put(self, "destination_params", destinations)
         put(self, "closed_destinations", closed_destinations)
+        put(self, "returns_secrets", returns_secrets)
 
     @property
     def delegates(self) -> bool:
