@@ -632,8 +632,10 @@ async def judge_turn(
     traced = settings.security.endorse_destructive or forecast(
         taint, (tools[c.name].capabilities for c in calls if c.name in tools)).untrusted
     sources = conversation.sources(settings.system_prompt) if traced else ()
+    # The secrets the conversation's results declared matter only to a send.
+    sends = any(tools[c.name].capabilities.external_send for c in calls if c.name in tools)
     turn = view_turn(calls, tools, taint, settings.security, settings.permission_mode,
-                     sources, secrets_of(conversation))
+                     sources, secrets_of(conversation) if sends else ())
     left = dict(decisions or {})
     allowed: list[Allowed] = []
     refused: dict[int, Done] = {}
