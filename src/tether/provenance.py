@@ -348,17 +348,20 @@ def _holders(needle: str, text: str, starts: list[int]) -> list[int]:
     return out
 
 
-_LAST: list[Any] = [None, None]  # the sources of the last haystack built, and it
+# The last haystack built and its sources, as one pair: rebound whole (one assignment), so
+# runs in several threads never pair one turn's sources with another's haystack.
+_last: tuple[Sequence[Source], _Haystack] | None = None
 
 
 def _haystack(sources: Sequence[Source]) -> _Haystack:
     """The haystack of ``sources``; a turn's sources (one tuple) are joined once."""
-    if _LAST[0] is sources:
-        hay: _Haystack = _LAST[1]
-        return hay
+    global _last
+    last = _last
+    if last is not None and last[0] is sources:
+        return last[1]
     hay = _Haystack(sources)
     if isinstance(sources, tuple):
-        _LAST[0], _LAST[1] = sources, hay
+        _last = (sources, hay)
     return hay
 
 
