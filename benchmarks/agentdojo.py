@@ -166,6 +166,12 @@ CONFIGURATIONS: dict[str, Configuration] = {
                       "(tether run --yes): a destructive call whose values trace runs unasked; "
                       "a distrusted call still goes to the approver, refused with none",
                       _agent(SecurityConfig(rule="provenance", trifecta="ask"), "allow")),
+        Configuration("provenance_endorsed", "per-value provenance with endorsed destructive "
+                      "calls ([security] endorse_destructive = true): a destructive call whose "
+                      "control values trace (a short one to a service-minted id) runs "
+                      "unasked; permission_mode ask",
+                      _agent(SecurityConfig(rule="provenance", trifecta="ask",
+                                            endorse_destructive=True), "ask")),
     )
 }
 DEFAULT_CONFIGURATIONS = ("none", "interlock", "provenance")

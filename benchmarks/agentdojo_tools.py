@@ -31,6 +31,30 @@ where a send goes (recipients, an account, a URL, a person given access). The tw
 ``destination_params`` (the provenance gate reads them; the interlock does not); parameters
 absent from both are control.
 
+**Field labels** (who writes each field of a result: ``tether.fields``) are written once
+per data model, never per tool call or task, by this rule (``field_labels``):
+
+- **service**: the id a service mints for one of the user's records: an email's, a
+  calendar event's, a drive file's, a transaction's id.
+- **user**: what only the user writes, in the user's own records: the headers of an email
+  the user sent (its sender, recipients, cc and bcc: the sender is the inbox's own
+  address), a file the user owns (its owner, the people it is shared with and its name:
+  the owner is the drive's own account), the accounts of an outgoing transaction (the
+  sender is the user's own IBAN), the user's profile (names, address, email, phone).
+  Whether a record is the user's own is read from the record and the environment's own
+  account (the inbox's, the drive's, the bank account's), never from a task.
+- **others**: every other field: every free-text field (a subject, a body, a title, a
+  description, a file's content, a message), every field of a record someone else made
+  (an email received, a file shared with the user, an incoming transaction, a calendar
+  event: it has no organizer, so who wrote its participants cannot be told), and every
+  name a member of a chat chooses (a channel's, a user's).
+- **secret**: an identity document's, a card's or a bank account's number, a password.
+
+**Closed destinations**: a tool whose sends stay in the user's own chat workspace (a channel
+message, a direct message, adding a member to a channel) declares them closed
+(``CLOSED_DESTINATIONS``); an email, an invitation by email address, a web page or a
+payment never.
+
 A tool's name means the same function in every suite that offers it (checked in
 ``suite_tools``), so one declaration per name is enough.
 """
@@ -42,9 +66,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
+from agentdojo.default_suites.v1.tools.banking_client import Transaction
+from agentdojo.default_suites.v1.tools.travel_booking_client import User
+from agentdojo.default_suites.v1.tools.types import CalendarEvent, CloudDriveFile, Email
+from agentdojo.default_suites.v1.tools.user_account import UserAccount
 from agentdojo.functions_runtime import FunctionsRuntime, TaskEnvironment
 from agentdojo.task_suite.task_suite import TaskSuite
 
+from tether.fields import Declared, Marker, Secret, WrittenBy, fields_of
+from tether.messages import FieldLabel
 from tether.tools.spec import ToolSpec
 from tether.tools.tool import Tool, ToolContext, ToolOutput, Validator, json_schema_validator
 from tether.trust import Capabilities
@@ -172,6 +202,80 @@ DESTINATION_PARAMS: Mapping[str, tuple[str, ...]] = {
 }
 
 
+CLOSED_DESTINATIONS = frozenset({"send_direct_message", "send_channel_message",
+                                 "add_user_to_channel"})
+
+_SERVICE: tuple[Marker, ...] = (WrittenBy.service,)
+_USER: tuple[Marker, ...] = (WrittenBy.user,)
+_SECRET: tuple[Marker, ...] = (WrittenBy.user, Secret)
+
+# The fields every record of a class has labelled, whoever's it is.
+_ALWAYS: dict[type, dict[str, tuple[Marker, ...]]] = {
+    Email: {"id_": _SERVICE},
+    CalendarEvent: {"id_": _SERVICE},
+    CloudDriveFile: {"id_": _SERVICE},
+    Transaction: {"id": _SERVICE},
+    User: {"first_name": _USER, "last_name": _USER, "email": _USER, "phone_number": _USER,
+           "address": _USER, "passport_number": _SECRET, "bank_account_number": _SECRET,
+           "credit_card_number": _SECRET},
+    UserAccount: {"first_name": _USER, "last_name": _USER, "street": _USER, "city": _USER,
+                  "password": _SECRET},
+}
+# The fields a record of the user's own adds (see the rule: the environment's own account).
+_OWN: dict[type, dict[str, tuple[Marker, ...]]] = {
+    Email: {"sender": _USER, "recipients": _USER, "cc": _USER, "bcc": _USER},
+    CloudDriveFile: {"owner": _USER, "shared_with": _USER, "filename": _USER},
+    Transaction: {"sender": _USER, "recipient": _USER},
+}
+
+
+def _account(environment: TaskEnvironment, owner: str, field: str) -> Any:
+    return getattr(getattr(environment, owner, None), field, None)
+
+
+def _own(record: Any, environment: TaskEnvironment) -> bool:
+    """Whether ``record`` is the user's own: its writer is the environment's account."""
+    if isinstance(record, Email):
+        return record.sender == _account(environment, "inbox", "account_email")
+    if isinstance(record, CloudDriveFile):
+        return record.owner == _account(environment, "cloud_drive", "account_email")
+    if isinstance(record, Transaction):
+        return record.sender == _account(environment, "bank_account", "iban")
+    return False
+
+
+# The tools that return a profile as a mapping (its keys are the model's fields, renamed).
+_PROFILES: dict[str, dict[str, tuple[Marker, ...]]] = {
+    "get_user_information": {
+        "First Name": _USER, "Last Name": _USER, "Email": _USER, "Phone Number": _USER,
+        "Address": _USER, "ID Number": _SECRET, "Passport Number": _SECRET,
+        "Bank Account Number": _SECRET, "Credit Card Number": _SECRET},
+    "get_user_info": {"first_name": _USER, "last_name": _USER, "street": _USER,
+                      "city": _USER, "password": _SECRET},
+}
+
+
+def field_labels(result: Any, environment: TaskEnvironment,
+                 tool: str = "") -> tuple[FieldLabel, ...]:
+    """The labelled values of ``tool``'s ``result``, by the rule above."""
+    profile = _PROFILES.get(tool)
+    if profile is not None and isinstance(result, dict):
+        return tuple(FieldLabel(f".{key}", str(value), "user", Secret in profile[key])
+                     for key, value in result.items()
+                     if key in profile and isinstance(value, str | int) and str(value))
+    items = list(enumerate(result)) if isinstance(result, list) else [(None, result)]
+    out: list[FieldLabel] = []
+    for i, record in items:
+        declared: Declared = _ALWAYS
+        if type(record) in _OWN and _own(record, environment):
+            declared = {**_ALWAYS, type(record): {**_ALWAYS.get(type(record), {}),
+                                                  **_OWN[type(record)]}}
+        prefix = "" if i is None else f"[{i}]"
+        out.extend(FieldLabel(prefix + f.path, f.value, f.by, f.secret)
+                   for f in fields_of(record, declared))
+    return tuple(out)
+
+
 class UndeclaredToolError(LookupError):
     """A suite offers a tool the tables above do not declare: declare it, never default."""
 
@@ -197,7 +301,9 @@ class SuiteTools:
         return [Tool(d.spec, _handler(self.runtime, environment, d.spec.name), d.capabilities,
                      d.validate, origin="agentdojo",
                      content_params=CONTENT_PARAMS.get(d.spec.name, ()),
-                     destination_params=DESTINATION_PARAMS.get(d.spec.name, ()))
+                     destination_params=DESTINATION_PARAMS.get(d.spec.name, ()),
+                     closed_destinations=d.spec.name in CLOSED_DESTINATIONS,
+                     returns_secrets=d.spec.name in _PROFILES)
                 for d in self.declared]
 
 
@@ -239,6 +345,7 @@ def _handler(runtime: FunctionsRuntime, environment: TaskEnvironment, name: str)
         result, error = runtime.run_function(environment, name, arguments)
         if error is not None:
             return ToolOutput(f"Error: {error}", is_error=True)
-        return ToolOutput(tool_result_to_str(result))
+        return ToolOutput(tool_result_to_str(result),
+                          fields=field_labels(result, environment, name))
 
     return run

@@ -23,7 +23,7 @@ from tether import events as ev
 from tether.conversation import Conversation, PendingCall
 from tether.messages import ToolCall, ToolResult
 from tether.providers import Scripted, call, calls
-from tether.run import gate
+from tether.run import checks, gate
 from tether.settings import AgentSettings
 from tether.trust import CLEAN
 
@@ -388,29 +388,29 @@ async def test_a_trifecta_tool_beside_a_read_in_one_turn_is_armed() -> None:
     assert sent == []
 
 
-# --- gate.check: one verdict per call, each stage on its own -------------------------------
+# --- checks.check: one verdict per call, each stage on its own -------------------------------
 
 
 PRIVATE_AND_UNTRUSTED = Taint(private=True, untrusted=True)
 
 
 def turn_of(*calls: ToolCall, taint: Taint = CLEAN, trifecta: str = "block",
-            mode: str = "ask", rule: str = "interlock") -> gate.TurnView:
+            mode: str = "ask", rule: str = "interlock") -> checks.TurnView:
     """A turn of these calls. The stage tests pin the interlock's rule (the provenance
     stage has tests of its own, tests/test_provenance.py and tests/security)."""
     tools = {t.name: t for t in (read_secret, read_web, send, deploy)}
     security = SecurityConfig(trifecta=trifecta, rule=rule)  # type: ignore[arg-type]
-    return gate.view_turn(calls, tools, taint, security, mode)  # type: ignore[arg-type]
+    return checks.view_turn(calls, tools, taint, security, mode)  # type: ignore[arg-type]
 
 
-def verdicts(turn_calls: list[ToolCall], turn: gate.TurnView) -> list[gate.Verdict]:
-    return [gate.check(c, i, turn).verdict for i, c in enumerate(turn_calls)]
+def verdicts(turn_calls: list[ToolCall], turn: checks.TurnView) -> list[checks.Verdict]:
+    return [checks.check(c, i, turn).verdict for i, c in enumerate(turn_calls)]
 
 
 def test_check_refuses_an_unknown_tool_naming_the_ones_there_are() -> None:
     c = ToolCall("c1", "rm_rf", "{}")
-    checked = gate.check(c, 0, turn_of(c))
-    assert isinstance(checked.verdict, gate.Refuse)
+    checked = checks.check(c, 0, turn_of(c))
+    assert isinstance(checked.verdict, checks.Refuse)
     assert checked.verdict.status == "unknown_tool"
     assert "deploy, read_secret, read_web, send" in checked.verdict.text
     assert checked.events == ()
@@ -419,62 +419,62 @@ def test_check_refuses_an_unknown_tool_naming_the_ones_there_are() -> None:
 def test_check_refuses_arguments_that_are_not_json_or_not_the_schema_as_invalid_args() -> None:
     for raw in ('{"data": ', '{"data": 5, "extra": 1}', "[1, 2]"):
         c = ToolCall("c1", "send", raw)
-        verdict = gate.check(c, 0, turn_of(c)).verdict
-        assert isinstance(verdict, gate.Refuse) and verdict.status == "invalid_args", raw
+        verdict = checks.check(c, 0, turn_of(c)).verdict
+        assert isinstance(verdict, checks.Refuse) and verdict.status == "invalid_args", raw
         assert "Call send again with corrected arguments" in verdict.text
 
 
 def test_check_words_invalid_arguments_as_the_tool_says_when_it_says() -> None:
     worded = dataclasses.replace(send, on_invalid=lambda error: f"custom: {error}")
     c = ToolCall("c1", "send", "{}")
-    turn = gate.view_turn([c], {"send": worded}, CLEAN, SecurityConfig(), "ask")
-    verdict = gate.check(c, 0, turn).verdict
-    assert isinstance(verdict, gate.Refuse) and verdict.status == "invalid_args"
+    turn = checks.view_turn([c], {"send": worded}, CLEAN, SecurityConfig(), "ask")
+    verdict = checks.check(c, 0, turn).verdict
+    assert isinstance(verdict, checks.Refuse) and verdict.status == "invalid_args"
     assert verdict.text.startswith("custom: ")
 
 
 def test_check_runs_an_ordinary_call_with_the_arguments_its_validator_shaped() -> None:
     c = ToolCall("c1", "send", '{"data": "hello"}')
-    checked = gate.check(c, 0, turn_of(c))
-    assert checked.verdict == gate.Run(send, {"data": "hello"})
+    checked = checks.check(c, 0, turn_of(c))
+    assert checked.verdict == checks.Run(send, {"data": "hello"})
     assert checked.events == ()
 
 
 def test_check_refuses_an_armed_send_under_block_and_says_so_in_an_event() -> None:
     c = ToolCall("c1", "send", '{"data": "x"}')
-    checked = gate.check(c, 0, turn_of(c, taint=PRIVATE_AND_UNTRUSTED))
-    assert isinstance(checked.verdict, gate.Refuse) and checked.verdict.status == "blocked"
+    checked = checks.check(c, 0, turn_of(c, taint=PRIVATE_AND_UNTRUSTED))
+    assert isinstance(checked.verdict, checks.Refuse) and checked.verdict.status == "blocked"
     assert [type(e) for e in checked.events] == [ev.TrifectaBlocked]
     assert checked.events[0].policy == "block"  # type: ignore[union-attr]
 
 
 def test_check_asks_about_an_armed_send_under_ask_for_the_trifecta_reason() -> None:
     c = ToolCall("c1", "send", '{"data": "x"}')
-    checked = gate.check(c, 0, turn_of(c, taint=PRIVATE_AND_UNTRUSTED, trifecta="ask"))
-    assert isinstance(checked.verdict, gate.Ask)
+    checked = checks.check(c, 0, turn_of(c, taint=PRIVATE_AND_UNTRUSTED, trifecta="ask"))
+    assert isinstance(checked.verdict, checks.Ask)
     assert checked.verdict.reason == "trifecta" and checked.verdict.arguments == {"data": "x"}
     assert [type(e) for e in checked.events] == [ev.TrifectaBlocked]
 
 
 def test_check_runs_an_armed_send_under_allow_recording_the_waiver() -> None:
     c = ToolCall("c1", "send", '{"data": "x"}')
-    checked = gate.check(c, 0, turn_of(c, taint=PRIVATE_AND_UNTRUSTED, trifecta="allow"))
-    assert checked.verdict == gate.Run(send, {"data": "x"})
+    checked = checks.check(c, 0, turn_of(c, taint=PRIVATE_AND_UNTRUSTED, trifecta="allow"))
+    assert checked.verdict == checks.Run(send, {"data": "x"})
     assert [type(e) for e in checked.events] == [ev.TrifectaWaived]
 
 
 def test_check_asks_about_a_gated_tool_and_refuses_it_in_read_only_mode() -> None:
     c = ToolCall("c1", "deploy", "{}")
-    asked = gate.check(c, 0, turn_of(c)).verdict
-    assert isinstance(asked, gate.Ask) and asked.reason == "needs_approval"
-    checked = gate.check(c, 0, turn_of(c, mode="read-only"))
-    assert isinstance(checked.verdict, gate.Refuse) and checked.verdict.status == "denied"
+    asked = checks.check(c, 0, turn_of(c)).verdict
+    assert isinstance(asked, checks.Ask) and asked.reason == "needs_approval"
+    checked = checks.check(c, 0, turn_of(c, mode="read-only"))
+    assert isinstance(checked.verdict, checks.Refuse) and checked.verdict.status == "denied"
     assert [e.by for e in checked.events] == ["permission_mode"]  # type: ignore[union-attr]
 
 
 def test_check_lets_a_read_only_tool_run_in_read_only_mode() -> None:
     c = ToolCall("c1", "read_web", "{}")
-    assert gate.check(c, 0, turn_of(c, mode="read-only")).verdict == gate.Run(read_web, {})
+    assert checks.check(c, 0, turn_of(c, mode="read-only")).verdict == checks.Run(read_web, {})
 
 
 def test_verdicts_are_keyed_by_position_so_two_calls_with_one_id_get_their_own() -> None:
@@ -483,17 +483,18 @@ def test_verdicts_are_keyed_by_position_so_two_calls_with_one_id_get_their_own()
     same = [ToolCall("dup", "read_secret", "{}"), ToolCall("dup", "read_web", "{}"),
             ToolCall("dup", "send", '{"data": "x"}')]
     got = verdicts(same, turn_of(*same))
-    assert got[0] == gate.Run(read_secret, {}) and got[1] == gate.Run(read_web, {})
-    assert isinstance(got[2], gate.Refuse) and got[2].status == "blocked"
+    assert got[0] == checks.Run(read_secret, {}) and got[1] == checks.Run(read_web, {})
+    assert isinstance(got[2], checks.Refuse) and got[2].status == "blocked"
     assert dict(turn_of(*same).armed) == {0: False, 1: False, 2: True}
 
 
 def test_the_interlock_sees_the_whole_turn_not_each_call_alone() -> None:
     send_alone = ToolCall("s", "send", '{"data": "x"}')
-    assert gate.check(send_alone, 0, turn_of(send_alone)).verdict == gate.Run(send, {"data": "x"})
+    alone = checks.check(send_alone, 0, turn_of(send_alone))
+    assert alone.verdict == checks.Run(send, {"data": "x"})
     turn_calls = [ToolCall("a", "read_secret", "{}"), ToolCall("b", "read_web", "{}"),
                   send_alone]
-    assert isinstance(verdicts(turn_calls, turn_of(*turn_calls))[2], gate.Refuse)
+    assert isinstance(verdicts(turn_calls, turn_of(*turn_calls))[2], checks.Refuse)
 
 
 async def test_two_gated_calls_with_one_id_in_a_run_each_get_their_own_decision() -> None:
@@ -517,13 +518,13 @@ async def test_two_gated_calls_with_one_id_in_a_run_each_get_their_own_decision(
 # --- gate.decide: who answers an Ask ------------------------------------------------------
 
 
-async def decided(asked: gate.Ask, asking: gate.Asking, given: Decision | None = None,
-                  position: int = 0) -> tuple[list[ev.Event], gate.Verdict]:
+async def decided(asked: checks.Ask, asking: gate.Asking, given: Decision | None = None,
+                  position: int = 0) -> tuple[list[ev.Event], checks.Verdict]:
     c = ToolCall("c1", asked.tool.name, "{}")
     out: list[ev.Event] = []
-    verdict: gate.Verdict | None = None
+    verdict: checks.Verdict | None = None
     async for item in gate.decide(c, position, asked, asking, CLEAN, given):
-        if isinstance(item, gate.Run | gate.Refuse | gate.Defer):
+        if isinstance(item, checks.Run | checks.Refuse | checks.Defer):
             verdict = item
         else:
             out.append(item)
@@ -536,55 +537,55 @@ def asking(approver: Any = None, mode: str = "ask",
     return gate.Asking(approver, mode, 5.0, approvals if approvals is not None else set())  # type: ignore[arg-type]
 
 
-ASK_DEPLOY = gate.Ask(deploy, {}, "needs_approval", "Deploy needs approval.")
+ASK_DEPLOY = checks.Ask(deploy, {}, "needs_approval", "Deploy needs approval.")
 
 
 async def test_decide_without_an_approver_refuses_by_policy() -> None:
     events, verdict = await decided(ASK_DEPLOY, asking())
-    assert isinstance(verdict, gate.Refuse) and verdict.status == "denied"
+    assert isinstance(verdict, checks.Refuse) and verdict.status == "denied"
     assert [(e.verdict, e.by) for e in events] == [("deny", "policy")]  # type: ignore[union-attr]
 
 
 async def test_decide_runs_a_gated_call_the_session_allowed_before_without_asking() -> None:
     approver = Recorder(Decision.deny("should not be asked"))
     events, verdict = await decided(ASK_DEPLOY, asking(approver, approvals={"deploy"}))
-    assert verdict == gate.Run(deploy, {}) and approver.requests == []
+    assert verdict == checks.Run(deploy, {}) and approver.requests == []
     assert [e.by for e in events] == ["session_cache"]  # type: ignore[union-attr]
 
 
 async def test_decide_in_allow_mode_runs_a_gated_call_but_still_asks_about_the_trifecta() -> None:
     _, verdict = await decided(ASK_DEPLOY, asking(mode="allow"))
-    assert verdict == gate.Run(deploy, {})
-    trifecta = gate.Ask(send, {"data": "x"}, "trifecta", "Trifecta check.")
+    assert verdict == checks.Run(deploy, {})
+    trifecta = checks.Ask(send, {"data": "x"}, "trifecta", "Trifecta check.")
     _, verdict = await decided(trifecta, asking(mode="allow"))
-    assert isinstance(verdict, gate.Refuse)
+    assert isinstance(verdict, checks.Refuse)
 
 
 async def test_decide_asks_the_approver_and_an_allow_for_the_session_joins_the_approvals() -> None:
     approvals: set[str] = set()
     approver = Recorder(Decision.allow_for_session())
     events, verdict = await decided(ASK_DEPLOY, asking(approver, approvals=approvals))
-    assert verdict == gate.Run(deploy, {})
+    assert verdict == checks.Run(deploy, {})
     assert [type(e) for e in events] == [ev.ApprovalRequested, ev.ApprovalDecided]
     assert approvals == {"deploy"}
 
 
 async def test_decide_defers_with_the_call_pending_at_its_position() -> None:
     _, verdict = await decided(ASK_DEPLOY, asking(Recorder(Decision.defer())), position=3)
-    assert verdict == gate.Defer(PendingCall("c1", "deploy", {}, "needs_approval",
+    assert verdict == checks.Defer(PendingCall("c1", "deploy", {}, "needs_approval",
                                              "Deploy needs approval.", 3))
 
 
 async def test_decide_uses_a_hosts_given_decision_without_asking_the_approver() -> None:
     approver = Recorder(Decision.deny("should not be asked"))
     events, verdict = await decided(ASK_DEPLOY, asking(approver), given=Decision.allow())
-    assert verdict == gate.Run(deploy, {}) and approver.requests == []
+    assert verdict == checks.Run(deploy, {}) and approver.requests == []
     assert [e.by for e in events] == ["approver"]  # type: ignore[union-attr]
 
 
 def test_a_given_decision_for_other_arguments_is_not_applied_and_says_so() -> None:
     c = ToolCall("c1", "send", '{"data": "new"}')
-    asked = gate.Ask(send, {"data": "new"}, "trifecta", "Trifecta check.")
+    asked = checks.Ask(send, {"data": "new"}, "trifecta", "Trifecta check.")
     pending = PendingCall("c1", "send", {"data": "old"}, "trifecta", "", 0)
     given = gate.given_decision((pending, Decision.allow()), c, asked)
     assert isinstance(given, ev.Notice) and "not applied" in given.message

@@ -18,7 +18,7 @@ from tether.messages import ToolCall
 from tether.outcome import Final, Paused, RunAgain, StopCause, Stopped, TurnOutcome
 from tether.output import NUDGE, OutputPlan, OutputSpec
 from tether.providers import Scripted, call
-from tether.run import gate
+from tether.run import checks, gate
 from tether.run.ending import TEXT_ENDING
 from tether.trust import CLEAN, SecurityConfig
 
@@ -81,10 +81,10 @@ def test_the_answering_tool_passes_the_gate_like_any_tool() -> None:
     tools = ending.tools({})
     good = ToolCall("c", ending.tool_name, '{"stars": 5}')
     bad = ToolCall("c", ending.tool_name, '{"stars": "many"}')
-    turn = gate.view_turn([good], tools, CLEAN, SecurityConfig(), "ask")
-    assert gate.check(good, 0, turn).verdict == gate.Run(ending.tool, {"stars": 5})
-    refused = gate.check(bad, 0, turn).verdict
-    assert isinstance(refused, gate.Refuse) and refused.status == "invalid_args"
+    turn = checks.view_turn([good], tools, CLEAN, SecurityConfig(), "ask")
+    assert checks.check(good, 0, turn).verdict == checks.Run(ending.tool, {"stars": 5})
+    refused = checks.check(bad, 0, turn).verdict
+    assert isinstance(refused, checks.Refuse) and refused.status == "invalid_args"
     # The correction is the tool's own (it counts the retries left).
     assert refused.text.startswith("Error: the answer does not match the schema")
     assert ending.retries_left == 0

@@ -213,7 +213,7 @@ def test_the_rule_is_read_from_tether_toml(tmp_path: object) -> None:
 
 def test_the_gate_reads_keys_and_undeclared_names_by_the_tools_schema() -> None:
     from tether.messages import ToolCall
-    from tether.run import gate
+    from tether.run import checks
     from tether.tools.tool import Tool
     from tether.trust import Taint
 
@@ -223,13 +223,13 @@ def test_the_gate_reads_keys_and_undeclared_names_by_the_tools_schema() -> None:
     post = Tool.from_schema("post", "Post.", {"type": "object", "properties": {
         "to": {"type": "object", "properties": {"cc": {"type": "string"}}}}}, handler,
         capabilities=Capabilities(external_send=True))
-    turn = gate.view_turn([ToolCall("c", "post", "{}")], {"post": post},
+    turn = checks.view_turn([ToolCall("c", "post", "{}")], {"post": post},
                           Taint(untrusted=True), SecurityConfig(), "ask", sources=[USER])
     # Read back for a trusted result: the keys are values, the schema's names are not.
-    assert gate.arguments_traced(0, post, {"to": {"bob@corp.test": "Send", "cc": "Send"}}, turn)
-    assert not gate.arguments_traced(0, post, {"to": {"eve@evil.test": "Send"}}, turn)
-    assert not gate.arguments_traced(0, post, {"to": {}, "eve@evil.test": "Send"}, turn)
-    traces = gate.trace_call(post, {"to": {"eve@evil.test": 100}, "x": "Send"}, turn)
+    assert checks.arguments_traced(0, post, {"to": {"bob@corp.test": "Send", "cc": "Send"}}, turn)
+    assert not checks.arguments_traced(0, post, {"to": {"eve@evil.test": "Send"}}, turn)
+    assert not checks.arguments_traced(0, post, {"to": {}, "eve@evil.test": "Send"}, turn)
+    traces = checks.trace_call(post, {"to": {"eve@evil.test": 100}, "x": "Send"}, turn)
     assert [(t.argument, t.value, t.traced) for t in traces] == [
         ("to (a key)", "eve@evil.test", False), ("to.eve@evil.test", "100", True),
         ("arguments (a key)", "x", False), ("x", "Send", True)]

@@ -47,6 +47,9 @@ _EXPORTS: dict[str, str] = {
     "SecurityConfig": "tether.trust",
     "AnswerShape": "tether.trust",
     "outside_text": "tether.trust",
+    "WrittenBy": "tether.fields",
+    "Secret": "tether.fields",
+    "Writer": "tether.messages",
     "Text": "tether.messages",
     "Approver": "tether.approval",
     "ApprovalRequest": "tether.approval",
@@ -142,9 +145,10 @@ if TYPE_CHECKING:
         TetherError,
         ToolError,
     )
+    from tether.fields import Secret, WrittenBy
     from tether.guardrails import InputGuardrail, OutputGuardrail, secrets_in_answer
     from tether.mcp.server import McpServer
-    from tether.messages import Message, Text, Usage
+    from tether.messages import Message, Text, Usage, Writer
     from tether.outcome import StopCause
     from tether.output import OutputReport, OutputReservation, OutputSpec, PreparedRun
     from tether.result import RunResult, ToolCallRecord

@@ -21,7 +21,7 @@ from tether.approval import ApprovalReason
 from tether.display import inline
 from tether.errors import PendingStateError
 from tether.messages import Message, ToolCall, message_from_dict, message_to_dict
-from tether.provenance import Source, sources_of
+from tether.provenance import Source, SourceIndex
 from tether.trust import CLEAN, Taint
 
 if TYPE_CHECKING:
@@ -50,11 +50,22 @@ class Conversation:
     pending: list[PendingCall] = field(default_factory=list)
     prompts_trusted: bool = True
     inherited_sources: tuple[Source, ...] = ()
+    _index: SourceIndex | None = field(default=None, init=False, repr=False, compare=False)
 
     def sources(self, system_prompt: str | None = None) -> tuple[Source, ...]:
-        """Every text the model has seen in this conversation, with its labels."""
-        return sources_of(self.messages, system_prompt, prompts_trusted=self.prompts_trusted,
-                          inherited=self.inherited_sources)
+        """Every text the model has seen in this conversation, with its labels. Each
+        message is read once (``SourceIndex``): the first call reads them all (a loaded
+        conversation's too), later ones only those appended since."""
+        return self.index().sources(self.messages, system_prompt, self.inherited_sources)
+
+    def index(self) -> SourceIndex:
+        """The sources read so far, and what they hold (``SourceIndex``): the values the
+        model wrote into untraced calls, the secrets results declared."""
+        index = self._index
+        if index is None or index.prompts_trusted != self.prompts_trusted:
+            index = self._index = SourceIndex(self.prompts_trusted)
+        index.sources(self.messages)
+        return index
 
     def append(self, message: Message) -> None:
         self.messages.append(message)

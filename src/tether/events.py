@@ -116,7 +116,7 @@ class TrifectaBlocked:
     kind: Literal["trifecta_blocked"] = "trifecta_blocked"
 
 
-ProvenanceVerdict: TypeAlias = Literal["traced", "untraced", "fixed", "unanchored"]
+ProvenanceVerdict: TypeAlias = Literal["traced", "untraced", "fixed", "unanchored", "closed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +125,10 @@ class ProvenanceChecked:
     "provenance"``): ``verdict`` is ``traced`` (every value occurs in a trusted text) or
     ``untraced`` (a value traces to no trusted text), ``fixed`` (a send that could leak
     private data declares no destination: where it goes is the tool's choice) or
-    ``unanchored`` (no argument names what the call acts on: nothing to trace); ``traces``
-    name each value, its argument and the sources it was found in.
+    ``unanchored`` (no argument names what the call acts on: nothing to trace), or
+    ``closed`` (its untraced values are places of the user's own closed directory, chosen
+    from lists, and its content is the user's own words: it runs); ``traces`` name each
+    value, its argument and the sources it was found in.
     An untraced call is then refused, asked about or waived (``TrifectaBlocked`` or
     ``TrifectaWaived`` follow)."""
 

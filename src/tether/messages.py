@@ -91,31 +91,109 @@ def _nests_deeper(value: Any, limit: int) -> bool:
     return False
 
 
+Writer: TypeAlias = Literal["user", "service", "others"]
+"""Who writes a field of a tool's result: ``user`` (the user's own records: mail they
+sent, files they own, their outgoing payments, their address), ``service`` (what the
+service mints for the user's records: ids), ``others`` (anything another person can write,
+every free-text field; the default of every field not declared)."""
+
+WRITERS: tuple[Writer, ...] = ("user", "service", "others")
+
+# What a saved result's field labels may hold (``FieldLabel.from_dict``): a store is read as
+# hostile input, and a label beyond these bounds is dropped (its value is then untrusted).
+MAX_FIELD_LABELS = 10_000
+MAX_FIELD_CHARS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class FieldLabel:
+    """One value of a structured tool result, with who writes its field: ``path`` names it
+    (``.files[0].id``), ``value`` is its text as the model reads it, ``by`` its writer,
+    ``secret`` whether it must not leave (``tether.fields.Secret``). A result keeps the
+    labels of its trusted (user- or service-written) and its secret values; every other
+    value is of the untrusted rest."""
+
+    path: str
+    value: str
+    by: Writer = "others"
+    secret: bool = False
+
+    @property
+    def trusted(self) -> bool:
+        return self.by != "others"
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"path": self.path, "value": self.value, "by": self.by}
+        if self.secret:
+            d["secret"] = True
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any) -> FieldLabel | None:
+        """A saved label, or None when it is not one (wrong types, too long). An unknown
+        writer is ``others``: a label can only lose trust by being misread."""
+        if not isinstance(d, dict):
+            return None
+        path, value, by = d.get("path"), d.get("value"), d.get("by")
+        if not isinstance(path, str) or not isinstance(value, str) or not value \
+                or len(value) > MAX_FIELD_CHARS or len(path) > MAX_FIELD_CHARS:
+            return None
+        writer: Writer = by if by in ("user", "service") else "others"
+        return cls(path, value, writer, d.get("secret") is True)
+
+
 @dataclass(frozen=True, slots=True)
 class Labels:
     """What a tool result's text is, as a source of the values a later call may use (see
     ``tether.provenance``). ``private``: it came from a tool that reads the user's data.
     ``untrusted``: it is not a trusted source (outside text, the echo of values that were
     not traced, a text the gate wrote about a call it refused); ``why`` says which. The
-    default is the fail-closed one."""
+    default is the fail-closed one.
+
+    ``fields``: the values of a structured result whose fields are declared written by the
+    user or the service (they trace even when the text as a whole is untrusted), and its
+    secret values. ``echoes``: the call ran with values that did not all trace, so what it
+    wrote (a record, a draft) may come back in a later result: a value it holds does not
+    become trusted by being read back. ``written``: values it wrote beyond its arguments
+    (a sub-agent's, through its own calls), which count the same."""
 
     private: bool = False
     untrusted: bool = True
     why: str = ""
+    fields: tuple[FieldLabel, ...] = ()
+    echoes: bool = False
+    written: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"private": self.private, "untrusted": self.untrusted}
         if self.why:
             d["why"] = self.why
+        if self.fields:
+            d["fields"] = [f.to_dict() for f in self.fields]
+        d["echoes"] = self.echoes
+        if self.written:
+            d["written"] = list(self.written)
         return d
 
     @classmethod
     def from_dict(cls, d: Any) -> Labels:
-        """Labels as saved; anything but an explicit ``untrusted: false`` is untrusted."""
+        """Labels as saved; anything but an explicit ``untrusted: false`` is untrusted, and
+        a field label that is not one is dropped."""
         if not isinstance(d, dict):
             return cls()
-        return cls(d.get("private") is True, d.get("untrusted") is not False,
-                   str(d.get("why", "")))
+        saved = d.get("fields")
+        fields: tuple[FieldLabel, ...] = ()
+        if isinstance(saved, list):
+            fields = tuple(f for f in map(FieldLabel.from_dict, saved[:MAX_FIELD_LABELS])
+                           if f is not None)
+        untrusted = d.get("untrusted") is not False
+        # Saved before echoes were recorded: an untrusted result may have been an echo.
+        echoes = d.get("echoes") is True or ("echoes" not in d and untrusted)
+        saved_written = d.get("written")
+        written = tuple(w for w in saved_written[:MAX_FIELD_LABELS]
+                        if isinstance(w, str) and w) if isinstance(saved_written, list) else ()
+        return cls(d.get("private") is True, untrusted, str(d.get("why", "")), fields,
+                   echoes, written)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,13 +17,17 @@ to no trusted source counts as untrusted: the gate fails closed.
 from __future__ import annotations
 
 import math
+import operator
+from bisect import bisect_right
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
+from operator import attrgetter
 from typing import Any, Literal, TypeAlias
 
 from tether.addresses import named, places
 from tether.display import inline
-from tether.messages import Labels, Message, Text, ToolResult
+from tether.messages import FieldLabel, Labels, Message, Text, ToolCall, ToolResult
 
 Role: TypeAlias = Literal["content", "destination", "control"]
 
@@ -32,12 +36,22 @@ Role: TypeAlias = Literal["content", "destination", "control"]
 class Source:
     """One text the model has seen. ``trusted``: nothing untrusted could have chosen it
     (the user's words, the system prompt, the result of a call whose values all traced to
-    trusted text); ``private``: it came from a tool that reads the user's data."""
+    trusted text); ``private``: it came from a tool that reads the user's data.
+
+    A structured result that is untrusted as a whole may still hold trusted values: the
+    ones in fields its tool declares written by the user or the service (``fields``, each
+    with its path). The source is then those values, trusted, plus the untrusted rest: a
+    value traces when it occurs, as a whole token, in one of them (never across two)."""
 
     name: str
     text: str
     trusted: bool
     private: bool = False
+    fields: tuple[FieldLabel, ...] = ()
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(f.value for f in self.fields if f.secret)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,48 +112,159 @@ def sources_of(messages: Sequence[Message], system_prompt: str | None = None, *,
     with a prompt, ``Text.origin``, never), and each tool result
     with its labels (a result without labels, saved by an older tether, is untrusted).
     ``inherited`` are sources a delegating run hands its child (the parent's trusted
-    texts)."""
-    out = list(inherited)
-    if system_prompt:
-        out.append(Source(SYSTEM_PROMPT, system_prompt, True))
-    for message in messages:
+    texts). Read whole each time; a conversation keeps a ``SourceIndex`` instead."""
+    return SourceIndex(prompts_trusted).sources(messages, system_prompt, tuple(inherited))
+
+
+class SourceIndex:
+    """The sources of a conversation's messages, read once each, as they are appended: a
+    turn costs what its new messages cost, not the whole conversation again.
+
+    It also keeps what a value read back must be checked against: the values the model
+    wrote into calls that did not all trace (``written``: a record or a draft it made may
+    come back in a later result, in a field its tool declares written by the user, and is
+    not trusted for it), and the secret values results declared (``secrets``)."""
+
+    __slots__ = (
+        "_cache",
+        "_calls",
+        "_last",
+        "_seen",
+        "_sources",
+        "prompts_trusted",
+        "secrets",
+        "written",
+    )
+
+    def __init__(self, prompts_trusted: bool = True) -> None:
+        self.prompts_trusted = prompts_trusted
+        self._reset()
+
+    def _reset(self) -> None:
+        self._sources: list[Source] = []
+        self._cache: tuple[Source, ...] = ()
+        self._seen = 0
+        self._last: Message | None = None
+        self._calls: list[ToolCall] = []
+        self.written: list[str] = []
+        self.secrets: list[str] = []
+
+    def sources(self, messages: Sequence[Message], system_prompt: str | None = None,
+                inherited: tuple[Source, ...] = ()) -> tuple[Source, ...]:
+        """The sources of ``messages`` after ``inherited`` and the system prompt, reading
+        only the messages appended since the last call (all of them again when ``messages``
+        is not the list read before, grown)."""
+        seen = self._seen
+        if seen > len(messages) or (seen and messages[seen - 1] is not self._last):
+            self._reset()
+        if self._seen < len(messages):
+            self.extend(messages[self._seen:])
+        head = (*inherited, Source(SYSTEM_PROMPT, system_prompt, True)) if system_prompt \
+            else inherited
+        return head + self._cache if head else self._cache
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        for message in messages:
+            self._read(message)
+            self._seen += 1
+            self._last = message
+        self._cache = tuple(self._sources)
+
+    def _read(self, message: Message) -> None:
+        out = self._sources
         if message.role == "user":
             # Each text apart: two are never one token by being written side by side.
             own = "\n".join(p.text for p in message.parts
                              if isinstance(p, Text) and p.origin is None)
             if own:
-                out.append(Source(USER_PROMPT if prompts_trusted else
-                                  "the task the delegating model wrote", own, prompts_trusted))
+                trusted = self.prompts_trusted
+                out.append(Source(USER_PROMPT if trusted else
+                                  "the task the delegating model wrote", own, trusted))
             # Outside text given with the prompt (piped to tether run) is not the user's.
             out.extend(Source(f"{OUTSIDE_TEXT} ({p.origin})", p.text, False)
                        for p in message.parts if isinstance(p, Text) and p.origin is not None)
+        elif message.role == "assistant":
+            self._calls = [p for p in message.parts if isinstance(p, ToolCall)]
         elif message.role == "tool":
-            for part in message.parts:
-                if isinstance(part, ToolResult):
-                    out.append(result_source(part))
-    return tuple(out)
+            results = [p for p in message.parts if isinstance(p, ToolResult)]
+            # The turn's calls run side by side: what any of them wrote may be in the
+            # result of any other, so every echo of the turn counts before any result.
+            for result in results:
+                labels = result.labels
+                if labels is None or labels.echoes:
+                    for call in self._calls:
+                        if call.id == result.call_id:
+                            self.written.extend(_written(call))
+                    if labels is not None:
+                        self.written.extend(labels.written)
+            for result in results:
+                source = result_source(result, self.written)
+                out.append(source)
+                self.secrets.extend(source.secrets)
 
 
-def result_source(result: ToolResult) -> Source:
+def _written(call: ToolCall) -> list[str]:
+    try:
+        arguments = call.parsed_arguments()
+    except ValueError:
+        return [call.arguments]  # what the model wrote, whole
+    return [str(leaf) for _, leaf in leaves(arguments, "")]
+
+
+def result_source(result: ToolResult, written: Sequence[str] = ()) -> Source:
+    """A tool result as a source, with its labels. A trusted field whose value the model
+    wrote into a call that did not all trace (``written``: a value in it, or it in a
+    value) is not trusted: a record the model made is only as good as the call that made
+    it."""
     labels = result.labels
     name = f"the result of {result.name} ({result.call_id})"
     if labels is None:
         return Source(f"{name}, {UNKNOWN_ORIGIN}", result.content, False)
-    return Source(name, result.content, not labels.untrusted, labels.private)
+    fields = labels.fields
+    if fields and written:
+        fields = tuple(f if not f.trusted or not _echoed(f.value, written)
+                       else FieldLabel(f.path, f.value, "others", f.secret) for f in fields)
+    return Source(name, result.content, not labels.untrusted, labels.private, fields)
+
+
+def distrusted(fields: Iterable[FieldLabel]) -> tuple[FieldLabel, ...]:
+    """The labels a tool that is not believed about itself declared: its secrets alone (a
+    secret only adds caution), written by others."""
+    return tuple(FieldLabel(f.path, f.value, "others", True) for f in fields if f.secret)
+
+
+def _echoed(value: str, written: Sequence[str]) -> bool:
+    return any(_occurs(value, w) or _occurs(w, value) for w in written)
 
 
 def result_labels(*, private: bool, from_outside: bool, arguments_traced: bool,
-                  delegated: bool = False) -> Labels:
+                  delegated: bool = False, fields: Sequence[FieldLabel] = (),
+                  written: Sequence[str] = ()) -> Labels:
     """The labels of a tool result: a trusted source unless it carries outside text, or
     the call's own values were not all traced to trusted text (a tool can echo what it was
     given: ``create_file`` returns its content). A delegation's answer carries the child's
-    verdict alone (the child ran under its own gate)."""
+    verdict alone (the child ran under its own gate).
+
+    ``fields`` are the labelled values its tool declared (``tether.fields``): kept, except
+    that a user-written field of a call whose values did not all trace may echo them, and
+    is of the untrusted rest (a service-written one, an id the service minted, is kept: a
+    handle the agent got back from a create call traces). ``written`` are values the call
+    wrote beyond its arguments (a child agent's calls')."""
+    echoes = not arguments_traced
+    if echoes:
+        fields = [f for f in fields if f.by == "service" or f.secret]
+        fields = [f if f.by == "service" else FieldLabel(f.path, f.value, "others", True)
+                  for f in fields]
+    kept = tuple(fields)
     if from_outside:
-        return Labels(private=private, untrusted=True, why="outside text")
-    if not arguments_traced and not delegated:
+        return Labels(private=private, untrusted=True, why="outside text", fields=kept,
+                      echoes=echoes, written=tuple(written))
+    if echoes and not delegated:
         return Labels(private=private, untrusted=True,
-                      why="the call's arguments were not all traced to trusted text")
-    return Labels(private=private, untrusted=False)
+                      why="the call's arguments were not all traced to trusted text",
+                      fields=kept, echoes=True, written=tuple(written))
+    return Labels(private=private, untrusted=False, fields=kept, echoes=echoes,
+                  written=tuple(written))
 
 
 GATE_LABELS = Labels(untrusted=True, why="written by the gate about a call it did not run")
@@ -150,14 +275,122 @@ GATE_LABELS = Labels(untrusted=True, why="written by the gate about a call it di
 
 def trace_value(value: str | int | float, sources: Sequence[Source]) -> tuple[
         tuple[str, ...], tuple[str, ...]]:
-    """The names of the trusted and the untrusted sources that hold ``value`` exactly."""
+    """The names of the trusted and the untrusted sources that hold ``value`` exactly (a
+    trusted field of an untrusted source is named with its path), in the sources' order."""
     spellings = _spellings(value)
+    if not spellings:
+        return (), ()
+    hay = _haystack(sources)
+    in_text = {i for s in spellings for i in hay.holders(s)}
+    in_field = {i: f for s in spellings for i, f in hay.field_holders(s)}
     trusted: list[str] = []
     untrusted: list[str] = []
-    for source in sources:
-        if any(_occurs(s, source.text) for s in spellings):
-            (trusted if source.trusted else untrusted).append(source.name)
+    for i in sorted(in_text | in_field.keys()):
+        source = sources[i]
+        if source.trusted:
+            if i in in_text:
+                trusted.append(source.name)
+        elif i in in_field:
+            field = in_field[i]
+            trusted.append(f"{source.name} at {field.path or '.'} (written by {field.by})")
+        else:
+            untrusted.append(source.name)
     return tuple(dict.fromkeys(trusted)), tuple(dict.fromkeys(untrusted))
+
+
+class _Haystack:
+    """The texts of a turn's sources joined by newlines (a token boundary), and the trusted
+    fields of its untrusted ones joined the same way, each with where its texts start: a
+    value is looked for once in each (``str.find``), and only the sources that hold it are
+    visited, so tracing costs what the texts' length costs, not a Python step per source.
+    A match is a whole token inside one text, never across two (the rule of ``_occurs``)."""
+
+    __slots__ = ("field_starts", "field_text", "fields", "sources", "starts", "text")
+
+    def __init__(self, sources: Sequence[Source]) -> None:
+        texts = list(map(attrgetter("text"), sources))
+        self.sources = sources
+        self.text = "\n".join(texts)
+        self.starts = _starts(texts)
+        self.fields = [(i, f) for i, source in enumerate(sources) if source.fields
+                       and not source.trusted for f in source.fields if f.trusted]
+        values = [f.value for _, f in self.fields]
+        self.field_text = "\n".join(values)
+        self.field_starts = _starts(values)
+
+    def holders(self, needle: str) -> list[int]:
+        """The positions of the sources whose text holds ``needle`` as a whole token."""
+        return _holders(needle, self.text, self.starts)
+
+    def field_holders(self, needle: str) -> list[tuple[int, FieldLabel]]:
+        """The trusted fields that hold ``needle`` as a whole token, by their source."""
+        return [self.fields[j] for j in _holders(needle, self.field_text, self.field_starts)]
+
+
+def _starts(texts: list[str]) -> list[int]:
+    # Where each text starts in the newline-joined whole: its length and one per text before.
+    return list(map(operator.add, accumulate(map(len, texts), initial=0), range(len(texts))))
+
+
+def _holders(needle: str, text: str, starts: list[int]) -> list[int]:
+    out: list[int] = []
+    count = len(starts)
+    at = text.find(needle) if needle else -1
+    while at != -1:
+        i = bisect_right(starts, at) - 1
+        end = starts[i + 1] - 1 if i + 1 < count else len(text)
+        # Within its own text, as a whole token there (from here on: none was before).
+        if at + len(needle) <= end and _occurs(needle, text[starts[i]:end], at - starts[i]):
+            out.append(i)
+        if i + 1 >= count:
+            break
+        at = text.find(needle, starts[i + 1])
+    return out
+
+
+# The last haystack built and its sources, as one pair: rebound whole (one assignment), so
+# runs in several threads never pair one turn's sources with another's haystack.
+_last: tuple[Sequence[Source], _Haystack] | None = None
+
+
+def _haystack(sources: Sequence[Source]) -> _Haystack:
+    """The haystack of ``sources``; a turn's sources (one tuple) are joined once."""
+    global _last
+    last = _last
+    if last is not None and last[0] is sources:
+        return last[1]
+    hay = _Haystack(sources)
+    if isinstance(sources, tuple):
+        _last = (sources, hay)
+    return hay
+
+
+def trace_id(value: str | int | float, sources: Sequence[Source]) -> tuple[str, ...]:
+    """The sources that hold ``value`` as the whole value of a service-written field (an id
+    the service minted for a record): how a short control value of an endorsed destructive
+    call must trace (a prompt that says "June 13" does not name the file with id 13)."""
+    spellings = set(_spellings(value))
+    return tuple(dict.fromkeys(
+        f"{source.name} at {f.path or '.'} (written by service)" for source in sources
+        for f in source.fields if f.by == "service" and f.value in spellings))
+
+
+def is_short(value: str | int | float) -> bool:
+    """A value too short to trace to prose: a number, or a string of at most six digits
+    (and the separators of a number): an id, an amount, a day of the month."""
+    text = str(value).strip()
+    return len(text) <= 6 and bool(text) and all(c.isdigit() or c in ".,-+" for c in text)
+
+
+def holds_secret(text: str, secret: str) -> bool:
+    """Whether ``text`` holds ``secret`` verbatim: anywhere in it (six characters or
+    more), as a whole token (a shorter one, which would otherwise be found everywhere)."""
+    return secret in text if len(secret) >= 6 else _occurs(secret, text)
+
+
+def in_prompt(text: str, sources: Sequence[Source]) -> bool:
+    """Whether ``text`` occurs whole, verbatim, in the user's own prompt (a trusted one)."""
+    return any(s.trusted and s.name == USER_PROMPT and _occurs(text, s.text) for s in sources)
 
 
 def trace(argument: str, role: Role, value: str | int | float,
@@ -191,13 +424,13 @@ _AFTER = frozenset(" \t\n\r\"'`)]}>,;|*")
 _ENDS_SENTENCE = frozenset(".,:;!?")
 
 
-def _occurs(needle: str, text: str) -> bool:
+def _occurs(needle: str, text: str, start: int | None = None) -> bool:
     """``needle`` occurs in ``text`` as a whole token (see ``_BEFORE`` and ``_AFTER``;
     sentence punctuation after it counts as an end when a token end or the text's end
-    follows)."""
+    follows). ``start``: where to look first (an occurrence already found)."""
     if not needle:
         return False
-    start = text.find(needle)
+    start = text.find(needle) if start is None else start
     while start != -1:
         end = start + len(needle)
         before_ok = start == 0 or text[start - 1] in _BEFORE
@@ -335,3 +568,111 @@ def trace_call(arguments: Mapping[str, Any], roles: Mapping[str, Role], *, sends
             out.extend(trace_address(f"{path} (an address in it)", place, sources)
                        for place in addresses(leaf))
     return out
+
+
+# --- closed vocabularies -------------------------------------------------------------------
+
+
+def closed_paths(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> frozenset[str]:
+    """The paths (as ``leaves`` writes them) of the values of a call that its tool's schema
+    restricts to a closed vocabulary: an ``enum`` or a ``const`` (a ``Literal[...]`` in a
+    ``@tool`` signature). Such a value names nothing outside the tool, like a boolean, and
+    is not traced. Only the tool's own schema counts, and only a believed one (the caller
+    asks this of a tool that is not an untrusted MCP server's)."""
+    out: set[str] = set()
+    stack: list[tuple[Any, Any, str, int]] = [
+        (value, _property(schema, name, schema), name, 0) for name, value in arguments.items()]
+    while stack:
+        value, node, path, depth = stack.pop()
+        node = _resolved(node, schema)
+        if node is None or depth > 64:
+            continue
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            if _closed(node, value, schema):
+                out.add(path)
+        elif isinstance(value, Mapping):
+            stack.extend((item, _property(node, str(key), schema), f"{path}.{key}", depth + 1)
+                         for key, item in value.items())
+        elif isinstance(value, list):
+            items = _container(node, "items", schema)
+            stack.extend((item, items, f"{path}[{i}]", depth + 1)
+                         for i, item in enumerate(value))
+    return frozenset(out)
+
+
+def _resolved(node: Any, root: Mapping[str, Any], hops: int = 0) -> Mapping[str, Any] | None:
+    """``node`` with its local ``$ref`` followed (``#/$defs/X``, ``#/definitions/X``)."""
+    while isinstance(node, Mapping) and isinstance(node.get("$ref"), str) and hops < 16:
+        ref: str = node["$ref"]
+        target: Any = root
+        if not ref.startswith("#/"):
+            return None
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        node, hops = target, hops + 1
+    return node if isinstance(node, Mapping) else None
+
+
+def _property(node: Any, name: str, root: Mapping[str, Any]) -> Any:
+    node = _container(node, "properties", root)
+    properties = node.get("properties") if isinstance(node, Mapping) else None
+    if isinstance(properties, Mapping) and name in properties:
+        return properties[name]
+    extra = node.get("additionalProperties") if isinstance(node, Mapping) else None
+    return extra if isinstance(extra, Mapping) else None
+
+
+def _container(node: Any, key: str, root: Mapping[str, Any]) -> Any:
+    """For ``properties``, ``node`` itself (or the one branch of its ``anyOf``/``oneOf``
+    that has them: an optional object); for ``items``, the schema of its items."""
+    node = _resolved(node, root)
+    if node is None:
+        return None
+    if key not in node:
+        branches = [b for b in (_resolved(b, root) for b in _branches(node))
+                    if b is not None and key in b]
+        if len(branches) != 1:
+            return None
+        node = branches[0]
+    return node.get(key) if key == "items" else node
+
+
+def _branches(node: Mapping[str, Any]) -> list[Any]:
+    out: list[Any] = []
+    for key in ("anyOf", "oneOf"):
+        branches = node.get(key)
+        if isinstance(branches, list):
+            out.extend(branches)
+    return out
+
+
+def _closed(node: Mapping[str, Any], value: str | int | float, root: Mapping[str, Any],
+            depth: int = 0) -> bool:
+    """Whether every part of ``node`` that could accept ``value`` is a closed vocabulary
+    holding it."""
+    if "const" in node:
+        return bool(node["const"] == value)
+    enum = node.get("enum")
+    if isinstance(enum, list):
+        return value in enum
+    branches = _branches(node)
+    if not branches or depth > 16 or ("type" in node and _accepts(node, value)):
+        return False
+    for branch in branches:
+        resolved = _resolved(branch, root)
+        if resolved is None:
+            return False
+        if not _closed(resolved, value, root, depth + 1) and _accepts(resolved, value):
+            return False
+    return True
+
+
+def _accepts(node: Mapping[str, Any], value: str | int | float) -> bool:
+    """Whether ``node`` could take ``value`` by its type (no type, or another keyword: it
+    could)."""
+    declared = node.get("type")
+    if declared is None:
+        return True
+    types = declared if isinstance(declared, list) else [declared]
+    kinds = ("string",) if isinstance(value, str) else ("integer", "number")
+    return any(t in types for t in kinds)

@@ -13,9 +13,10 @@ cannot carry instructions; prose can. Private taint always flows back.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ from tether.conversation import Conversation
 from tether.display import inline
 from tether.errors import ConfigError
 from tether.outcome import StopCause
-from tether.provenance import Source
+from tether.provenance import Source, leaves
 from tether.providers.base import Provider, SwitchesModel
 from tether.result import RunResult, run_finished
 from tether.run.host import RunHost
@@ -233,6 +234,7 @@ async def run_subagent(
     assert result is not None, "a run always ends with RunFinished"
 
     output, trusted, why = delegation_answer(profile, caps, result)
+    output = dataclasses.replace(output, written=child_wrote(result))
     if emit is not None:
         await emit(ev.SubagentFinished(ctx.call_id, profile.name, result.stop_cause,
                                        trusted, why, result.usage))
@@ -246,11 +248,31 @@ def child_conversation(taint: Taint, sources: Iterable[Source]) -> Conversation:
 
     A fresh conversation, seeded with the parent's taint: delegating cannot launder it.
     Nor can it launder a value: the task is the parent model's words, a trusted source
-    only while nothing untrusted could have chosen them; the parent's trusted texts are
-    the child's too (a recipient the user named stays traceable), its untrusted ones are
-    not."""
+    only while nothing untrusted could have chosen them; the parent's trusted texts and
+    trusted fields are the child's too (a recipient the user named stays traceable), its
+    untrusted ones are not, and its secrets stay secret."""
     return Conversation(taint=taint, prompts_trusted=not taint.untrusted,
-                        inherited_sources=tuple(s for s in sources if s.trusted))
+                        inherited_sources=tuple(inherited(sources)))
+
+
+def child_wrote(result: RunResult) -> tuple[str, ...]:
+    """What a child's calls wrote: every string and number of their arguments. A record or
+    a draft it made may be read back by the delegating run, in a field its tool declares
+    written by the user, and is not trusted for it (all its calls count, traced or not: a
+    child's own verdicts are not the parent's to read)."""
+    return tuple(dict.fromkeys(str(leaf) for record in result.tool_calls
+                               for _, leaf in leaves(record.input, "")))
+
+
+def inherited(sources: Iterable[Source]) -> Iterator[Source]:
+    """What a child inherits of its parent's sources: the trusted ones whole, and of an
+    untrusted one its trusted fields and its secrets alone (its text, the untrusted rest,
+    stays behind)."""
+    for source in sources:
+        if source.trusted:
+            yield source
+        elif source.fields:
+            yield Source(source.name, "", False, source.private, source.fields)
 
 
 def missing_tools_output(profile: SubagentProfile, missing: Sequence[str],

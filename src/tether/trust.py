@@ -116,6 +116,11 @@ class SecurityConfig:
     - ``mark_untrusted_output``: wrap untrusted tool results in a delimited data block.
     - ``max_result_chars``: tool results longer than this are truncated before the model
       sees them (the untrusted wrapper is applied after truncation).
+    - ``endorse_destructive``: a destructive call whose destination and control values all
+      trace runs without asking (under ``permission_mode = "ask"``), where a short value (a
+      number or a few digits: an id) must be the whole value of a service-written field of
+      a record (``tether.fields``), never a word of the user's prompt. Off by default: a
+      destructive call asks.
     - ``protected_paths``: files and folders the built-in file tools never write, even when
       a write is approved: tether's own files. The default names where the environment and
       the defaults put them; ``Agent.from_config`` adds every place the configuration names
@@ -130,6 +135,7 @@ class SecurityConfig:
     max_result_chars: int = 50_000
     protected_paths: Sequence[Path] = field(default_factory=_default_protected)
     rule: GateRule = "provenance"
+    endorse_destructive: bool = False
 
     def __post_init__(self) -> None:
         if self.trifecta not in ("block", "ask", "allow"):

@@ -158,7 +158,7 @@ async def test_the_progress_lines_keep_every_forged_name_on_its_line() -> None:
 
 
 def test_a_notice_and_the_errors_that_name_pending_calls_keep_ids_on_one_line() -> None:
-    from tether.run import gate
+    from tether.run import checks, gate
 
     pending = PendingCall(f"d{HOSTILE}", f"wipe{HOSTILE}", {"path": "a"}, "needs_approval",
                           "", 0)
@@ -175,7 +175,7 @@ def test_a_notice_and_the_errors_that_name_pending_calls_keep_ids_on_one_line() 
 
     from tether.messages import ToolCall
 
-    asked = gate.Ask(wipe, {"path": "b"}, "needs_approval", "")
+    asked = checks.Ask(wipe, {"path": "b"}, "needs_approval", "")
     notice = gate.given_decision((pending, Decision.allow()),
                                  ToolCall(f"d{HOSTILE}", f"wipe{HOSTILE}", '{"path": "b"}'),
                                  asked)

@@ -18,7 +18,8 @@ from tether import Decision
 from tether.approval import ApprovalRequest
 from tether.conversation import Conversation, PendingCall
 from tether.errors import ConfigError, RateLimitError
-from tether.messages import Image, Message, ToolCall, Usage
+from tether.messages import FieldLabel, Image, Message, ToolCall, Usage
+from tether.provenance import Source
 from tether.providers.base import ModelRequest, ModelResponse, NamedToolChoice
 from tether.temporal.approvals import SignalApprover, bind_signal, signal_payload
 from tether.temporal.blobs import BlobError, BlobStore
@@ -31,6 +32,8 @@ from tether.temporal.payloads import (
     request_to_dict,
     response_from_dict,
     response_to_dict,
+    source_from_dict,
+    source_to_dict,
 )
 from tether.tools.spec import ToolSpec
 from tether.tools.tool import ToolOutput
@@ -138,6 +141,19 @@ def test_requests_responses_and_outputs_read_back_the_same() -> None:
     # An MCP tool's images travel with its output through history, as JSON.
     pictured = ToolOutput("[image 1: image/png]", images=(Image("image/png", b"\x89PNG"),))
     assert output_from_dict(json.loads(json.dumps(output_to_dict(pictured)))) == pictured
+
+    labelled = ToolOutput("id: 7", fields=(FieldLabel(".id", "7", "service"),
+                                           FieldLabel(".pin", "9911", secret=True)),
+                          written=("a draft",))
+    assert output_from_dict(output_to_dict(labelled)) == labelled
+
+
+def test_a_childs_inherited_sources_keep_their_trusted_fields_in_history() -> None:
+    source = Source("the result of ls (c1)", "", False, True,
+                    (FieldLabel(".owner", "me@corp.test", "user"),))
+    assert source_from_dict(json.loads(json.dumps(source_to_dict(source)))) == source
+    hostile = {"name": "x", "text": "", "fields": [{"path": ".a", "value": "v", "by": 3}, 9]}
+    assert source_from_dict(hostile).fields == (FieldLabel(".a", "v", "others"),)
 
 
 def test_a_provider_error_is_rebuilt_only_as_a_provider_error_kind() -> None:
@@ -279,7 +295,8 @@ def test_a_tool_crosses_into_the_workflow_with_everything_the_gate_reads() -> No
     tool = Tool(ToolSpec("send", "Send.", {"type": "object"}, "Send it", needs_approval=True),
                 handler, Capabilities(True, True, True, True), None, cache_approval=False,
                 origin="mcp", read_only_hint=False, server="mail", spec_from_outside=True,
-                idempotent=True, content_params=["body"], destination_params=["to", "cc"])
+                idempotent=True, content_params=["body"], destination_params=["to", "cc"],
+                closed_destinations=True, returns_secrets=True)
     entry = json.loads(json.dumps(tool_entry(tool)))  # as history holds it
     made = activity_tool(entry, None, Timing(1.0, None, 100, 100))
     # The handler runs on the worker; the validator and the correction wording are the
@@ -308,7 +325,8 @@ def test_security_settings_cross_into_the_workflow_whole() -> None:
     changed = SecurityConfig(trifecta="ask", block_private_ips=False,
                              allowed_domains=("a.example",), blocked_domains=("b.example",),
                              mark_untrusted_output=False, max_result_chars=123,
-                             protected_paths=(Path("/srv/own"),), rule="interlock")
+                             protected_paths=(Path("/srv/own"),), rule="interlock",
+                             endorse_destructive=True)
     default = SecurityConfig(protected_paths=())
     # Every field off its default: a field added to SecurityConfig must be set here.
     assert [f.name for f in dataclasses.fields(SecurityConfig)

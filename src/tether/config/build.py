@@ -172,6 +172,7 @@ def security_from(section: SecuritySection, protected: Sequence[str | Path] | No
         blocked_domains=tuple(section.blocked_domains),
         mark_untrusted_output=section.mark_untrusted_output,
         max_result_chars=section.max_result_chars,
+        endorse_destructive=section.endorse_destructive,
         **extra,
     )
 

@@ -106,6 +106,7 @@ class SecuritySection(_Strict):
     blocked_domains: list[str] = Field(default_factory=list)
     mark_untrusted_output: bool = True
     max_result_chars: int = Field(default=50_000, ge=100)
+    endorse_destructive: bool = False
 
 
 class SubagentSection(_Strict):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ from tether import __version__
 from tether.display import inline
 from tether.errors import ConfigError, ToolError
 from tether.events import Notice
+from tether.fields import fields_from_schema, schema_declares_secrets
 from tether.mcp.elicitation import Elicitations
 from tether.mcp.environment import child_environment
 from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
@@ -509,15 +511,24 @@ class McpServer:
         flags = map_hints(believed(hints, trusted=self.trusted), self.capabilities)
         title = (annotations.title if annotations is not None else None) or mcp_tool.title
         original = mcp_tool.name
+        # Who writes each field of its structuredContent (WRITTEN_BY_KEY, SECRET_KEY in its
+        # outputSchema): read for every server, believed for a trusted one only (the gate
+        # keeps an untrusted server's secrets and drops the trust it claims).
+        output_schema = getattr(mcp_tool, "output_schema", None)
 
         async def handler(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-            return await self.call(original, arguments, context=ctx)
+            output = await self.call(original, arguments, context=ctx)
+            if output_schema is None or output.structured is None or output.is_error:
+                return output
+            return dataclasses.replace(
+                output, fields=fields_from_schema(output.structured, output_schema))
 
         return Tool.from_schema(
             name, mcp_tool.description or "", dict(mcp_tool.input_schema), handler,
             title=title, needs_approval=flags.needs_approval, capabilities=flags.capabilities,
             origin="mcp", cache_approval=False, read_only_hint=flags.read_only,
-            server=self.name, spec_from_outside=not self.trusted)
+            server=self.name, spec_from_outside=not self.trusted,
+            returns_secrets=schema_declares_secrets(output_schema))
 
     # --- calls and notifications ------------------------------------------------------------
 

@@ -19,8 +19,9 @@ from tether import events as ev
 from tether.conversation import Conversation
 from tether.display import inline
 from tether.events import ToolStatus
+from tether.fields import fields_of
 from tether.messages import ToolCall, ToolResult
-from tether.provenance import GATE_LABELS, result_labels
+from tether.provenance import GATE_LABELS, distrusted, result_labels
 from tether.result import ToolCallRecord
 from tether.run.hooks import NO_HOOKS, Hooks, ResultView, rewrite_result
 from tether.settings import AgentSettings
@@ -34,7 +35,7 @@ Note = Callable[[ToolCall, ToolStatus, str], str]
 @dataclass(frozen=True, slots=True)
 class Allowed:
     """A call the gate allowed, at its position in the turn. ``arguments_traced``: no
-    untrusted text can have chosen its values (``gate.arguments_traced``), so its result
+    untrusted text can have chosen its values (``checks.arguments_traced``), so its result
     may be a trusted source."""
 
     position: int
@@ -213,7 +214,9 @@ def _finished(entry: _Running, output: ToolOutput, conversation: Conversation,
         events.append(ev.TaintChanged(before, conversation.taint, call.name))
     labels = result_labels(private=tool.capabilities.private_data, from_outside=seen.outside,
                            arguments_traced=item.arguments_traced,
-                           delegated=tool.origin == "subagent")
+                           delegated=tool.origin == "subagent",
+                           fields=output.fields if tool.believed else distrusted(output.fields),
+                           written=output.written)
     status: ToolStatus = "error" if output.is_error else "ok"
     content = seen.content
     if noted is not None:
@@ -279,7 +282,8 @@ def _output(name: str, handler: asyncio.Future[Any]) -> ToolOutput:
                           is_error=True)
     try:
         value = handler.result()
-        return value if isinstance(value, ToolOutput) else ToolOutput(render(value))
+        return value if isinstance(value, ToolOutput) else ToolOutput(render(value),
+                                                                       fields=fields_of(value))
     except Exception as e:  # a tool's failure is the model's information, not a crash
         return ToolOutput(f"Error: {name} failed: {_described(e)}", is_error=True)
 

@@ -18,6 +18,7 @@ from typing import Any
 from tether import errors
 from tether.messages import (
     Image,
+    Labels,
     Message,
     message_from_dict,
     message_to_dict,
@@ -127,7 +128,9 @@ def tool_entry(tool: Tool) -> dict[str, Any]:
             "spec_from_outside": tool.spec_from_outside, "idempotent": tool.idempotent,
             # What provenance traces and the approval panel lays out as text.
             "content_params": list(tool.content_params),
-            "destination_params": list(tool.destination_params)}
+            "destination_params": list(tool.destination_params),
+            "closed_destinations": tool.closed_destinations,
+            "returns_secrets": tool.returns_secrets}
 
 
 def output_to_dict(output: ToolOutput) -> dict[str, Any]:
@@ -135,15 +138,19 @@ def output_to_dict(output: ToolOutput) -> dict[str, Any]:
             "structured": jsonable(output.structured), "from_outside": output.from_outside,
             "usage": usage_to_dict(output.usage) if output.usage is not None else None,
             "taint": output.taint.to_dict() if output.taint is not None else None,
+            # The result's labelled values and what it wrote, in history (issue 29).
+            "labels": Labels(fields=output.fields, written=output.written).to_dict(),
             **({"images": [part_to_dict(i) for i in output.images]} if output.images else {})}
 
 
 def output_from_dict(d: Mapping[str, Any]) -> ToolOutput:
+    labels = Labels.from_dict(d.get("labels"))
     images = tuple(part_from_dict(i) for i in d.get("images", ()))
     return ToolOutput(str(d["content"]), bool(d.get("is_error")), d.get("structured"),
                       d.get("from_outside"),
                       usage_from_dict(d["usage"]) if d.get("usage") is not None else None,
                       Taint.from_dict(d["taint"]) if d.get("taint") is not None else None,
+                      fields=labels.fields, written=labels.written,
                       images=tuple(i for i in images if isinstance(i, Image)))
 
 
@@ -175,13 +182,19 @@ def security_from_dict(d: Mapping[str, Any]) -> SecurityConfig:
 
 
 def source_to_dict(source: Source) -> dict[str, Any]:
-    return {"name": source.name, "text": source.text, "trusted": source.trusted,
-            "private": source.private}
+    d: dict[str, Any] = {"name": source.name, "text": source.text, "trusted": source.trusted,
+                         "private": source.private}
+    if source.fields:
+        d["fields"] = [f.to_dict() for f in source.fields]
+    return d
 
 
 def source_from_dict(d: Mapping[str, Any]) -> Source:
+    """A source as recorded; its field labels read as a saved result's are (a label that
+    is not one is dropped: its value is of the untrusted rest)."""
+    fields = Labels.from_dict({"fields": d.get("fields")}).fields
     return Source(str(d["name"]), str(d["text"]), d.get("trusted") is True,
-                  bool(d.get("private")))
+                  bool(d.get("private")), fields)
 
 
 # --- provider errors --------------------------------------------------------------------------

@@ -155,7 +155,9 @@ def activity_tool(entry: dict[str, Any], validator: Validator | None, timing: Ti
                 # The roles the gate traces by: a plan recorded without them (an older
                 # tether) has only control parameters, every value traced.
                 content_params=[str(n) for n in entry.get("content_params") or ()],
-                destination_params=[str(n) for n in entry.get("destination_params") or ()])
+                destination_params=[str(n) for n in entry.get("destination_params") or ()],
+                closed_destinations=entry.get("closed_destinations") is True,
+                returns_secrets=entry.get("returns_secrets") is True)
 
 
 def _lost(name: str, idempotent: bool, error: ActivityError) -> str:

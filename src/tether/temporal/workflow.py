@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from tether.subagents import (
         SubagentProfile,
         child_conversation,
+        child_wrote,
         delegation_answer,
         missing_tools_output,
     )
@@ -214,7 +215,7 @@ class TetherRun:
                                                    result.usage))
             # In process a child's spend counts in its parent's as it happens; a child
             # workflow's counts when it ends, with its answer.
-            return dataclasses.replace(output, usage=result.usage,
+            return dataclasses.replace(output, usage=result.usage, written=child_wrote(result),
                                        content=truncate(output.content,
                                                         timing.max_result_chars))
 

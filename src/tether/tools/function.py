@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, overload
 
 from tether.errors import ToolError
+from tether.fields import declares_secrets
 from tether.tools.spec import ToolSpec
 from tether.tools.tool import ArgumentError, Handler, ThreadedHandler, Tool, ToolContext
 from tether.tools.toolsets import Toolset
@@ -35,6 +36,8 @@ def tool(
     idempotent: bool = False,
     content_params: Iterable[str] = (),
     destination_params: Iterable[str] = (),
+    closed_destinations: bool = False,
+    returns_secrets: bool | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -51,6 +54,8 @@ def tool(
     idempotent: bool = False,
     content_params: Iterable[str] = (),
     destination_params: Iterable[str] = (),
+    closed_destinations: bool = False,
+    returns_secrets: bool | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a sync or async function.
 
@@ -71,7 +76,14 @@ def tool(
 
     ``content_params`` and ``destination_params`` name parameters (see ``Tool``); a name
     the function does not have is an error. ``idempotent=True`` declares that running a call
-    twice does no more than once (see ``Tool.idempotent``).
+    twice does no more than once (see ``Tool.idempotent``); ``closed_destinations=True``
+    that its sends stay inside the user's own workspace (see ``Tool.closed_destinations``).
+
+    Who writes each field of what it returns, and which are secret, is declared on the
+    return type's fields (``tether.fields``: ``Annotated[str, WrittenBy.user]``,
+    ``Annotated[str, Secret]``); a ``Literal[...]`` parameter is a closed vocabulary, not
+    traced. ``returns_secrets`` (by default: whether the return type declares a
+    ``Secret`` field) says a result may hold secrets (see ``Tool.returns_secrets``).
     """
 
     def build(f: Callable[..., Any]) -> Tool:
@@ -79,7 +91,9 @@ def tool(
                                    needs_approval=needs_approval, capabilities=capabilities,
                                    cache_approval=cache_approval, idempotent=idempotent,
                                    content_params=tuple(content_params),
-                                   destination_params=tuple(destination_params))
+                                   destination_params=tuple(destination_params),
+                                   closed_destinations=closed_destinations,
+                                   returns_secrets=returns_secrets)
 
     return build(fn) if fn is not None else build
 
@@ -96,6 +110,8 @@ def _tool_from_function(
     idempotent: bool = False,
     content_params: tuple[str, ...] = (),
     destination_params: tuple[str, ...] = (),
+    closed_destinations: bool = False,
+    returns_secrets: bool | None = None,
 ) -> Tool:
     from pydantic import ConfigDict, Field, ValidationError, create_model
 
@@ -165,7 +181,18 @@ def _tool_from_function(
                     title, needs_approval)
     return Tool(spec, handler, capabilities, validate, cache_approval, origin="python",
                 idempotent=idempotent, content_params=content_params,
-                destination_params=destination_params)
+                destination_params=destination_params,
+                closed_destinations=closed_destinations,
+                returns_secrets=declares_secrets(_return_type(fn)) if returns_secrets is None
+                else returns_secrets)
+
+
+def _return_type(fn: Callable[..., Any]) -> Any:
+    """The return annotation with its ``Annotated`` markers (None if it does not resolve)."""
+    try:
+        return typing.get_type_hints(fn, include_extras=True).get("return")
+    except (NameError, TypeError):
+        return None
 
 
 def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 from tether.bounds import Spend
 from tether.errors import ToolError
 from tether.events import Event
-from tether.messages import Image, Usage
+from tether.messages import FieldLabel, Image, Usage
 from tether.provenance import Source
 from tether.tools.spec import ToolSpec
 from tether.tools.threads import start_in_daemon_thread
@@ -54,6 +54,10 @@ class ToolOutput:
     ``usage`` is model usage spent inside the tool (a sub-agent), added to the run's.
     ``taint`` is exposure the call brought back beyond what the tool declares (a
     sub-agent's own taint); it joins the conversation's, which it can only grow.
+    ``fields`` are the result's labelled values (``tether.fields.fields_of``: the ones its
+    fields declare written by the user or the service, and the secret ones); a plain value
+    a handler returns is read for them itself. ``written`` are values the call wrote beyond
+    its arguments (a sub-agent's calls'): read back later, they are not trusted.
     ``images`` are images the result carries beside its text (an MCP tool's image
     content): they reach a model that accepts images, with the trust of the text.
     """
@@ -64,6 +68,8 @@ class ToolOutput:
     from_outside: bool | None = None
     usage: Usage | None = None
     taint: Taint | None = None
+    fields: tuple[FieldLabel, ...] = ()
+    written: tuple[str, ...] = ()
     images: tuple[Image, ...] = ()
 
 
@@ -171,6 +177,14 @@ class Tool:
     provenance gate traces destinations and control values, and the addresses written in
     a send's content. A tool that declares neither (an MCP tool) has only control
     parameters: safe by default.
+
+    ``closed_destinations`` says where its sends go is a closed directory inside the user's
+    own workspace (a channel or a direct message in the user's chat, never an email
+    address, a URL or an account): a destination chosen from untrusted lists may stand when
+    the whole content is the user's own words (see docs/security.md).
+    ``returns_secrets`` says its results may hold values declared secret
+    (``tether.fields.Secret``): a send in the same turn is judged as if it held them (it
+    could, written by a model that knew them in advance).
     """
 
     spec: ToolSpec
@@ -186,6 +200,8 @@ class Tool:
     idempotent: bool
     content_params: tuple[str, ...]
     destination_params: tuple[str, ...]
+    closed_destinations: bool
+    returns_secrets: bool
 
     def __init__(
         self,
@@ -203,6 +219,8 @@ class Tool:
         *,
         content_params: Iterable[str] = (),
         destination_params: Iterable[str] = (),
+        closed_destinations: bool = False,
+        returns_secrets: bool = False,
     ) -> None:
         # Frozen: set once, here (dataclasses.replace passes every field by its name).
         put = object.__setattr__
@@ -227,6 +245,8 @@ class Tool:
                             f"content and a destination")
         put(self, "content_params", content)
         put(self, "destination_params", destinations)
+        put(self, "closed_destinations", closed_destinations)
+        put(self, "returns_secrets", returns_secrets)
 
     @property
     def delegates(self) -> bool:
@@ -237,6 +257,12 @@ class Tool:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def believed(self) -> bool:
+        """Whether what the tool declares of itself (its schema's closed vocabularies, its
+        results' field labels) is believed: not an untrusted MCP server's."""
+        return not self.spec_from_outside
 
     def parameter_role(self, name: str) -> Literal["content", "destination", "control"]:
         """What parameter ``name`` does: carries ``content``, says where a send goes
