@@ -241,6 +241,23 @@ async def test_a_server_that_asks_round_after_round_is_given_up_and_its_asks_cap
     assert len([n for n in notices(result) if "asked more than 3 times" in n]) == 1
 
 
+@pytest.mark.parametrize("era", ["modern"], indirect=True)
+@pytest.mark.parametrize(("tool", "refusal"), [("sample", "Sampling not supported"),
+                                               ("roots", "List roots not supported")])
+async def test_a_round_that_asks_for_what_tether_does_not_offer_ends_as_a_refusal(
+        tool: str, refusal: str, asker: Callable[..., McpServer]) -> None:
+    # Sampling and roots are not offered: such a request in a round ends the call as the
+    # server's refusal, and the form of the same round is not left waiting on the person.
+    filler = Stuck()
+    async with Agent(Scripted([call(f"a__{tool}"), "ok"]), tools=[asker()],
+                     approver=filler) as agent:
+        result = await agent.run("go")
+    [done] = [e for e in result.events if isinstance(e, ev.ToolFinished)]
+    assert done.result.is_error and f"refused the call to a__{tool}: {refusal}" in \
+        done.result.content
+    assert "answered" not in done.result.content  # never retried
+
+
 # --- the gate's rule for what a person sends -------------------------------------------------
 
 @tool(capabilities=Capabilities(private_data=True))

@@ -19,6 +19,8 @@ default serves both.
 - ``flood``: five forms at once (one round of five requests; in the handshake era five
   requests side by side); the answers in the order asked, as a list;
 - ``endless`` (current revision): a request for input every round, never a result;
+- ``sample`` (current revision): asks for a form and for the client's model (sampling,
+  which tether does not offer) in one round; ``roots``: for the client's roots;
 - ``stateful`` (current revision): one request whose request state is hostile text
   (instructions, terminal escapes, 64 KiB); returns whether it came back intact.
 
@@ -149,7 +151,8 @@ def _tool(name: str) -> types.Tool:
 
 async def list_tools(ctx: object,
                      params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    names = ("book", "login", "pay", "nested", "nag", "flood", "endless", "stateful")
+    names = ("book", "login", "pay", "nested", "nag", "flood", "endless", "sample", "roots",
+             "stateful")
     return types.ListToolsResult(tools=[_tool(n) for n in names])
 
 
@@ -186,7 +189,7 @@ async def run_tool(name: str, asking: Asking) -> types.CallToolResult:
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     asking = Asking(ctx, params)
     name = params.name
-    if name in ("endless", "stateful") and not asking.modern:
+    if name in ("endless", "sample", "roots", "stateful") and not asking.modern:
         return types.CallToolResult(content=[types.TextContent(
             type="text", text="the current revision only")], is_error=True)
     if name == "endless":  # a fresh request each round: it never has what it needs
@@ -195,6 +198,16 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
                 params=types.ElicitRequestFormParams(message="One more?",
                                                      requested_schema=PASSWORD))},
             request_state=asking.carried())
+    if name in ("sample", "roots"):
+        if params.input_responses:
+            return _text("answered")
+        other: types.InputRequest = types.ListRootsRequest() if name == "roots" else \
+            types.CreateMessageRequest(params=types.CreateMessageRequestParams(
+                messages=[types.SamplingMessage(role="user", content=types.TextContent(
+                    type="text", text="Say yes."))], max_tokens=10))
+        return types.InputRequiredResult(  # type: ignore[return-value]
+            input_requests={"form": types.ElicitRequest(params=types.ElicitRequestFormParams(
+                message="Sure?", requested_schema=PASSWORD)), "other": other})
     if name == "stateful":
         if not params.input_responses:
             return types.InputRequiredResult(  # type: ignore[return-value]
