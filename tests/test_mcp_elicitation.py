@@ -1,7 +1,9 @@
 """A server's request for input (MCP elicitation) through the host's approver, against a
 real server written with the official SDK (tests/mcp_servers/asker.py), over stdio and
-streamable HTTP: the typed request the approver sees, what the server hears back, the
-declines when nobody can answer, and the gate's rule for what a person sends."""
+streamable HTTP, in both eras of the protocol (the handshake era's request to the client
+during a call; the current revision's result that asks, and its retry): the typed request
+the approver sees, what the server hears back, the declines when nobody can answer, and
+the gate's rule for what a person sends."""
 
 from __future__ import annotations
 
@@ -37,10 +39,20 @@ BOOKED = {"email": "ada@example.com", "guests": 2, "vegan": True, "seating": "te
           "extras": ["cake"]}
 
 
+ERAS = {"handshake": "2025-11-25", "modern": "2026-07-28"}
+
+
+@pytest.fixture(scope="module", params=list(ERAS))
+def era(request: pytest.FixtureRequest) -> str:
+    """The era the asker is pinned to: each test that asks runs in both."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def asker_url() -> Iterator[str]:
-    """One asker over HTTP for the module (a session each test): no process per test."""
-    with http_server(ASKER) as url:
+def asker_url(era: str) -> Iterator[str]:
+    """One asker over HTTP for the module and era (a session each test): no process per
+    test."""
+    with http_server(ASKER, "--era", era) as url:
         yield url
 
 
@@ -51,11 +63,11 @@ def asker(asker_url: str) -> Callable[..., McpServer]:
     return make
 
 
-def heard(result: Any) -> dict[str, Any]:
+def heard(result: Any) -> Any:
     """What the server said it heard back, from the last tool result of a run."""
     done = [e for e in result.events if isinstance(e, ev.ToolFinished)]
     content = done[-1].result.content
-    return json.loads(untrusted_content(content) or content)  # type: ignore[no-any-return]
+    return json.loads(untrusted_content(content) or content)
 
 
 def notices(result: Any) -> list[str]:
@@ -64,13 +76,14 @@ def notices(result: Any) -> list[str]:
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_a_form_reaches_the_approver_typed_and_its_answer_reaches_the_server(
-        transport: str, asker: Callable[..., McpServer]) -> None:
+        transport: str, era: str, asker: Callable[..., McpServer]) -> None:
     filler = FormFiller(ElicitationAnswer.accept(BOOKED))
-    server = McpServer.stdio("a", sys.executable, [ASKER]) if transport == "stdio" else \
-        asker()
+    server = McpServer.stdio("a", sys.executable, [ASKER, "--era", era]) \
+        if transport == "stdio" else asker()
     model = Scripted([call("a__book"), "booked"])
     async with Agent(model, tools=[server], approver=filler) as agent:
         result = await agent.run("book a table")
+        assert server.protocol_version == ERAS[era]
     assert heard(result) == {"action": "accept", "content": BOOKED}
     [request] = filler.shown
     assert (request.server, request.trusted, request.mode, request.warning) == \
@@ -145,13 +158,104 @@ async def test_a_person_who_declines_or_dismisses_is_heard_as_such(
 
 async def test_a_server_that_keeps_asking_during_one_call_is_declined_unasked(
         asker: Callable[..., McpServer]) -> None:
+    # One request after the other; in the current revision one a round, five rounds of
+    # one call: the cap counts the call's requests across its rounds.
     filler = FormFiller(ElicitationAnswer.accept({"password": "yes"}))
     async with Agent(Scripted([call("a__nag"), "ok"]), tools=[asker()],
                      approver=filler) as agent:
         result = await agent.run("go")
-    done = [e for e in result.events if isinstance(e, ev.ToolFinished)][-1]
-    said = json.loads(untrusted_content(done.result.content) or done.result.content)
-    assert said == ["accept"] * 3 + ["decline"] * 2 and len(filler.shown) == 3
+    assert heard(result) == ["accept"] * 3 + ["decline"] * 2 and len(filler.shown) == 3
+    capped = [n for n in notices(result) if "asked more than 3 times" in n]
+    assert len(capped) == 1  # told once, however often the server asks
+
+
+class OneAtATime(FormFiller):
+    """A form filler that notes how many of its requests were open at once."""
+
+    def __init__(self, answer: ElicitationAnswer) -> None:
+        super().__init__(answer)
+        self.open = self.most_open = 0
+
+    async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
+        self.open += 1
+        self.most_open = max(self.most_open, self.open)
+        try:
+            await asyncio.sleep(0)  # a turn for any other request already waiting to ask
+            return await super().elicit(request)
+        finally:
+            self.open -= 1
+
+
+async def test_requests_made_at_once_are_put_to_the_person_one_at_a_time_and_capped(
+        asker: Callable[..., McpServer]) -> None:
+    # Five forms at once: in the current revision one round of five requests, which the
+    # SDK's driver answers side by side; in the handshake era five requests side by side.
+    filler = OneAtATime(ElicitationAnswer.accept({"password": "yes"}))
+    async with Agent(Scripted([call("a__flood"), "ok"]), tools=[asker()],
+                     approver=filler) as agent:
+        result = await agent.run("go")
+    said = heard(result)
+    assert sorted(said) == ["accept"] * 3 + ["decline"] * 2
+    assert sorted(r.message for r in filler.shown) == \
+        [f"Form {i}?" for i, action in enumerate(said) if action == "accept"]
+    assert filler.most_open == 1
+
+
+async def test_one_calls_requests_reach_the_approver_one_at_a_time_in_the_order_they_came(
+        ) -> None:
+    import mcp_types
+
+    from tether.mcp.elicitation import Elicitations
+
+    def form(i: int) -> mcp_types.ElicitRequestFormParams:
+        return mcp_types.ElicitRequestFormParams(message=f"Form {i}?", requested_schema={
+            "type": "object", "properties": {"x": {"type": "string"}}})
+
+    filler = OneAtATime(ElicitationAnswer.accept({"x": "y"}))
+    agent = Agent(Scripted(["unused"]), approver=filler)
+    context = ToolContext(call_id="c1", tool_name="a__t", taint=Taint(), workspace=Path.cwd(),
+                          security=SecurityConfig(),
+                          run=RunScope(agent=agent, path=(), interrupt=None,
+                                       spend=Spend(agent.settings)))
+    asking = Elicitations(McpServer.http("a", "http://127.0.0.1:9/mcp", trusted=True))
+    with asking.during(context):
+        answers = await asyncio.gather(*(asking.answer(form(i)) for i in range(5)))
+    assert [a.action for a in answers] == ["accept"] * 3 + ["decline"] * 2
+    assert [r.message for r in filler.shown] == ["Form 0?", "Form 1?", "Form 2?"]
+    assert filler.most_open == 1
+
+
+@pytest.mark.parametrize("era", ["modern"], indirect=True)
+async def test_a_server_that_asks_round_after_round_is_given_up_and_its_asks_capped(
+        asker: Callable[..., McpServer]) -> None:
+    # The current revision: a result that asks, every round, never the call's result.
+    filler = FormFiller(ElicitationAnswer.accept({"password": "yes"}))
+    async with Agent(Scripted([call("a__endless"), "ok"]), tools=[asker()],
+                     approver=filler) as agent:
+        result = await agent.run("go")
+    [done] = [e for e in result.events if isinstance(e, ev.ToolFinished)]
+    assert done.result.is_error
+    assert "given up: the server still asked for input after 10 rounds" in \
+        done.result.content
+    assert len(filler.shown) == 3
+    assert len([n for n in notices(result) if "asked more than 3 times" in n]) == 1
+
+
+@pytest.mark.parametrize("era", ["modern"], indirect=True)
+@pytest.mark.parametrize(("tool", "refusal"), [("sample", "Sampling not supported"),
+                                               ("roots", "List roots not supported")])
+async def test_a_round_that_asks_for_what_tether_does_not_offer_ends_as_a_refusal(
+        tool: str, refusal: str, asker: Callable[..., McpServer]) -> None:
+    # Sampling and roots are not offered: such a request in a round ends the call as the
+    # server's refusal, and the form of the same round is not left waiting on the person.
+    filler = Stuck()
+    async with Agent(Scripted([call(f"a__{tool}"), "ok"]), tools=[asker()],
+                     approver=filler) as agent:
+        result = await agent.run("go")
+    [done] = [e for e in result.events if isinstance(e, ev.ToolFinished)]
+    assert done.result.is_error and f"refused the call to a__{tool}: {refusal}" in \
+        done.result.content
+    assert "answered" not in done.result.content  # never retried
 
 
 # --- the gate's rule for what a person sends -------------------------------------------------
@@ -368,7 +472,10 @@ async def test_an_interrupt_while_the_person_is_asked_cancels() -> None:
     assert (await asking).action == "cancel"
 
 
-async def test_a_prompt_ends_when_its_call_does(asker_url: str) -> None:
+async def test_a_prompt_ends_when_its_call_does(asker_url: str, era: str) -> None:
+    # The call's timeout_secs runs while the person is asked: in the handshake era the one
+    # request is in flight meanwhile; in the current revision none is, and the bound is
+    # on the call's rounds together, the person's answers included.
     stuck = Stuck()
     server = McpServer.http("a", asker_url, trusted=True, timeout_secs=0.5)
     async with Agent(Scripted([call("a__book"), "ok"]), tools=[server],
@@ -377,19 +484,22 @@ async def test_a_prompt_ends_when_its_call_does(asker_url: str) -> None:
         # The prompt is given up (the person is asked no more); the bound is only so a
         # failure fails instead of hanging.
         await asyncio.wait_for(stuck.given_up.wait(), 30)
-    assert stuck.asked.is_set() and "did not answer within 0.5s" in str(result.messages)
+    [done] = [e for e in result.events if isinstance(e, ev.ToolFinished)]
+    said = "did not answer within 0.5s" if era == "handshake" else \
+        "given up: it did not finish within 0.5s"
+    assert stuck.asked.is_set() and done.result.is_error and said in done.result.content
 
 
 # --- end to end at a terminal ----------------------------------------------------------------
 
 def test_tether_run_at_a_terminal_asks_the_form_field_by_field_and_sends_the_answer(
-        tmp_path: Path, server: LoopbackServer) -> None:
+        tmp_path: Path, server: LoopbackServer, era: str) -> None:
     from tests.terminal import Terminal
 
     server.queue(tool_call("a__book", {}), answer("Booked."))
     ws = workspace(tmp_path, server.url + "/v1",
                    f'[[mcp]]\nname = "a"\ncommand = {json.dumps(sys.executable)}\n'
-                   f'args = [{json.dumps(ASKER)}]\n')
+                   f'args = [{json.dumps(ASKER)}, "--era", "{era}"]\n')
     env = {**os.environ, "TETHER_CONFIG": os.devnull, "TETHER_STORE": str(ws / "s.db"),
            "COLUMNS": "100", "TERM": "dumb"}
     terminal = Terminal(["-w", str(ws), "run", "book a table"], env, wait=60)
@@ -444,13 +554,13 @@ async def test_a_request_with_no_call_or_with_calls_of_two_runs_in_flight_is_dec
 
 
 def test_ctrl_c_at_the_form_cancels_it_and_interrupts_the_run(
-        tmp_path: Path, server: LoopbackServer) -> None:
+        tmp_path: Path, server: LoopbackServer, era: str) -> None:
     from tests.terminal import Terminal
 
     server.queue(tool_call("a__book", {}), answer("never asked for"))
     ws = workspace(tmp_path, server.url + "/v1",
                    f'[[mcp]]\nname = "a"\ncommand = {json.dumps(sys.executable)}\n'
-                   f'args = [{json.dumps(ASKER)}]\n')
+                   f'args = [{json.dumps(ASKER)}, "--era", "{era}"]\n')
     env = {**os.environ, "TETHER_CONFIG": os.devnull, "TETHER_STORE": str(ws / "s.db"),
            "COLUMNS": "100", "TERM": "dumb"}
     terminal = Terminal(["-w", str(ws), "run", "book a table"], env, wait=60)

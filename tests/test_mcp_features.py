@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from tests.conftest import statuses
+from tests.conftest import FormFiller, statuses
 from tests.test_cli import answer, tether, workspace
 from tests.test_mcp import http_server, started
 from tether import Agent
 from tether import events as ev
+from tether.approval import ElicitationAnswer
 from tether.mcp import McpServer
 from tether.messages import Message, Text, ToolResult, message_from_dict, message_to_dict
 from tether.providers import Scripted, call
@@ -96,13 +97,23 @@ async def test_the_current_revisions_list_changes_arrive_on_its_subscription_str
 async def test_a_request_the_current_revision_answers_with_a_need_for_input_is_driven(
         tmp_path: Path) -> None:
     """A multi round-trip request: the server's request for input goes to the session's
-    elicitation answer (a client with no way to ask declines it), never an unexpected
-    result or a crash; the refusal is the call's error result."""
+    elicitation answer, and the request is sent again with the answer and the server's
+    own request state, never an unexpected result or a crash. A call outside a run has
+    nobody to ask: the answer is a decline; in a run the person's answer is sent."""
     log = tmp_path / "seen.jsonl"
     async with started(features("--era", "modern", "--log", str(log))) as server:
         output = await server.call("ask", {})
-    assert output.is_error and "refused the call to f__ask" in output.content
-    assert logged(log) == []  # declined: the server never got an answer
+    assert output.content == "thanks" and not output.is_error
+    assert logged(log) == [{"answered": {"meta": None, "action": "decline", "content": None},
+                            "state": "asked-once"}]
+    log.unlink()
+    filler = FormFiller(ElicitationAnswer.accept({"n": 3}))
+    async with Agent(Scripted([call("f__ask"), "ok"]), approver=filler,
+                     tools=[features("--era", "modern", "--log", str(log))]) as agent:
+        result = await agent.run("ask me")
+    assert statuses(result) == ["ok"] and filler.shown[0].message == "How many?"
+    assert logged(log) == [{"answered": {"meta": None, "action": "accept",
+                                         "content": {"n": 3}}, "state": "asked-once"}]
 
 
 # --- resources --------------------------------------------------------------------------------

@@ -2,7 +2,10 @@
 model cannot answer it (it never sees it), a form asking for a secret is flagged to the
 person, and an untrusted server asking while the conversation holds private data is a send
 from an armed conversation: refused with the call under the default policy, put to the
-person with tether's warning under ``trifecta = "ask"``, and on a decline nothing is sent."""
+person with tether's warning under ``trifecta = "ask"``, and on a decline nothing is sent.
+Each in both eras of the protocol (a request during the call; the current revision's
+result that asks), and the current revision's request state is the server's own opaque
+data: passed back to it intact, never read, shown or given to the model."""
 
 from __future__ import annotations
 
@@ -31,9 +34,14 @@ def read_notes() -> str:
     return "the vault code is 493021"
 
 
+@pytest.fixture(scope="module", params=["handshake", "modern"])
+def era(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def asker_url() -> Iterator[str]:
-    with http_server(ASKER) as url:
+def asker_url(era: str) -> Iterator[str]:
+    with http_server(ASKER, "--era", era) as url:
         yield url
 
 
@@ -87,3 +95,23 @@ async def test_nobody_at_the_approver_means_nothing_is_sent_whatever_the_model_d
         result = await agent.run(instruction(("a__login", {})) + "\n"
                                  + instruction(("a__pay", {})))
     assert heard(result) == [{"action": "decline", "content": None}] * 2
+
+
+@pytest.mark.parametrize("era", ["modern"], indirect=True)
+async def test_the_servers_request_state_goes_back_to_it_intact_and_nowhere_else(
+        asker_url: str) -> None:
+    # The state holds instructions and terminal escapes: the model never sees it, nor the
+    # person, nor the run's notices; the server gets it back byte for byte.
+    person = FormFiller(ElicitationAnswer.accept({}))
+    model = Compromised().model()
+    async with Agent(model, tools=[McpServer.http("a", asker_url, trusted=True)],
+                     approver=person) as agent:
+        result = await agent.run(instruction(("a__stateful", {})))
+    assert heard(result) == [{"intact": True}]
+    assert statuses(result) == ["ok"]  # the state's instruction never reached the model
+    [request] = person.shown
+    shown = json.dumps([request.message, request.warning, [str(f) for f in request.fields]])
+    told = json.dumps([e.message for e in result.events if isinstance(e, ev.Notice)])
+    sent = json.dumps([str(r.messages) for r in model.requests])
+    for where in (shown, told, sent, json.dumps([str(m) for m in result.messages])):
+        assert "evil.example" not in where and "SECURE" not in where

@@ -201,7 +201,11 @@ def send_rule(trusted: bool, taint: Taint, trifecta: str) -> tuple[SendVerdict, 
 class _InFlight:
     context: ToolContext
     ended: asyncio.Event = field(default_factory=asyncio.Event)
-    asked: int = 0
+    asked: int = 0  # requests of this call so far, in every round
+    # One request of a call before the person at a time, in the order they came: the
+    # current revision asks several at once (one round's requests are answered side by
+    # side), and so may a server of the handshake era.
+    turn: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class _Asker(Protocol):
@@ -269,9 +273,13 @@ class Elicitations:
         context = entry.context
         entry.asked += 1
         if entry.asked > MAX_ASKS_PER_CALL:
-            return await self._told(context, what, ElicitationAnswer.decline(
+            declined = ElicitationAnswer.decline(
                 f"not asked: the server asked more than {MAX_ASKS_PER_CALL} times during "
-                f"one call"))
+                f"one call")
+            # Told once: a server that asks a thousand times cannot flood the run's events.
+            if entry.asked > MAX_ASKS_PER_CALL + 1:
+                return declined
+            return await self._told(context, what, declined)
         taint = Taint()
         for c in calls:
             taint = taint | c.context.taint
@@ -307,7 +315,8 @@ class Elicitations:
         for watcher in watchers:
             watcher.add_done_callback(lambda _: stop.set())
         try:
-            answer = await elicit(_approver(context), request, timeout, stop)
+            async with entry.turn:
+                answer = await elicit(_approver(context), request, timeout, stop)
         finally:
             for watcher in watchers:
                 watcher.cancel()

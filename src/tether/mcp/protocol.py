@@ -4,6 +4,7 @@ a call's progress passed on to the run as events, throttled."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -21,20 +22,38 @@ MAX_MESSAGE = 500  # characters of a progress message kept
 
 
 Retry = Callable[[Any, "str | None"], Awaitable[Any]]
+MAX_ROUNDS = 10  # rounds of one request the server may answer with a need for input
 
 
-async def answered(session: ClientSession, first: Any, retry: Retry) -> Any:
+class GivenUp(Exception):
+    """A request of several rounds that tether gave up: too many rounds, or past its time
+    (the words say which)."""
+
+
+async def answered(session: ClientSession, send: Retry, timeout: float) -> Any:
     """A request of the current revision's multi round-trip kind (``tools/call``,
-    ``resources/read``, ``prompts/get``) driven to its result: while the server answers
-    that it needs input (``InputRequiredResult``), each request for input goes to the
-    session's callbacks (the handshake era's server-to-client requests go to the same
-    ones: an elicitation to the person, when the session has a way to ask; anything else
-    declined, which ends the request as the server's refusal), and the request is sent
-    again with the answers. A bounded number of rounds, as the SDK's own client does."""
-    from mcp.client._input_required import run_input_required_driver  # the SDK's own driver
+    ``resources/read``, ``prompts/get``) sent (``send(None, None)``) and driven to its
+    result: while the server answers that it needs input (``InputRequiredResult``), each
+    request for input goes to the session's callbacks (the handshake era's
+    server-to-client requests go to the same ones: an elicitation to the person, when the
+    session has a way to ask; anything else declined, which ends the request as the
+    server's refusal), and the request is sent again with the answers.
+
+    The server's request state is its own opaque data, passed back byte for byte and
+    never read, shown or kept. At most ``MAX_ROUNDS`` rounds, and all of them within
+    ``timeout`` seconds of the first send, the person's answers included (as the one
+    request of the handshake era is bounded, with the person's answers in it): past
+    either, ``GivenUp``. The first send is bounded by its own read timeout; a request the
+    handshake era answers is returned as it came."""
+    from mcp.client._input_required import (  # the SDK's own driver
+        InputRequiredRoundsExceededError,
+        run_input_required_driver,
+    )
     from mcp.client.session import ClientRequestContext
     from mcp_types import ErrorData, InputRequest, InputRequiredResult, InputResponse
 
+    deadline = asyncio.get_running_loop().time() + timeout
+    first = await send(None, None)
     if not isinstance(first, InputRequiredResult):
         return first
 
@@ -44,7 +63,15 @@ async def answered(session: ClientSession, first: Any, retry: Retry) -> Any:
             meta=request.params.meta if request.params is not None else None)
         return await session.dispatch_input_request(context, request)
 
-    return await run_input_required_driver(first, dispatch=dispatch, retry=retry)
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await run_input_required_driver(first, dispatch=dispatch, retry=send,
+                                                   max_rounds=MAX_ROUNDS)
+    except TimeoutError:
+        raise GivenUp(f"it did not finish within {timeout:g}s, the rounds in which it asked "
+                      f"for input included") from None
+    except InputRequiredRoundsExceededError:
+        raise GivenUp(f"the server still asked for input after {MAX_ROUNDS} rounds") from None
 
 
 class StartFailure(Exception):

@@ -26,8 +26,8 @@ from tether.mcp.environment import child_environment
 from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
 from tether.mcp.oauth import OAuth, oauth_client
 from tether.mcp.prompts import Prompt, PromptArgument, PromptText, check_arguments, prompt_text
-from tether.mcp.protocol import StartFailure as _StartFailure
 from tether.mcp.protocol import (
+    GivenUp,
     Throttled,
     answered,
     every_page,
@@ -35,6 +35,7 @@ from tether.mcp.protocol import (
     negotiate,
     progress_to,
 )
+from tether.mcp.protocol import StartFailure as _StartFailure
 from tether.mcp.resources import Resource, ResourceTemplate, output_from_read, resource_tools
 from tether.mcp.stdio import stdio_server_streams
 from tether.tools.tool import Tool, ToolContext, ToolOutput
@@ -562,7 +563,11 @@ class McpServer:
                     request_state=state, allow_input_required=True)
 
             with self._elicitations.during(context):
-                result = await answered(session, await send(None, None), send)
+                result = await answered(session, send, self.timeout_secs)
+        except GivenUp as e:
+            return ToolOutput(f"Error: the call to {name} (MCP server {self.name!r}) was "
+                              f"given up: {e}. What the server did in the rounds before "
+                              f"may have taken effect.", is_error=True, from_outside=False)
         except MCPError as e:
             if e.code == CONNECTION_CLOSED:
                 if self._down is None:  # else its exit, seen first, already says how
@@ -612,7 +617,7 @@ class McpServer:
                                                    request_state=state,
                                                    allow_input_required=True)
 
-            result = await answered(session, await send(None, None), send)
+            result = await answered(session, send, self.timeout_secs)
         except MCPError as e:
             return ToolOutput(f"Error: the MCP server {self.name!r} refused to read the "
                               f"resource: {inline(e.error.message)}", is_error=True,
@@ -648,7 +653,7 @@ class McpServer:
                                                  request_state=state,
                                                  allow_input_required=True)
 
-            result = await answered(session, await send(None, None), send)
+            result = await answered(session, send, self.timeout_secs)
         except MCPError as e:
             raise ToolError(f"the MCP server {self.name!r} refused the prompt "
                             f"{inline(name)!r}: {inline(e.error.message)}") from None
