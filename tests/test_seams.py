@@ -393,3 +393,31 @@ def test_an_agent_is_a_run_host() -> None:
     assert all(hasattr(agent, name) for name in members)
     host: RunHost = agent  # mypy checks the same in tether/agent.py (_a_run_host)
     assert host.tools == {"ping": ping}
+
+
+@pytest.mark.parametrize("face", ["tether", "tether.providers"])
+def test_what_type_checkers_see_of_a_lazy_face_is_what_it_exports(face: str) -> None:
+    """The face's ``if TYPE_CHECKING:`` imports (each ``X as X``: an explicit re-export
+    under mypy --strict) name every lazy export, from the very module it is loaded from."""
+    import ast
+    import importlib
+
+    module = importlib.import_module(face)
+    tree = ast.parse(Path(module.__file__ or "").read_text())
+    [block] = [n for n in tree.body if isinstance(n, ast.If)
+               and isinstance(n.test, ast.Name) and n.test.id == "TYPE_CHECKING"]
+    seen: dict[str, str] = {}
+    for node in ast.walk(block):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                seen[alias.asname or alias.name] = f"{node.module}:{alias.name}"
+        elif isinstance(node, ast.Assign):  # `name = _renamed`: an export under a new name
+            [target] = node.targets
+            assert isinstance(target, ast.Name) and isinstance(node.value, ast.Name)
+            seen[target.id] = seen.pop(node.value.id)
+    exports: dict[str, str] = module._EXPORTS
+    assert set(seen) == set(exports)
+    for name, home in exports.items():
+        where, _, attr = home.partition(":")
+        assert seen[name] == f"{where}:{attr or name}", name
+        assert getattr(module, name) is getattr(importlib.import_module(where), attr or name)

@@ -119,60 +119,80 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from tether.agent import Agent
-    from tether.approval import (
-        AllowAll,
-        ApprovalRequest,
-        Approver,
-        Decision,
-        DenyAll,
-        ElicitationAnswer,
-        ElicitationRequest,
-        FormField,
-        TurnApprovalRequest,
-        TurnApprover,
-    )
-    from tether.batch import run_batch
-    from tether.config.build import agent_from_config as from_config
-    from tether.conversation import Conversation, PendingCall, SessionLike
-    from tether.errors import (
-        ConfigError,
-        GuardrailTripped,
-        HookError,
-        ModelRetry,
-        OutputFailure,
-        ProviderError,
-        TetherError,
-        ToolError,
-    )
-    from tether.fields import Secret, WrittenBy
-    from tether.guardrails import InputGuardrail, OutputGuardrail, secrets_in_answer
-    from tether.mcp.server import McpServer
-    from tether.messages import Message, Text, Usage, Writer
-    from tether.outcome import StopCause
-    from tether.output import OutputReport, OutputReservation, OutputSpec, PreparedRun
-    from tether.result import RunResult, ToolCallRecord
-    from tether.run.hooks import (
-        AmendRequest,
-        AskApproval,
-        CallView,
-        Flag,
-        Hook,
-        RefuseCall,
-        RequestView,
-        ResultView,
-        RewriteResult,
-        RunEnd,
-    )
-    from tether.run.pending import DeferringApprover, PendingState
-    from tether.settings import AgentSettings, ContextConfig, Prices
-    from tether.store.postgres import PostgresStore
-    from tether.store.session import Session
-    from tether.store.sqlite import SQLiteStore
-    from tether.subagents import SubagentProfile
-    from tether.telemetry import Instrumentation
-    from tether.tools.function import tool
-    from tether.tools.spec import ToolSpec, humanize_tool_name
-    from tether.tools.tool import Tool, ToolContext, ToolOutput
-    from tether.tools.toolsets import Toolset
-    from tether.trust import AnswerShape, Capabilities, SecurityConfig, Taint, outside_text
+    # Each name re-exported explicitly (`X as X`), so a type checker in strict mode
+    # reads `from tether import Agent` as the public name it is.
+    from tether.agent import Agent as Agent
+    from tether.approval import AllowAll as AllowAll
+    from tether.approval import ApprovalRequest as ApprovalRequest
+    from tether.approval import Approver as Approver
+    from tether.approval import Decision as Decision
+    from tether.approval import DenyAll as DenyAll
+    from tether.approval import ElicitationAnswer as ElicitationAnswer
+    from tether.approval import ElicitationRequest as ElicitationRequest
+    from tether.approval import FormField as FormField
+    from tether.approval import TurnApprovalRequest as TurnApprovalRequest
+    from tether.approval import TurnApprover as TurnApprover
+    from tether.batch import run_batch as run_batch
+    from tether.config.build import agent_from_config as _agent_from_config
+
+    from_config = _agent_from_config  # a renamed import is not an export to mypy; a name is
+    from tether.conversation import Conversation as Conversation
+    from tether.conversation import PendingCall as PendingCall
+    from tether.conversation import SessionLike as SessionLike
+    from tether.errors import ConfigError as ConfigError
+    from tether.errors import GuardrailTripped as GuardrailTripped
+    from tether.errors import HookError as HookError
+    from tether.errors import ModelRetry as ModelRetry
+    from tether.errors import OutputFailure as OutputFailure
+    from tether.errors import ProviderError as ProviderError
+    from tether.errors import TetherError as TetherError
+    from tether.errors import ToolError as ToolError
+    from tether.fields import Secret as Secret
+    from tether.fields import WrittenBy as WrittenBy
+    from tether.guardrails import InputGuardrail as InputGuardrail
+    from tether.guardrails import OutputGuardrail as OutputGuardrail
+    from tether.guardrails import secrets_in_answer as secrets_in_answer
+    from tether.mcp.server import McpServer as McpServer
+    from tether.messages import Message as Message
+    from tether.messages import Text as Text
+    from tether.messages import Usage as Usage
+    from tether.messages import Writer as Writer
+    from tether.outcome import StopCause as StopCause
+    from tether.output import OutputReport as OutputReport
+    from tether.output import OutputReservation as OutputReservation
+    from tether.output import OutputSpec as OutputSpec
+    from tether.output import PreparedRun as PreparedRun
+    from tether.result import RunResult as RunResult
+    from tether.result import ToolCallRecord as ToolCallRecord
+    from tether.run.hooks import AmendRequest as AmendRequest
+    from tether.run.hooks import AskApproval as AskApproval
+    from tether.run.hooks import CallView as CallView
+    from tether.run.hooks import Flag as Flag
+    from tether.run.hooks import Hook as Hook
+    from tether.run.hooks import RefuseCall as RefuseCall
+    from tether.run.hooks import RequestView as RequestView
+    from tether.run.hooks import ResultView as ResultView
+    from tether.run.hooks import RewriteResult as RewriteResult
+    from tether.run.hooks import RunEnd as RunEnd
+    from tether.run.pending import DeferringApprover as DeferringApprover
+    from tether.run.pending import PendingState as PendingState
+    from tether.settings import AgentSettings as AgentSettings
+    from tether.settings import ContextConfig as ContextConfig
+    from tether.settings import Prices as Prices
+    from tether.store.postgres import PostgresStore as PostgresStore
+    from tether.store.session import Session as Session
+    from tether.store.sqlite import SQLiteStore as SQLiteStore
+    from tether.subagents import SubagentProfile as SubagentProfile
+    from tether.telemetry import Instrumentation as Instrumentation
+    from tether.tools.function import tool as tool
+    from tether.tools.spec import ToolSpec as ToolSpec
+    from tether.tools.spec import humanize_tool_name as humanize_tool_name
+    from tether.tools.tool import Tool as Tool
+    from tether.tools.tool import ToolContext as ToolContext
+    from tether.tools.tool import ToolOutput as ToolOutput
+    from tether.tools.toolsets import Toolset as Toolset
+    from tether.trust import AnswerShape as AnswerShape
+    from tether.trust import Capabilities as Capabilities
+    from tether.trust import SecurityConfig as SecurityConfig
+    from tether.trust import Taint as Taint
+    from tether.trust import outside_text as outside_text

@@ -7,12 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import assert_type
 
-# From their homes: the face (tether/__init__.py) re-exports lazily, and mypy --strict does
-# not see its names as exported.
-from tether.agent import Agent
-from tether.providers.scripted import Scripted
-from tether.tools.function import tool
-from tether.tools.tool import ToolContext
+# From the public face, as users write it: tether/__init__.py re-exports lazily, and names
+# each export `X as X` for type checkers (public_face.py checks every one of them).
+from tether import Agent, ToolContext, tool
+from tether.providers import Scripted
 
 
 @dataclass

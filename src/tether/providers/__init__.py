@@ -41,12 +41,22 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from tether.providers.anthropic import Anthropic
-    from tether.providers.base import ModelRequest, ModelResponse, NamedToolChoice, Provider
-    from tether.providers.gemini import Gemini
-    from tether.providers.http import RetryPolicy, Timeouts
-    from tether.providers.ollama import Ollama
-    from tether.providers.openai_chat import OpenAIChat
-    from tether.providers.openai_responses import OpenAIResponses
-    from tether.providers.profiles import OpenAICompatProfile, profile_for
-    from tether.providers.scripted import Reply, Scripted, call, calls
+    # Each name re-exported explicitly (`X as X`), so a type checker in strict mode
+    # reads `from tether import Agent` as the public name it is.
+    from tether.providers.anthropic import Anthropic as Anthropic
+    from tether.providers.base import ModelRequest as ModelRequest
+    from tether.providers.base import ModelResponse as ModelResponse
+    from tether.providers.base import NamedToolChoice as NamedToolChoice
+    from tether.providers.base import Provider as Provider
+    from tether.providers.gemini import Gemini as Gemini
+    from tether.providers.http import RetryPolicy as RetryPolicy
+    from tether.providers.http import Timeouts as Timeouts
+    from tether.providers.ollama import Ollama as Ollama
+    from tether.providers.openai_chat import OpenAIChat as OpenAIChat
+    from tether.providers.openai_responses import OpenAIResponses as OpenAIResponses
+    from tether.providers.profiles import OpenAICompatProfile as OpenAICompatProfile
+    from tether.providers.profiles import profile_for as profile_for
+    from tether.providers.scripted import Reply as Reply
+    from tether.providers.scripted import Scripted as Scripted
+    from tether.providers.scripted import call as call
+    from tether.providers.scripted import calls as calls
