@@ -44,7 +44,7 @@ COMMANDS = {
     "/taint": "what the conversation has seen (private data? untrusted text?)",
     "/tools": "the tools, their capabilities and approval flags",
     "/session": "the session id, to resume later",
-    "/prompt": "/prompt SERVER:NAME [key=value ...] sends an MCP server's prompt (the "
+    "/prompt": "/prompt SERVER:NAME [KEY=VALUE ...] sends an MCP server's prompt (the "
                "server's text: untrusted unless the server is trusted)",
     "/help": "this list",
     "/exit": "leave (the session stays stored; /quit, Ctrl-C and end of input work too)",
@@ -447,7 +447,7 @@ def _system(talk: _Chat, text: str, err: Console) -> None:
 
 
 async def _server_prompt(line: str, talk: _Chat, err: Console) -> Any:
-    """``/prompt SERVER:NAME [key=value ...]``: the parts of the turn the server's prompt
+    """``/prompt SERVER:NAME [KEY=VALUE ...]``: the parts of the turn the server's prompt
     makes, or None (what went wrong is said)."""
     from tether.cli.mcp_lists import fetch_prompt
     from tether.display import shown

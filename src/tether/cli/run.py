@@ -65,12 +65,12 @@ def add_cli(sub: Any) -> None:
                      help="continue the most recent session")
     run.add_argument("--no-log", action="store_true",
                      help="do not log this run to the session store")
-    run.add_argument("--mcp-prompt", metavar="'SERVER:NAME [key=value ...]'",
+    run.add_argument("--mcp-prompt", metavar="'SERVER:NAME [KEY=VALUE ...]'",
                      help="insert the prompt NAME of the MCP server SERVER before your own "
-                          "(if any), its arguments as key=value words with shell quoting: "
-                          "--mcp-prompt 'notes:review topic=\"the launch\"'. It is the "
-                          "server's text, not yours: untrusted unless the server is trusted "
-                          "(tether mcp prompts SERVER lists them)")
+                          "(if any), its arguments as KEY=VALUE words with shell quoting "
+                          "(docs/mcp.md). It is the server's text, not yours: untrusted "
+                          "unless the server is trusted (tether mcp prompts SERVER lists "
+                          "them)")
     add_engine_flag(run)
     run.set_defaults(handler=cmd_run)
 
