@@ -1,6 +1,6 @@
 """How the command line reports a run that did not finish well: an answer the output token
-limit cut, a failing call repeated, a tool's failure. Real subprocesses against a loopback
-Chat Completions server."""
+limit cut, an answer the provider filtered, a failing call repeated, a tool's failure. Real
+subprocesses against a loopback Chat Completions server."""
 
 from __future__ import annotations
 
@@ -71,3 +71,12 @@ def test_a_failing_call_made_again_and_again_exits_3_and_is_not_ok_in_a_batch(
     assert batch.returncode == 1, batch.stderr
     [line] = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert (line["ok"], line["stop_cause"]) == (False, "repeated_failure")
+
+
+def test_a_filtered_answer_exits_3_and_says_so(tmp_path: Path,
+                                               server: LoopbackServer) -> None:
+    server.queue(completion({"content": "I can't"}, "content_filter"))
+    out = tether(workspace(tmp_path, server.url + "/v1"), "run", "Hi")
+    assert out.returncode == 3, out.stderr
+    assert out.stdout.strip() == "I can't"
+    assert "filtered or refused" in out.stderr and "stopped: content_filter" in out.stderr

@@ -1,7 +1,8 @@
 """How a run ends when the model cannot finish: an answer cut by an output token limit
-(``truncated``), and a call repeated after it failed again and again (``repeated_failure``),
-on the scripted model. The wires' own signals are tested in test_provider_contract.py, the
-command line's exit codes and batch's ``ok`` in test_cli_endings.py."""
+(``truncated``), an answer the provider filtered (``content_filter``), and a call repeated
+after it failed again and again (``repeated_failure``), on the scripted model. The wires' own
+signals are tested in test_provider_contract.py and each adapter's tests, the command line's
+exit codes and batch's ``ok`` in test_cli_endings.py."""
 
 from __future__ import annotations
 
@@ -98,6 +99,58 @@ async def test_a_childs_cut_answer_reaches_its_parent_as_an_error_not_an_answer(
     assert "cut off by its output token limit" in told and "The report says that the" in told
     finished = [e for e in result.events if isinstance(e, ev.SubagentFinished)]
     assert [f.stop_cause for f in finished] == ["truncated"]
+
+
+# --- an answer the provider filtered -------------------------------------------------------
+
+
+def filtered(text: str = "", *calls: ToolCall) -> Reply:
+    """An answer the provider filtered or refused (every wire's signal maps to
+    ``content_filter``: a safety filter, a refusal)."""
+    return Reply(text=text, calls=calls, stop_reason="content_filter")
+
+
+async def test_a_filtered_answer_stops_the_run_as_content_filter_not_completed() -> None:
+    result = await Agent(Scripted([filtered("I can't help with that.")])).run("Hi")
+    assert result.stop_cause == StopCause.CONTENT_FILTER == "content_filter"
+    assert result.text == "I can't help with that."
+    notices = [e for e in result.events if isinstance(e, ev.Notice)]
+    assert [n.level for n in notices] == ["warning"]
+    assert "filtered or refused" in notices[0].message
+
+
+async def test_no_call_of_a_filtered_answer_runs_and_the_conversation_stays_valid() -> None:
+    write = ToolCall("c1", "write_note", '{"path": "a.txt", "content": "done"}')
+    agent = Agent(Scripted([filtered("", write), "Continued."]), tools=[write_note])
+    result = await agent.run("Write a note.")
+    assert result.stop_cause == "content_filter" and ran == []
+    assert [r.content for r in tool_results(result)] == [
+        "Not run: the provider filtered the answer that made it."]
+    assert result.conversation.unanswered_calls == []
+    again = await agent.run("Go on.", conversation=result.conversation)
+    assert again.stop_cause == "completed"
+
+
+async def test_a_filtered_structured_answer_is_a_filtered_failure_never_a_value() -> None:
+    spec = OutputSpec("report", "The city.", {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+    reservation = spec.reserve()
+    answer = ToolCall("c1", reservation.tool_name, '{"city": "Paris"}')
+    with pytest.raises(OutputFailure) as failure:
+        await Agent(Scripted([filtered("", answer)])).prepare(
+            "City?", output=reservation).output()
+    assert failure.value.reason == "filtered"
+    assert failure.value.result is not None
+    assert failure.value.result.stop_cause == "content_filter"
+
+
+async def test_a_childs_filtered_answer_reaches_its_parent_as_an_error() -> None:
+    profile = SubagentProfile("summarize", "Summarize.", provider="child")
+    child = Scripted([filtered("The report")])
+    parent = Scripted([call("summarize", task="Summarize the report."), "Sorry."])
+    result = await Agent(parent, subagents=[profile], providers={"child": child}).run("go")
+    assert [r.status for r in result.tool_calls] == ["error"]
+    assert "filtered or refused its answer" in tool_results(result)[0].content
 
 
 # --- a failing call repeated ---------------------------------------------------------------

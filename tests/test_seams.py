@@ -195,9 +195,10 @@ def test_closed_sets_are_literal_types() -> None:
     failure = typing.get_type_hints(OutputFailure.__init__,
                                     {**vars(tether.errors), "RunResult": RunResult})
     assert literal(failure["reason"]) == {
-        "prose", "bound", "mismatch", "provider", "empty_prompt", "truncated", "rejected"}
+        "prose", "bound", "mismatch", "provider", "empty_prompt", "truncated", "filtered",
+        "rejected"}
     assert {c.value for c in StopCause} >= {"completed", "max_turns", "paused", "error",
-                                            "truncated", "repeated_failure"}
+                                            "truncated", "repeated_failure", "content_filter"}
     assert hints_of(ev.SubagentFinished)["stop_cause"] is StopCause
 
 

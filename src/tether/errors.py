@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 # Why a structured-output run has no answer (``OutputFailure.reason``).
 OutputFailureReason: TypeAlias = Literal["prose", "bound", "mismatch", "provider",
-                                         "empty_prompt", "truncated", "rejected"]
+                                         "empty_prompt", "truncated", "filtered", "rejected"]
 
 
 class TetherError(Exception):
@@ -162,6 +162,7 @@ class OutputFailure(TetherError):
 
     ``reason`` is one of ``prose``, ``bound``, ``mismatch``, ``provider``, ``empty_prompt``,
     ``truncated`` (the answer was cut by an output token limit before it was complete),
+    ``filtered`` (the provider filtered or refused the answer),
     ``rejected`` (an output validator sent the model back with ``ModelRetry`` until the
     output retries ran out; ``validation_error`` is its last message).
     ``result`` keeps the transcript, usage and events of the run.

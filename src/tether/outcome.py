@@ -31,6 +31,9 @@ class StopCause(StrEnum):
     # The model made a call again (same tool, same arguments) that had failed
     # max_repeated_failures times in the run, after it was told not to.
     REPEATED_FAILURE = "repeated_failure"
+    # The provider filtered or refused the model's answer (a safety filter, a refusal):
+    # what it wrote is kept, calls in it never ran.
+    CONTENT_FILTER = "content_filter"
     PAUSED = "paused"  # waiting for approval decisions (see Agent.resume)
     ERROR = "error"  # the provider failed; RunResult.error says how
 

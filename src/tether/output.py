@@ -362,6 +362,10 @@ def _failure(plan: OutputPlan, result: RunResult, max_turns: int) -> OutputFailu
         error = result.error
         return OutputFailure("provider", f"the provider failed: {error}", result=result,
                              error=error)
+    if result.stop_cause is StopCause.CONTENT_FILTER:
+        return OutputFailure("filtered", "the provider filtered or refused the model's "
+                             "answer (its stop reason says so)", result=result,
+                             validation_error=plan.last_error)
     if result.stop_cause is StopCause.TRUNCATED:
         return OutputFailure("truncated", "the model's answer was cut by its output token "
                              "limit before it was complete (a cut answer is never recorded)",

@@ -319,6 +319,11 @@ def delegation_answer(profile: SubagentProfile, caps: Capabilities,
                    f"before it finished its answer."
                    + (f" What it wrote so far:\n\n{raw}" if raw.strip() else ""))
         trusted, why, is_error = not could_read_untrusted, "the child's answer was cut", True
+    elif result.stop_cause is StopCause.CONTENT_FILTER:
+        content = (f"The sub-agent {profile.name} stopped before it answered: the provider "
+                   f"filtered or refused its answer.")
+        trusted, why, is_error = not could_read_untrusted, "the child's answer was filtered", \
+            True
     elif result.stop_cause is StopCause.REPEATED_FAILURE:
         content = (f"The sub-agent {profile.name} stopped before it answered: it kept "
                    f"making a call that had failed, the same tool with the same arguments.")

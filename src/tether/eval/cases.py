@@ -21,7 +21,7 @@ Capability = Literal["private_data", "untrusted_input", "external_send", "destru
 Order = Literal["any", "in_order", "exact"]
 StopCauseName = Literal["completed", "max_turns", "output_token_budget", "cost_budget",
                         "interrupted", "no_output", "truncated", "repeated_failure", "paused",
-                        "error"]
+                        "content_filter", "error"]
 Verdict = Literal["traced", "untraced", "fixed", "unanchored"]
 _NAME = r"^[A-Za-z0-9_]{1,64}$"
 

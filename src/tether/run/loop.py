@@ -361,6 +361,10 @@ class _Run:
             for item in self._cut_short(calls, response.raw_stop_reason):
                 yield item
             return
+        if response.stop_reason == "content_filter":
+            for item in self._filtered(calls, response.raw_stop_reason):
+                yield item
+            return
         if not calls:
             if response.stop_reason == "max_tokens":
                 yield Stopped(StopCause.OUTPUT_TOKEN_BUDGET)  # the run's budget cut the answer
@@ -582,6 +586,22 @@ class _Run:
                        f"it was complete; ask for a shorter answer, or raise the limit "
                        f"(max_output_tokens, tether run --max-tokens)", source="model")))
         out.append(Stopped(StopCause.TRUNCATED))
+        return out
+
+    def _filtered(self, calls: Sequence[ToolCall],
+                  raw: str | None) -> list[ev.Event | TurnOutcome]:
+        """The provider filtered or refused the answer (its stop reason says so): the run
+        stops and says why, never as a completed answer; its text is what was written, and
+        no call in it runs (the provider stopped the model mid-answer)."""
+        said = f" (stop reason {raw[:40]!r})" if raw else ""
+        out: list[ev.Event | TurnOutcome] = []
+        if calls:
+            out.append(self._close_unrun(calls, "the provider filtered the answer that "
+                                                "made it"))
+        out.append(self._event(ev.Notice(
+            "warning", f"the provider filtered or refused the model's answer{said}; what "
+                       f"it wrote is kept, and the run stops", source="model")))
+        out.append(Stopped(StopCause.CONTENT_FILTER))
         return out
 
     def _gave_up(self, calls: Sequence[ToolCall], repeated: ToolCall,

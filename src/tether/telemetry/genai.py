@@ -38,6 +38,7 @@ FINISH_REASONS = {
 RUN_FINISH_REASONS = {
     "completed": "stop",
     "truncated": "length",
+    "content_filter": "content_filter",
     "error": "error",
 }
 
