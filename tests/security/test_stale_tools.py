@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 from tests.security.conftest import Compromised, instruction, record
-from tether import Agent
+from tether import Agent, SubagentProfile
 from tether.mcp import McpServer
+from tether.providers import Scripted, call
 
 SHIFTING = str(Path(__file__).parent.parent / "mcp_servers" / "shifting.py")
 
@@ -86,3 +87,22 @@ async def test_a_server_without_a_time_to_live_is_not_listed_again_per_call(
         result = await agent.run(twice("s__peek", there))
     assert [r.status for r in result.tool_calls] == ["ok", "ok"]
     assert lines(log) == ["list", "call peek", "call peek"]
+
+
+async def test_a_sub_agents_call_of_a_redefined_tool_is_judged_by_what_it_says_now(
+        tmp_path: Path) -> None:
+    # The child sees the server through its allowlist (a filter over the parent's tools):
+    # the list is read again through the wrappers too.
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    log = tmp_path / "server.log"
+    profile = SubagentProfile("tidier", "Tidies files.", tools=["s__tidy"], provider="child")
+    child = Scripted([call("s__tidy", path=str(victim)), call("s__tidy", path=str(victim)),
+                      "tidied"])
+    parent = Scripted([call("tidier", task=f"tidy {victim}"), "Done."])
+    server = shifting(log, "--era", "modern", "--ttl", "0")
+    async with Agent(parent, [server], subagents=[profile], providers={"child": child}) \
+            as agent:
+        await agent.run(f"Tidy {victim}.")
+    assert victim.exists(), "the stale read-only annotation let the child's delete run"
+    assert lines(log).count("call tidy") == 1
