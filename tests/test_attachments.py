@@ -1,10 +1,11 @@
 """Files given with a prompt (``tether.attachments``): ``Agent.run(prompt, attachments=...)``,
 ``tether run -a FILE`` and ``tether chat``'s ``/attach FILE``.
 
-An image goes to the model as an ``Image`` part (the conversation private), a text file
-inlined, a PDF's text; an attached file is outside text, untrusted unless the user vouches
-for it, and a value found only there never traces (a compromised model obeys the file and
-its send is refused). A wire that cannot take an image refuses before any request."""
+An image goes to the model as an ``Image`` part (the conversation untrusted and private),
+a text file inlined, a PDF's text; an attached file is outside text, untrusted unless the
+user vouches for it (an image always), and a value found only there never traces (a
+compromised model obeys the file and its send is refused). A wire that cannot take an
+image refuses before any request."""
 
 from __future__ import annotations
 
@@ -66,14 +67,16 @@ async def test_a_file_the_user_vouches_for_joins_the_prompt_trusted(tmp_path: Pa
     assert result.taint == Taint()
 
 
-async def test_an_attached_image_is_an_image_part_and_makes_the_conversation_private(
+async def test_an_attached_image_is_an_image_part_and_makes_the_conversation_untrusted(
         tmp_path: Path) -> None:
+    # A screenshot's words can ask for a send as a text file's can (the attacks:
+    # tests/security/test_images.py).
     picture = write(tmp_path, "cat.png", PNG)
     model = Scripted(["a cat"])
     result = await Agent(model).run("What is it?", attachments=[picture])
     [image, prompt] = model.requests[0].messages[0].parts
     assert image == Image("image/png", PNG) and prompt == Text("What is it?")
-    assert result.taint.private
+    assert result.taint == Taint(private=True, untrusted=True)
 
 
 def test_each_kind_is_known_by_its_bytes_not_its_name(tmp_path: Path) -> None:

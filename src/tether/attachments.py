@@ -6,8 +6,9 @@
 - an image (PNG, JPEG, GIF, WebP, known by its first bytes) an ``Image`` part: every wire
   encodes it in the user's message; a wire or model that cannot take one refuses the
   request before it is sent (Chat Completions' ``accepts_images`` profile flag, Ollama's
-  ``vision`` capability). An image makes the conversation private (the loop's rule for
-  any picture a user gives);
+  ``vision`` capability). An image makes the conversation untrusted as well as private
+  (the loop's rule for any picture: its words can ask for anything, and no value in it
+  traces), whether or not the attachment is ``trusted``;
 - a text file its text, inlined;
 - a PDF its text (``pypdf``, the ``pdf`` extra): no wire is sent the PDF itself.
 

@@ -10,6 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from tether.display import inline
 from tether.events import ToolProgress
 from tether.tools.tool import ToolContext
 
@@ -78,6 +79,26 @@ class StartFailure(Exception):
     """Why a server could not start, in words for the user."""
 
 
+def start_failure(error: BaseException, timeout: float) -> str:
+    """A start failure in words: MCP errors by their meaning, task groups by their leaves."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(start_failure(e, timeout) for e in error.exceptions)
+    if isinstance(error, StartFailure):
+        return str(error)
+    if isinstance(error, MCPError):
+        if error.code == CONNECTION_CLOSED:
+            return "the server closed the connection before it was ready (did it exit?)"
+        if error.code == REQUEST_TIMEOUT:
+            return f"the server did not answer within {timeout:g}s"
+        return f"the server answered with an error: {inline(error.error.message)}"
+    if isinstance(error, FileNotFoundError):
+        return f"cannot run the command: {error}"
+    return f"{type(error).__name__}: {inline(error)}"
+
+
 async def negotiate(session: ClientSession) -> str:
     """The protocol revision agreed with the server: the current revision's discovery
     (``server/discover``) first, the ``initialize`` handshake when the server does not
@@ -113,9 +134,10 @@ def modern(version: str | None) -> bool:
 
 
 async def every_page(list_page: Callable[..., Awaitable[Any]], field: str,
-                      method: str) -> list[Any]:
+                      method: str, ttls: list[int] | None = None) -> list[Any]:
     """Every item of a paginated list (``nextCursor`` followed), at most ``MAX_PAGES``
-    pages; a cursor seen twice ends it as a failure."""
+    pages; a cursor seen twice ends it as a failure. ``ttls`` collects the time to live
+    (``ttlMs``, the current revision's) of each page that gives one."""
     from mcp_types import PaginatedRequestParams
 
     listed: list[Any] = []
@@ -125,6 +147,8 @@ async def every_page(list_page: Callable[..., Awaitable[Any]], field: str,
         params = PaginatedRequestParams(cursor=cursor) if cursor is not None else None
         page = await list_page(params=params)
         listed.extend(getattr(page, field))
+        if ttls is not None and "ttl_ms" in getattr(page, "model_fields_set", ()):
+            ttls.append(page.ttl_ms)
         cursor = page.next_cursor
         if cursor is None:
             return listed

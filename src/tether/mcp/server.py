@@ -13,6 +13,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -23,6 +24,7 @@ from tether.events import Notice
 from tether.fields import fields_from_schema, schema_declares_secrets
 from tether.mcp.elicitation import Elicitations
 from tether.mcp.environment import child_environment
+from tether.mcp.freshness import Freshness
 from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
 from tether.mcp.oauth import OAuth, oauth_client
 from tether.mcp.prompts import Prompt, PromptArgument, PromptText, check_arguments, prompt_text
@@ -34,6 +36,7 @@ from tether.mcp.protocol import (
     modern,
     negotiate,
     progress_to,
+    start_failure,
 )
 from tether.mcp.protocol import StartFailure as _StartFailure
 from tether.mcp.resources import Resource, ResourceTemplate, output_from_read, resource_tools
@@ -159,6 +162,7 @@ class McpServer:
         self._refreshed = asyncio.Event()
         self._elicitations = Elicitations(self)
         self.relisted = asyncio.Event()  # set each time the lists were read again
+        self._freshness = Freshness()  # how long its tools list holds (its ttlMs)
 
     @classmethod
     def stdio(
@@ -255,6 +259,7 @@ class McpServer:
         self.notices = []
         self.protocol_version = None
         self.resources, self.resource_templates, self.prompts = (), (), ()
+        self._freshness = Freshness()
         # Fresh primitives per start: a server object may be started again under another
         # event loop (asyncio.run per CLI command).
         self._stop, self._refreshed, self._refresh_lock, self.relisted = \
@@ -340,7 +345,7 @@ class McpServer:
                     listening.cancel_scope.cancel()
         except Exception as e:  # a third-party server can fail in any way: report it, go on
             failure = e if isinstance(e, _StartFailure) else \
-                _StartFailure(_describe(e, self.start_timeout_secs))
+                _StartFailure(start_failure(e, self.start_timeout_secs))
             if ready.done():
                 self.error = f"the connection failed: {failure}"
             else:
@@ -370,9 +375,11 @@ class McpServer:
                 started = True
                 async for _ in subscription:
                     pass  # the session hands each event to _on_message as a notification
+            self._freshness.stream_ended()
         except Exception as e:  # the server's stream failed: lists stay as they are
             if not started:
                 task_status.started()
+            self._freshness.stream_ended()
             self.notices.append(Notice(
                 "warning", f"MCP server {self.name!r}: listening for changes to its lists "
                            f"failed ({inline(_said(e))}); the lists stay as they were.",
@@ -426,8 +433,7 @@ class McpServer:
         """The server's tools, and its resources, resource templates and prompts when it
         says it has them. Only the tools can fail a start: a server whose other lists fail
         offers its tools, with a notice."""
-        self._own_tools = self._build_tools(
-            await every_page(session.list_tools, "tools", "tools/list"))
+        await self._list_tools(session)
         caps = session.server_capabilities
         if caps is not None and caps.resources is not None:
             try:
@@ -456,6 +462,39 @@ class McpServer:
                                  for a in p.arguments or ()))
                     for p in prompts)
         self._tools = self._with_resources()
+
+    async def _list_tools(self, session: ClientSession) -> None:
+        """The server's own tools, every page, and how long the list holds."""
+        ttls: list[int] = []
+        self._own_tools = self._build_tools(
+            await every_page(session.list_tools, "tools", "tools/list", ttls))
+        caps = session.server_capabilities
+        self._freshness.listed(ttls, bool(caps and caps.tools and caps.tools.list_changed))
+
+    async def freshen(self, names: AbstractSet[str]) -> bool:
+        """Before calls of ``names`` are judged (``tether.tools.toolsets.freshen``): when
+        the tools list is past its time to live (``tether.mcp.freshness``) and one of them
+        is this server's tool, the list is read again, so a tool redefined under the same
+        name is judged by what it says now. True when it was (or, failing, the server's
+        tools were withdrawn: a stale annotation is never judged by)."""
+        session = self._session
+        if not self._freshness.stale or session is None \
+                or not any(t.name in names for t in self.tools()):
+            return False
+        async with self._refresh_lock:
+            if not self._freshness.stale:
+                return True  # read again meanwhile, for another call
+            try:
+                await self._list_tools(session)
+            except Exception as e:  # the server's answer, whatever it is
+                self._own_tools = ()
+                self._freshness.withdrawn()
+                self.notices.append(Notice(
+                    "warning", f"MCP server {self.name!r}: its tool list was past its time "
+                               f"to live and reading it again failed ({inline(_said(e))}); "
+                               f"its tools are withdrawn.", source=f"mcp:{self.name}"))
+            self._tools = self._with_resources()
+        return True
 
     def _list_failed(self, what: str, error: Exception) -> None:
         self.notices.append(Notice(
@@ -740,26 +779,6 @@ def _said(error: Exception) -> str:
 def _fail(ready: asyncio.Future[None], failure: _StartFailure) -> None:
     if not ready.done():
         ready.set_exception(failure)
-
-
-def _describe(error: BaseException, timeout: float) -> str:
-    """A start failure in words: MCP errors by their meaning, task groups by their leaves."""
-    from mcp.shared.exceptions import MCPError
-    from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-
-    if isinstance(error, BaseExceptionGroup):
-        return "; ".join(_describe(e, timeout) for e in error.exceptions)
-    if isinstance(error, _StartFailure):
-        return str(error)
-    if isinstance(error, MCPError):
-        if error.code == CONNECTION_CLOSED:
-            return "the server closed the connection before it was ready (did it exit?)"
-        if error.code == REQUEST_TIMEOUT:
-            return f"the server did not answer within {timeout:g}s"
-        return f"the server answered with an error: {inline(error.error.message)}"
-    if isinstance(error, FileNotFoundError):
-        return f"cannot run the command: {error}"
-    return f"{type(error).__name__}: {inline(error)}"
 
 
 def _safe_name(tool_name: str) -> str:

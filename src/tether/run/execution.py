@@ -26,7 +26,7 @@ from tether.result import ToolCallRecord
 from tether.run.hooks import NO_HOOKS, Hooks, ResultView, rewrite_result
 from tether.settings import AgentSettings
 from tether.tools.tool import RunScope, ThreadedHandler, Tool, ToolContext, ToolOutput
-from tether.trust import received
+from tether.trust import Taint, received
 
 # What the model reads of a finished call's result, given the call, its status and content.
 Note = Callable[[ToolCall, ToolStatus, str], str]
@@ -210,6 +210,11 @@ def _finished(entry: _Running, output: ToolOutput, conversation: Conversation,
                                               content_from_outside=seen.outside))
     if output.taint is not None:  # a sub-agent's own exposure
         conversation.grow_taint(output.taint)
+    if output.images:
+        # An image is outside content whoever returned it (a screenshot's words can ask
+        # for a send) and no value in it traces: the conversation is untrusted, and
+        # private, as for a picture the user gives.
+        conversation.grow_taint(Taint(private=True, untrusted=True))
     if conversation.taint != before:
         events.append(ev.TaintChanged(before, conversation.taint, call.name))
     labels = result_labels(private=tool.capabilities.private_data, from_outside=seen.outside,

@@ -52,6 +52,7 @@ from tether.run.host import RunHost
 from tether.run.interrupts import abandon, until_interrupted
 from tether.run.repeats import Repeats
 from tether.tools.tool import RunScope, Tool
+from tether.tools.toolsets import freshen
 from tether.trust import Taint
 
 
@@ -194,20 +195,27 @@ class _Run:
         self.hooks = host.hooks
         self.instructions: tuple[str, ...] = ()
         self.prompt_text: str | None = None
+        self.dropped: frozenset[str] = frozenset()  # tools a hook took out of this turn
 
     async def execute(self, prompt: Message | None) -> AsyncGenerator[ev.Event, None]:
         conv = self.conversation
         outside: ev.Event | None = None
         if prompt is not None:
             conv.pending = []  # a new prompt: no earlier pause can be answered any more
-            if any(isinstance(p, Image) for p in prompt.parts):
-                conv.grow_taint(Taint(private=True))  # a user's picture is private data
             outside_sources = prompt.outside_sources
-            if outside_sources and not conv.taint.untrusted:
-                # Outside text given with the prompt: untrusted before the model reads it
-                # (and stored so, with the message and as the event below).
+            images = any(isinstance(p, Image) for p in prompt.parts)
+            if images:
+                # A picture is the user's private data and outside content at once: a
+                # screenshot's words can ask for a send as a text file's can, and no value
+                # in it can be traced (it is not text), so every value found in no trusted
+                # text may be the image's.
+                outside_sources = (*outside_sources, "an image")
+            grown = Taint(private=images, untrusted=bool(outside_sources))
+            if conv.taint | grown != conv.taint:
+                # Outside content given with the prompt: untrusted before the model reads
+                # it (and stored so, with the message and as the event below).
                 before = conv.taint
-                conv.grow_taint(Taint(untrusted=True))
+                conv.grow_taint(grown)
                 outside = ev.TaintChanged(before, conv.taint, "outside text given with the "
                                           f"prompt ({', '.join(outside_sources)})")
             conv.append(prompt)
@@ -270,6 +278,7 @@ class _Run:
         conv = self.conversation
         self.turns += 1
         self.tools = self._tools()  # as they are now (an MCP server's may have changed)
+        self.dropped = frozenset()
         yield self._event(ev.TurnStarted(self.turns, max_output_tokens=self._allowance()))
         offered = self._offered_taint()
         if offered is not None:
@@ -285,6 +294,7 @@ class _Run:
             for event in amended.events:
                 yield self._event(event)
             self.instructions = amended.instructions
+            self.dropped = amended.dropped
             if amended.dropped:  # not offered, and a call to one is refused as unknown
                 self.tools = {n: t for n, t in self.tools.items() if n not in amended.dropped}
 
@@ -425,6 +435,10 @@ class _Run:
                              settings.approval_timeout_secs, conv.session_approvals,
                              self.interrupt)
         verdict: gate.TurnVerdict | None = None
+        if await freshen(self.host.toolsets, {c.name for c in calls}):
+            # A list past its time to live was read again: the calls are judged by what
+            # their tools say now, never by an old annotation.
+            self.tools = {n: t for n, t in self._tools().items() if n not in self.dropped}
         judged = gate.judge_turn(calls, self.tools, conv, settings, asking, decisions,
                                  self._noted, self.hooks)
         try:

@@ -11,7 +11,7 @@ changes a toolset's lifetime.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -42,6 +42,20 @@ class ManagedToolset(Toolset, Protocol):
     async def start(self) -> Sequence[Event] | None: ...
 
     async def aclose(self) -> None: ...
+
+
+async def freshen(sources: Iterable[Tool | Toolset], names: Set[str]) -> bool:
+    """Before calls of ``names`` are judged: each source whose list is past its time to
+    live (an MCP server's ``ttlMs``) and offers one of them reads its tools again. True
+    when one did, so the caller takes the tools anew (a tool redefined under the same name
+    is judged by what it says now). A source without a time to live costs one attribute
+    look-up."""
+    changed = False
+    for source in sources:
+        fresh = None if isinstance(source, Tool) else getattr(source, "freshen", None)
+        if fresh is not None and names:
+            changed = await fresh(names) or changed
+    return changed
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +99,9 @@ class CombinedToolset:
         found, _ = collect_tools(self.sources)
         return list(found.values())
 
+    async def freshen(self, names: Set[str]) -> bool:
+        return await freshen(self.sources, names)
+
 
 # --- wrappers ---------------------------------------------------------------------------------
 
@@ -110,6 +127,14 @@ class _Wrapper:
         if self._managed is not None:
             await self._managed.aclose()
 
+    async def freshen(self, names: Set[str]) -> bool:
+        """``inner``'s tools read again when past their time (``freshen``), for the calls
+        of ``names`` as this wrapper names them."""
+        return await freshen((self.inner,), self.inner_names(names))
+
+    def inner_names(self, names: Set[str]) -> Set[str]:
+        return names
+
 
 class PrefixedToolset(_Wrapper):
     """``inner``'s tools, each named ``prefix__name`` (``files__read``): two toolsets whose
@@ -126,6 +151,10 @@ class PrefixedToolset(_Wrapper):
     def named(self, name: str) -> str:
         """The name a tool called ``name`` in ``inner`` has here."""
         return f"{self.prefix}__{name}"
+
+    def inner_names(self, names: Set[str]) -> Set[str]:
+        start = f"{self.prefix}__"
+        return {n[len(start):] for n in names if n.startswith(start)}
 
     def tools(self) -> Sequence[Tool]:
         out: list[Tool] = []
@@ -161,6 +190,9 @@ class FilteredToolset(_Wrapper):
             return [t for t in self.inner.tools() if self.keep(t)]
         offered = {t.name: t for t in reversed(self.inner.tools())}  # the first of a name
         return [offered[n] for n in self.keep if n in offered]
+
+    def inner_names(self, names: Set[str]) -> Set[str]:
+        return names if callable(self.keep) else names & set(self.keep)
 
     def missing(self) -> list[str]:
         """The names kept that ``inner`` does not offer now (none for a predicate)."""
