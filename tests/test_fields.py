@@ -200,3 +200,73 @@ def test_a_hostile_output_schema_or_structured_content_labels_nothing_it_does_no
         assert fields_from_schema(deep, schema) == ()
     labelled = {"additionalProperties": {"x-tether-written-by": "user"}}
     assert len(fields_from_schema({str(i): i for i in range(50_000)}, labelled)) == 10_000
+
+
+def test_a_key_no_schema_declares_is_others_at_any_depth_whatever_is_around_it() -> None:
+    person = {"type": "object", "properties": {"email": {"type": "string",
+                                                         "x-tether-written-by": "user"}}}
+    schema = {"type": "object", "properties": {
+        "owner": {**person, "x-tether-written-by": "user"},
+        "team": {"type": "array", "x-tether-written-by": "user", "items": person},
+        "deep": {"type": "object", "x-tether-written-by": "service", "properties": {
+            "inner": {"type": "array", "items": {"type": "array", "items": person}}}},
+        "email": {"type": "string", "x-tether-written-by": "user"},
+        "map": {"type": "object", "x-tether-written-by": "user",
+                "additionalProperties": {"type": "string"}}}}
+    evil = "mallory@evil.test"
+    value = {"owner": {"email": "me@corp.test", "cc": evil},
+             "team": [{"email": "bob@corp.test", "cc": evil}, {"x": {"y": evil}}],
+             "deep": {"inner": [[{"email": "al@corp.test", "cc": evil}]], "more": evil},
+             "email": {"nested": evil}, "map": {"k": "v", "x": {"y": evil}}}
+    labelled = fields_from_schema(value, schema)
+    assert evil not in {f.value for f in labelled}
+    assert {f.value for f in labelled} == {"me@corp.test", "bob@corp.test", "al@corp.test",
+                                           "k", "v", "x"}
+
+
+def test_a_label_beside_a_ref_narrows_its_targets_and_never_widens_it() -> None:
+    schema = {"type": "object", "properties": {
+        "a": {"$ref": "#/$defs/User", "x-tether-written-by": "others"},
+        "b": {"$ref": "#/$defs/Service", "x-tether-written-by": "user"},
+        "c": {"$ref": "#/$defs/User", "x-tether-written-by": "service"},
+        "d": {"$ref": "#/$defs/Plain", "x-tether-written-by": "service"},
+        "e": {"$ref": "#/$defs/Hop", "x-tether-secret": True},
+        "f": {"$ref": "#/$defs/Hop"}},
+        "$defs": {"User": {"type": "string", "x-tether-written-by": "user"},
+                  "Service": {"type": "string", "x-tether-written-by": "service"},
+                  "Plain": {"type": "string"},
+                  "Hop": {"$ref": "#/$defs/User", "x-tether-written-by": "others"}}}
+    value = dict.fromkeys("abcdef", "v")
+    assert {(f.path, f.by, f.secret) for f in fields_from_schema(value, schema)} == {
+        (".b", "user", False), (".c", "user", False), (".d", "service", False),
+        (".e", "others", True)}
+
+
+def test_one_ref_walker_reads_schemas_for_labels_and_closed_vocabularies() -> None:
+    from tether import refs
+
+    root = {"$defs": {"A": {"$ref": "#/$defs/B", "enum": ["x"]}, "B": {"type": "string"},
+                      "a/b": {"const": 1}}}
+    assert refs.resolved({"$ref": "#/$defs/A"}, root) == {"type": "string", "enum": ["x"]}
+    assert refs.resolved({"$ref": "#/$defs/a~1b"}, root) == {"const": 1}
+    assert refs.chain({"$ref": "#/$defs/Nope"}, root) is None
+    long = {"$defs": {f"D{i}": {"$ref": f"#/$defs/D{i + 1}"} for i in range(40)}}
+    assert refs.chain({"$ref": "#/$defs/D0"}, long) is None  # too many hops: nothing
+    # Beside a $ref, an enum closes the value for the gate as the target's would.
+    sibling = {"properties": {"a": {"$ref": "#/$defs/B", "enum": ["x"]}},
+               "$defs": {"B": {"type": "string"}}}
+    assert closed_paths({"a": "x"}, sibling) == {"a"}
+
+
+def test_closed_vocabularies_of_maps_and_at_any_depth() -> None:
+    @tool
+    def configure(flags: dict[str, Literal["on", "off"]],
+                  nested: list[dict[str, list[Literal[1, 2]]]],
+                  free: dict[str, str]) -> str:
+        """Configure."""
+        return ""
+
+    arguments = {"flags": {"a": "on", "a.b": "off"}, "nested": [{"k": [1, 2]}],
+                 "free": {"x": "on"}}
+    assert closed_paths(arguments, configure.spec.schema_json) == {
+        "flags.a", "flags.a.b", "nested[0].k[0]", "nested[0].k[1]"}

@@ -223,7 +223,7 @@ SECRET_KEY = "x-tether-secret"
 """The key a JSON Schema property declares itself secret with (``true``)."""
 
 
-_NARROW = {"others": 0, "user": 1, "service": 2}
+_NARROW: dict[str, int] = {"others": 0, "user": 1, "service": 2}
 
 
 def _schema_label(nodes: Sequence[Mapping[str, Any]]) -> _Label:
@@ -248,8 +248,10 @@ def _inherited(own: _Label, around: _Label) -> _Label:
         return own
     if own is _NONE:
         return around
-    writer = around.writer if own.writer is None else own.writer if around.writer is None \
-        else min(own.writer, around.writer, key=_NARROW.__getitem__)
+    writer = own.writer if own.writer is not None else around.writer
+    if own.writer is not None and around.writer is not None \
+            and _NARROW[around.writer] < _NARROW[own.writer]:
+        writer = around.writer
     return _Label(writer, own.secret or around.secret)
 
 
