@@ -228,7 +228,8 @@ def result_source(result: ToolResult, written: Sequence[str] = ()) -> Source:
         return Source(f"{name}, {UNKNOWN_ORIGIN}", result.content, False, tool=result.name)
     fields = labels.fields
     if fields and written:
-        fields = tuple(f if not f.trusted or not _echoed(f.value, written)
+        folded = [w for w in map(fold, written) if w]
+        fields = tuple(f if not f.trusted or not _echoed(f.value, folded)
                        else FieldLabel(f.path, f.value, "others", f.secret) for f in fields)
     return Source(name, result.content, not labels.untrusted, labels.private, fields,
                   result.name)
@@ -240,12 +241,13 @@ def distrusted(fields: Iterable[FieldLabel]) -> tuple[FieldLabel, ...]:
     return tuple(FieldLabel(f.path, f.value, "others", True) for f in fields if f.secret)
 
 
-def _echoed(value: str, written: Sequence[str]) -> bool:
-    """Whether a field's ``value`` is, or holds, or is held by, a value the model wrote,
-    compared folded (``tether.addresses.fold``: case, Unicode forms, white space), so a
-    service that canonicalised what it stored does not hand it back as another's."""
+def _echoed(value: str, folded: Sequence[str]) -> bool:
+    """Whether a field's ``value`` is, or holds, or is held by, a value the model wrote
+    (``folded``), compared folded (``tether.addresses.fold``: case, Unicode forms, white
+    space), so a service that canonicalised what it stored does not hand it back as
+    another's."""
     value = fold(value)
-    return any(_occurs(value, f) or _occurs(f, value) for f in map(fold, written) if f)
+    return any(_occurs(value, f) or _occurs(f, value) for f in folded)
 
 
 def result_labels(*, private: bool, from_outside: bool, arguments_traced: bool,
