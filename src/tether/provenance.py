@@ -413,30 +413,62 @@ def kinds_of(*names: object) -> frozenset[str]:
         if not isinstance(name, str):
             continue
         for word in _WORD.findall(name):
-            word = word.lower()
-            if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-                word = word[:-1]
+            word = _singular(word.lower())
             if word not in _NOT_KINDS and not word.isdigit():
                 out.add(word)
     return frozenset(out)
 
 
-def in_others_text(value: str | int | float, sources: Sequence[Source]) -> tuple[str, ...]:
-    """The sources whose untrusted text holds ``value`` as a whole token: an untrusted
-    source's text beyond its trusted fields (a token more often in the text than in those
-    fields is in the rest too). An id that occurs there may be the attacker's choice, even
-    when a service minted it."""
+def in_others_text(value: str | int | float, sources: Sequence[Source],
+                   words: Container[str] = frozenset()) -> tuple[str, ...]:
+    """The sources whose untrusted text names ``value`` as an id: as a whole token with a
+    word of ``words`` (the call's kinds and verbs, ``ids_words``) or ``#`` beside it on its
+    line ("the file with ID 13", ``"file_id": "13"``, "delete 13"; "June 13" is prose).
+    In an untrusted result, the occurrences beyond its trusted fields count (one that names
+    it more often than its trusted fields hold it). An id others named may be the
+    attacker's choice, even when a service minted it."""
     out: list[str] = []
     for source in sources:
         if source.trusted or not source.text:
             continue
         for spelling in _spellings(value):
-            seen = _count(spelling, source.text)
-            if seen and seen > sum(_count(spelling, f.value) for f in source.fields
-                                   if f.trusted):
+            named = _named(spelling, source.text, words)
+            if named and named > sum(_count(spelling, f.value) for f in source.fields
+                                     if f.trusted):
                 out.append(source.name)
                 break
     return tuple(out)
+
+
+def ids_words(*names: object) -> frozenset[str]:
+    """The words that, beside a number, name it as the id of a record of a call's tool
+    and arguments (``names``): their kinds, the tool's verbs, and ``id`` itself."""
+    own = {w.lower() for n in names if isinstance(n, str) for w in _WORD.findall(n)}
+    return kinds_of(*names) | own | {"id", "ids", "identifier", "number", "no", "num"}
+
+
+def _named(needle: str, text: str, words: Container[str]) -> int:
+    """How often ``needle`` occurs in ``text`` as a whole token named as an id (see
+    ``in_others_text``)."""
+    count = 0
+    start = text.find(needle) if needle else -1
+    while start != -1:
+        if _token_at(needle, text, start):
+            line_start = max(text.rfind("\n", 0, start) + 1, start - 48)
+            end = start + len(needle)
+            line_end = text.find("\n", end)
+            around = text[line_start:start] + " " + text[end:min(
+                end + 24, len(text) if line_end == -1 else line_end)]
+            said = {_singular(w.lower()) for w in _WORD.findall(around)}
+            if "#" in text[max(line_start, start - 2):start] or any(w in words for w in said):
+                count += 1
+        start = text.find(needle, start + 1)
+    return count
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") \
+        else word
 
 
 def _count(needle: str, text: str) -> int:

@@ -385,8 +385,9 @@ def endorse(call: ToolCall, tool: Tool, arguments: dict[str, Any],
     (one at least) traces to a trusted text, runs without asking. A bare id
     (``tether.provenance.is_short``: any number, any string of digits), each on its own,
     wherever it is in the arguments, must be the whole value of a service-written field of
-    a record of the kind the call acts on (``tether.provenance.kinds_of``), and must occur
-    in no text others wrote (an attacker may have named it). None: it is asked about as
+    a record of the kind the call acts on (``tether.provenance.kinds_of``), and no text
+    others wrote may name it as an id (``tether.provenance.in_others_text``: the attacker
+    may have named it). None: it is asked about as
     always (a tool that always asks, ``always_asks``, always is)."""
     security = turn.security
     if not security.endorse_destructive or security.rule != "provenance" \
@@ -399,7 +400,7 @@ def endorse(call: ToolCall, tool: Tool, arguments: dict[str, Any],
     for t in traces:
         if not pv.is_short(t.value):
             continue
-        if t.untrusted_sources or pv.in_others_text(t.value, turn.sources):
+        if pv.in_others_text(t.value, turn.sources, pv.ids_words(tool.spec.name, *t.at)):
             return None
         kinds = pv.kinds_of(tool.spec.name, *t.at)
         held = pv.trace_id(t.value, turn.sources, kinds) if kinds else ()
