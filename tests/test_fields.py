@@ -14,10 +14,11 @@ from typing import Annotated, Literal
 from pydantic import BaseModel
 
 from tether import Secret, WrittenBy, tool
+from tether.closed import closed_paths
 from tether.conversation import Conversation
 from tether.fields import MAX_DEPTH, fields_from_schema, fields_of
 from tether.messages import FieldLabel, Labels, Message, ToolCall, ToolResult
-from tether.provenance import Source, closed_paths, sources_of, trace_value
+from tether.provenance import Source, sources_of, trace_value
 from tether.provenance import _occurs as occurs
 
 

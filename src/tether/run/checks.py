@@ -21,12 +21,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from tether import closed
 from tether import events as ev
 from tether import provenance as pv
 from tether.approval import (
     ApprovalReason,
     PermissionMode,
 )
+from tether.closed import Location
 from tether.conversation import Conversation, PendingCall
 from tether.display import inline
 from tether.events import ToolStatus
@@ -197,10 +199,10 @@ def trace_call(tool: Tool, arguments: dict[str, Any], turn: TurnView) -> list[pv
     return [t for t in traces if t.at not in closed] if closed else traces
 
 
-def closed_locations(tool: Tool, arguments: dict[str, Any]) -> frozenset[pv.Location]:
+def closed_locations(tool: Tool, arguments: dict[str, Any]) -> frozenset[Location]:
     """Where the call's values in a closed vocabulary of its tool's own schema are
-    (``tether.provenance.closed_locations``); none for a tool not believed about itself."""
-    return pv.closed_locations(arguments, tool.spec.schema_json) if tool.believed \
+    (``tether.closed.closed_locations``); none for a tool not believed about itself."""
+    return closed.closed_locations(arguments, tool.spec.schema_json) if tool.believed \
         else frozenset()
 
 
