@@ -168,8 +168,8 @@ CONFIGURATIONS: dict[str, Configuration] = {
                       _agent(SecurityConfig(rule="provenance", trifecta="ask"), "allow")),
         Configuration("provenance_endorsed", "per-value provenance with endorsed destructive "
                       "calls ([security] endorse_destructive = true): a destructive call whose "
-                      "control values trace (a short one to a service-minted id) runs "
-                      "unasked; permission_mode ask",
+                      "control values trace (a bare id to a service-minted id of its kind, "
+                      "named by no one else) runs unasked; permission_mode ask",
                       _agent(SecurityConfig(rule="provenance", trifecta="ask",
                                             endorse_destructive=True), "ask")),
     )

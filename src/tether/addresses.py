@@ -90,6 +90,14 @@ def _folded(text: str) -> str:
     return _IGNORED.sub("", unicodedata.normalize("NFKC", text).translate(_STOPS))
 
 
+def fold(text: str) -> str:
+    """``text`` as a reader compares it: Unicode folded as the address scan reads it
+    (compatibility forms, ignored characters gone), letter case folded, runs of white space
+    one space, none around: a service that canonicalises a value (an email's case, NFC,
+    trimmed) gives back the same folded text."""
+    return " ".join(_normal(text).casefold().split())
+
+
 def _normal(text: str) -> str:
     """Unicode as a reader sees it: folded, and the deviations as an older reader maps
     them."""

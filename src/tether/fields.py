@@ -28,6 +28,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, TypeAlias
 
+from tether import refs
 from tether.messages import MAX_FIELD_CHARS, MAX_FIELD_LABELS, FieldLabel, Writer
 
 # How deep a returned value is read for labels; deeper values are of the untrusted rest.
@@ -222,45 +223,69 @@ SECRET_KEY = "x-tether-secret"
 """The key a JSON Schema property declares itself secret with (``true``)."""
 
 
-def _schema_label(node: Mapping[str, Any], inherited: _Label) -> _Label:
-    by = node.get(WRITTEN_BY_KEY)
-    secret = node.get(SECRET_KEY) is True
-    writer: Writer | None = by if by in ("user", "service", "others") else inherited.writer
-    secret = secret or inherited.secret
+_NARROW: dict[str, int] = {"others": 0, "user": 1, "service": 2}
+
+
+def _schema_label(nodes: Sequence[Mapping[str, Any]]) -> _Label:
+    """The label a node declares: over its ``$ref`` chain (``tether.refs.chain``), the
+    narrowest writer any of them names (others, then user, then service: a label beside a
+    ``$ref`` can narrow its target's, never widen it), secret if any says so."""
+    writer: Writer | None = None
+    secret = False
+    for node in nodes:
+        by = node.get(WRITTEN_BY_KEY)
+        if by in ("user", "service", "others") and (
+                writer is None or _NARROW[by] < _NARROW[writer]):
+            writer = by
+        secret = secret or node.get(SECRET_KEY) is True
     return _Label(writer, secret) if writer is not None or secret else _NONE
 
 
-def _schema_node(node: Any, root: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """``node`` with its local ``$ref`` followed (a few hops at most), or None."""
-    for _ in range(8):
-        if not isinstance(node, Mapping):
-            return None
-        ref = node.get("$ref")
-        if not isinstance(ref, str):
-            return node
-        if not ref.startswith("#/"):
-            return None
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part) if isinstance(target, Mapping) else None
-        node = target
-    return None
+def _inherited(own: _Label, around: _Label) -> _Label:
+    """What a map's value or an array's item is labelled: its own declaration over the
+    container's (narrowing only, as beside a ``$ref``), secret if either is."""
+    if around is _NONE:
+        return own
+    if own is _NONE:
+        return around
+    writer = own.writer if own.writer is not None else around.writer
+    if own.writer is not None and around.writer is not None \
+            and _NARROW[around.writer] < _NARROW[own.writer]:
+        writer = around.writer
+    return _Label(writer, own.secret or around.secret)
+
+
+def _child(raw: Any, root: Mapping[str, Any], around: _Label) -> tuple[Any, _Label]:
+    """The schema of a map's values or an array's items and its label (``around``, the
+    container's, narrowed by its own); a schema that does not resolve declares nothing."""
+    nodes = refs.chain(raw, root)
+    if nodes is None:
+        return None, _NONE
+    return raw, _inherited(_schema_label(nodes), around)
+
+
+def _is_array(shape: Mapping[str, Any]) -> bool:
+    declared = shape.get("type")
+    return "items" in shape or declared == "array" or (
+        isinstance(declared, list) and "array" in declared)
 
 
 def fields_from_schema(value: Any, schema: Any) -> tuple[FieldLabel, ...]:
     """The labelled values of a structured result (an MCP tool's ``structuredContent``) by
-    what its JSON Schema declares (``WRITTEN_BY_KEY``, ``SECRET_KEY`` on properties). As
-    with markers, a declaration covers what is under it (an array's items, a map's keys
-    and values) but not the properties of an object nested in it, which say their own;
-    an undeclared property is written by others. The schema and the value are read as
-    hostile input: wrong types declare nothing, and depth and count are bounded."""
+    what its JSON Schema declares (``WRITTEN_BY_KEY``, ``SECRET_KEY`` on properties, beside
+    a ``$ref`` too). A declaration covers an array's items and a map's keys and values (a
+    schema's ``additionalProperties``), but not the properties of an object nested in it,
+    which say their own; a property the schema does not declare (no ``properties`` entry,
+    no ``additionalProperties`` schema), at any depth, is written by others, whatever the
+    object or list around it says. The schema and the value are read as hostile input:
+    wrong types declare nothing, references resolve locally or not at all, and depth and
+    count are bounded."""
     if not isinstance(schema, Mapping):
         return ()
     out: list[FieldLabel] = []
     stack: list[tuple[Any, Any, str, _Label, int]] = [(value, schema, "", _NONE, 0)]
     while stack and len(out) < MAX_FIELD_LABELS:
         node, raw, path, label, depth = stack.pop()
-        shape = _schema_node(raw, schema)
         if isinstance(node, bool) or node is None:
             continue
         if isinstance(node, str | int | float):
@@ -271,23 +296,30 @@ def fields_from_schema(value: Any, schema: Any) -> tuple[FieldLabel, ...]:
             continue
         if depth >= MAX_DEPTH:
             continue
-        properties = shape.get("properties") if shape is not None else None
-        extra = shape.get("additionalProperties") if shape is not None else None
+        shape = refs.resolved(raw, schema)
+        if shape is None:
+            label, shape = _NONE, {}  # nothing declared: what is under it is others'
         if isinstance(node, Mapping):
+            properties = shape.get("properties")
+            extra = shape.get("additionalProperties")
             for key, item in node.items():
                 if isinstance(properties, Mapping) and key in properties:
-                    own = _schema_node(properties[key], schema)
-                    child = _schema_label(own, _NONE) if own is not None else _NONE
-                    stack.append((item, properties[key], f"{path}.{key}", child, depth + 1))
+                    nodes = refs.chain(properties[key], schema)
+                    own = _schema_label(nodes) if nodes is not None else _NONE
+                    stack.append((item, properties[key], f"{path}.{key}", own, depth + 1))
                     continue
-                own = _schema_node(extra, schema)
-                child = _schema_label(own, label) if own is not None else label
+                # A key no property declares is a map's only if the schema says what the
+                # map holds; otherwise anyone may have added it.
+                sub, child = _child(extra, schema, label) if isinstance(extra, Mapping) \
+                    else (None, _NONE)
                 stack.append((key, None, f"{path} (a key)", child, depth + 1))
-                stack.append((item, extra, f"{path}.{key}", child, depth + 1))
+                stack.append((item, sub, f"{path}.{key}", child, depth + 1))
         elif isinstance(node, list):
-            items = shape.get("items") if shape is not None else None
-            own = _schema_node(items, schema)
-            child = _schema_label(own, label) if own is not None else label
-            stack.extend((item, items, f"{path}[{i}]", child, depth + 1)
+            items = shape.get("items")
+            if isinstance(items, Mapping):
+                sub, child = _child(items, schema, label)
+            else:  # an array of anything, labelled as a whole, or not declared an array
+                sub, child = None, label if _is_array(shape) and items is None else _NONE
+            stack.extend((item, sub, f"{path}[{i}]", child, depth + 1)
                          for i, item in enumerate(node))
     return tuple(out)

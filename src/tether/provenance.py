@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from bisect import bisect_right
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,8 @@ from itertools import accumulate
 from operator import attrgetter
 from typing import Any, Literal, TypeAlias
 
-from tether.addresses import named, places
+from tether.addresses import fold, named, places
+from tether.closed import KeyOf, Location
 from tether.display import inline
 from tether.messages import FieldLabel, Labels, Message, Text, ToolCall, ToolResult
 
@@ -41,13 +43,15 @@ class Source:
     A structured result that is untrusted as a whole may still hold trusted values: the
     ones in fields its tool declares written by the user or the service (``fields``, each
     with its path). The source is then those values, trusted, plus the untrusted rest: a
-    value traces when it occurs, as a whole token, in one of them (never across two)."""
+    value traces when it occurs, as a whole token, in one of them (never across two).
+    ``tool`` names the tool whose result it is (the kind of record an id there is of)."""
 
     name: str
     text: str
     trusted: bool
     private: bool = False
     fields: tuple[FieldLabel, ...] = ()
+    tool: str = ""
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -58,7 +62,8 @@ class Source:
 class Trace:
     """Where one value of a call could have come from.
 
-    ``argument`` names it (``recipients[0]``, ``body (a link in it)``), ``role`` is its
+    ``argument`` names it (``recipients[0]``, ``body (a link in it)``), ``at`` locates it
+    (``Location``: the argument's name, then each key and index), ``role`` is its
     parameter's (a link inside content counts as ``control``), ``value`` is the value as
     traced (shortened in ``shown``), ``trusted_sources`` and ``untrusted_sources`` name the
     sources that hold it."""
@@ -68,6 +73,7 @@ class Trace:
     value: str
     trusted_sources: tuple[str, ...]
     untrusted_sources: tuple[str, ...]
+    at: Location = ()
 
     @property
     def traced(self) -> bool:
@@ -219,12 +225,14 @@ def result_source(result: ToolResult, written: Sequence[str] = ()) -> Source:
     labels = result.labels
     name = f"the result of {result.name} ({result.call_id})"
     if labels is None:
-        return Source(f"{name}, {UNKNOWN_ORIGIN}", result.content, False)
+        return Source(f"{name}, {UNKNOWN_ORIGIN}", result.content, False, tool=result.name)
     fields = labels.fields
     if fields and written:
-        fields = tuple(f if not f.trusted or not _echoed(f.value, written)
+        folded = [w for w in map(fold, written) if w]
+        fields = tuple(f if not f.trusted or not _echoed(f.value, folded)
                        else FieldLabel(f.path, f.value, "others", f.secret) for f in fields)
-    return Source(name, result.content, not labels.untrusted, labels.private, fields)
+    return Source(name, result.content, not labels.untrusted, labels.private, fields,
+                  result.name)
 
 
 def distrusted(fields: Iterable[FieldLabel]) -> tuple[FieldLabel, ...]:
@@ -233,8 +241,13 @@ def distrusted(fields: Iterable[FieldLabel]) -> tuple[FieldLabel, ...]:
     return tuple(FieldLabel(f.path, f.value, "others", True) for f in fields if f.secret)
 
 
-def _echoed(value: str, written: Sequence[str]) -> bool:
-    return any(_occurs(value, w) or _occurs(w, value) for w in written)
+def _echoed(value: str, folded: Sequence[str]) -> bool:
+    """Whether a field's ``value`` is, or holds, or is held by, a value the model wrote
+    (``folded``), compared folded (``tether.addresses.fold``: case, Unicode forms, white
+    space), so a service that canonicalised what it stored does not hand it back as
+    another's."""
+    value = fold(value)
+    return any(_occurs(value, f) or _occurs(f, value) for f in folded)
 
 
 def result_labels(*, private: bool, from_outside: bool, arguments_traced: bool,
@@ -365,21 +378,127 @@ def _haystack(sources: Sequence[Source]) -> _Haystack:
     return hay
 
 
-def trace_id(value: str | int | float, sources: Sequence[Source]) -> tuple[str, ...]:
+def trace_id(value: str | int | float, sources: Sequence[Source],
+             kinds: Container[str] | None = None) -> tuple[str, ...]:
     """The sources that hold ``value`` as the whole value of a service-written field (an id
-    the service minted for a record): how a short control value of an endorsed destructive
-    call must trace (a prompt that says "June 13" does not name the file with id 13)."""
+    the service minted for a record): how a bare id of an endorsed destructive call must
+    trace (a prompt that says "June 13" does not name the file with id 13). With
+    ``kinds`` (``kinds_of``: the records the call acts on), only a field of a record of one
+    of those kinds counts: its path or its tool's name names one (a file's id, from
+    ``list_files`` at ``[0].id``, is not an event's)."""
     spellings = set(_spellings(value))
     return tuple(dict.fromkeys(
         f"{source.name} at {f.path or '.'} (written by service)" for source in sources
-        for f in source.fields if f.by == "service" and f.value in spellings))
+        for f in source.fields if f.by == "service" and f.value in spellings and (
+            kinds is None or any(k in kinds for k in kinds_of(source.tool, f.path)))))
+
+
+# Words that name no kind of record: verbs, ids, and the small words between.
+_NOT_KINDS = frozenset((
+    "id", "ids", "get", "list", "search", "find", "read", "fetch", "show", "by", "the", "of",
+    "to", "for", "from", "all", "with", "and", "or", "in", "on", "at", "a", "an", "my",
+    "delete", "remove", "cancel", "drop", "erase", "destroy", "purge", "trash", "clear",
+    "update", "set", "create", "new", "add", "append", "edit", "move", "rename", "reschedule",
+    "share", "send", "post", "put", "patch", "replace", "write", "name", "number", "key",
+    "value", "item", "record", "entry", "data", "info", "detail", "one", "single", "user", "day"))
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def kinds_of(*names: object) -> frozenset[str]:
+    """The kinds of record ``names`` (a tool's name, a field's path, an argument's steps)
+    speak of: their words, singular, lower case, less those that name no kind
+    (``delete_file``, ``file_id`` and ``.files[2].id`` all say ``file``)."""
+    out: set[str] = set()
+    for name in names:
+        if not isinstance(name, str):
+            continue
+        for word in _WORD.findall(name):
+            word = _singular(word.lower())
+            if word not in _NOT_KINDS and not word.isdigit():
+                out.add(word)
+    return frozenset(out)
+
+
+def in_others_text(value: str | int | float, sources: Sequence[Source],
+                   words: Container[str] = frozenset()) -> tuple[str, ...]:
+    """The sources whose untrusted text names ``value`` as an id: as a whole token with a
+    word of ``words`` (the call's kinds and verbs, ``ids_words``) or ``#`` beside it on its
+    line ("the file with ID 13", ``"file_id": "13"``, "delete 13"; "June 13" is prose).
+    In an untrusted result, the occurrences beyond its trusted fields count (one that names
+    it more often than its trusted fields hold it). An id others named may be the
+    attacker's choice, even when a service minted it."""
+    out: list[str] = []
+    for source in sources:
+        if source.trusted or not source.text:
+            continue
+        for spelling in _spellings(value):
+            named = _named(spelling, source.text, words)
+            if named and named > sum(_count(spelling, f.value) for f in source.fields
+                                     if f.trusted):
+                out.append(source.name)
+                break
+    return tuple(out)
+
+
+def ids_words(*names: object) -> frozenset[str]:
+    """The words that, beside a number, name it as the id of a record of a call's tool
+    and arguments (``names``): their kinds, the tool's verbs, and ``id`` itself."""
+    own = {w.lower() for n in names if isinstance(n, str) for w in _WORD.findall(n)}
+    return kinds_of(*names) | own | {"id", "ids", "identifier", "number", "no", "num"}
+
+
+def _named(needle: str, text: str, words: Container[str]) -> int:
+    """How often ``needle`` occurs in ``text`` as a whole token named as an id (see
+    ``in_others_text``)."""
+    count = 0
+    start = text.find(needle) if needle else -1
+    while start != -1:
+        if _token_at(needle, text, start):
+            line_start = max(text.rfind("\n", 0, start) + 1, start - 48)
+            end = start + len(needle)
+            line_end = text.find("\n", end)
+            around = text[line_start:start] + " " + text[end:min(
+                end + 24, len(text) if line_end == -1 else line_end)]
+            said = {_singular(w.lower()) for w in _WORD.findall(around)}
+            if "#" in text[max(line_start, start - 2):start] or any(w in words for w in said):
+                count += 1
+        start = text.find(needle, start + 1)
+    return count
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") \
+        else word
+
+
+def _count(needle: str, text: str) -> int:
+    """How often ``needle`` occurs in ``text`` as a whole token (``_occurs``)."""
+    count = 0
+    start = text.find(needle) if needle else -1
+    while start != -1:
+        count += _token_at(needle, text, start)
+        start = text.find(needle, start + 1)
+    return count
+
+
+def _token_at(needle: str, text: str, start: int) -> bool:
+    """Whether the ``needle`` found at ``start`` of ``text`` is a whole token there."""
+    end = start + len(needle)
+    before_ok = start == 0 or text[start - 1] in _BEFORE
+    after = text[end] if end < len(text) else ""
+    return before_ok and (not after or after in _AFTER or (
+        after in _ENDS_SENTENCE and (end + 1 == len(text) or text[end + 1] in _AFTER)))
 
 
 def is_short(value: str | int | float) -> bool:
-    """A value too short to trace to prose: a number, or a string of at most six digits
-    (and the separators of a number): an id, an amount, a day of the month."""
-    text = str(value).strip()
-    return len(text) <= 6 and bool(text) and all(c.isdigit() or c in ".,-+" for c in text)
+    """A value that must trace as a bare id (``trace_id``), never to prose: any number, and
+    any string of digits (with the separators a number or a phone number is written with),
+    however long: an id, an amount, a day of the month, a phone number in a prompt."""
+    if isinstance(value, int | float):
+        return True
+    text = value.strip()
+    return any(c.isdigit() for c in text) and all(
+        c.isdigit() or c in ".,-+ ()" for c in text)
 
 
 def holds_secret(text: str, secret: str) -> bool:
@@ -394,9 +513,9 @@ def in_prompt(text: str, sources: Sequence[Source]) -> bool:
 
 
 def trace(argument: str, role: Role, value: str | int | float,
-          sources: Sequence[Source]) -> Trace:
+          sources: Sequence[Source], at: Location = ()) -> Trace:
     trusted, untrusted = trace_value(value, sources)
-    return Trace(argument, role, str(value), trusted, untrusted)
+    return Trace(argument, role, str(value), trusted, untrusted, at)
 
 
 def _spellings(value: str | int | float) -> tuple[str, ...]:
@@ -432,12 +551,7 @@ def _occurs(needle: str, text: str, start: int | None = None) -> bool:
         return False
     start = text.find(needle) if start is None else start
     while start != -1:
-        end = start + len(needle)
-        before_ok = start == 0 or text[start - 1] in _BEFORE
-        after = text[end] if end < len(text) else ""
-        after_ok = not after or after in _AFTER or (
-            after in _ENDS_SENTENCE and (end + 1 == len(text) or text[end + 1] in _AFTER))
-        if before_ok and after_ok:
+        if _token_at(needle, text, start):
             return True
         start = text.find(needle, start + 1)
     return False
@@ -456,23 +570,30 @@ def leaves(value: Any, path: str, names: Container[Any] = frozenset()) -> Iterat
     its object's path and ``(a key)``, unless ``names`` holds it: the names a tool's schema
     declares for its properties are the tool author's words, not values. Booleans and nulls
     are left out (a flag says yes or no; it names nothing), as are empty strings."""
+    for _, where, leaf in located(value, path, (path,), names):
+        yield where, leaf
+
+
+def located(value: Any, path: str, at: Location, names: Container[Any] = frozenset()
+            ) -> Iterator[tuple[Location, str, str | int | float]]:
+    """``leaves``, each also with its ``Location`` (``at`` is the argument's own)."""
     if isinstance(value, bool) or value is None:
         return
     if isinstance(value, str):
         if value:
-            yield path, value
+            yield at, path, value
     elif isinstance(value, int | float):
-        yield path, value
+        yield at, path, value
     elif isinstance(value, Mapping):
         for key, item in value.items():
             if key not in names:
-                yield from leaves(key, path + KEY, names)
-            yield from leaves(item, f"{path}.{key}", names)
+                yield from located(key, path + KEY, (*at, KeyOf(key)), names)
+            yield from located(item, f"{path}.{key}", (*at, str(key)), names)
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            yield from leaves(item, f"{path}[{i}]", names)
+            yield from located(item, f"{path}[{i}]", (*at, i), names)
     else:
-        yield path, str(value)
+        yield at, path, str(value)
 
 
 class DeclaredNames:
@@ -524,11 +645,18 @@ def values(arguments: Mapping[str, Any], names: Container[Any]) -> Iterator[
     value)``, and the name of each argument its tool's schema does not declare (a tool
     that takes any properties, as an MCP tool may, receives the names the model chose),
     under the path ``NAME``."""
+    for name, _, path, leaf in located_values(arguments, names):
+        yield name, path, leaf
+
+
+def located_values(arguments: Mapping[str, Any], names: Container[Any]) -> Iterator[
+        tuple[str, Location, str, str | int | float]]:
+    """``values``, each also with its ``Location`` (an undeclared argument name's is
+    ``(KeyOf(name),)``)."""
     for name, value in arguments.items():
         if name not in names:
-            yield name, NAME, name
-        for path, leaf in leaves(value, name, names):
-            yield name, path, leaf
+            yield name, (KeyOf(name),), NAME, name
+        yield from ((name, *rest) for rest in located(value, name, (name,), names))
 
 
 def addresses(text: str) -> list[str]:
@@ -560,119 +688,11 @@ def trace_call(arguments: Mapping[str, Any], roles: Mapping[str, Role], *, sends
     as a value; without ``names``, the call's own argument names count as declared."""
     declared: Container[Any] = frozenset(arguments) if names is None else names
     out: list[Trace] = []
-    for name, path, leaf in values(arguments, declared):
+    for name, at, path, leaf in located_values(arguments, declared):
         role = roles.get(name, "control") if path != NAME else "control"
         if role != "content":
-            out.append(trace(path, role, leaf, sources))
+            out.append(trace(path, role, leaf, sources, at))
         elif sends and isinstance(leaf, str):
             out.extend(trace_address(f"{path} (an address in it)", place, sources)
                        for place in addresses(leaf))
     return out
-
-
-# --- closed vocabularies -------------------------------------------------------------------
-
-
-def closed_paths(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> frozenset[str]:
-    """The paths (as ``leaves`` writes them) of the values of a call that its tool's schema
-    restricts to a closed vocabulary: an ``enum`` or a ``const`` (a ``Literal[...]`` in a
-    ``@tool`` signature). Such a value names nothing outside the tool, like a boolean, and
-    is not traced. Only the tool's own schema counts, and only a believed one (the caller
-    asks this of a tool that is not an untrusted MCP server's)."""
-    out: set[str] = set()
-    stack: list[tuple[Any, Any, str, int]] = [
-        (value, _property(schema, name, schema), name, 0) for name, value in arguments.items()]
-    while stack:
-        value, node, path, depth = stack.pop()
-        node = _resolved(node, schema)
-        if node is None or depth > 64:
-            continue
-        if isinstance(value, str | int | float) and not isinstance(value, bool):
-            if _closed(node, value, schema):
-                out.add(path)
-        elif isinstance(value, Mapping):
-            stack.extend((item, _property(node, str(key), schema), f"{path}.{key}", depth + 1)
-                         for key, item in value.items())
-        elif isinstance(value, list):
-            items = _container(node, "items", schema)
-            stack.extend((item, items, f"{path}[{i}]", depth + 1)
-                         for i, item in enumerate(value))
-    return frozenset(out)
-
-
-def _resolved(node: Any, root: Mapping[str, Any], hops: int = 0) -> Mapping[str, Any] | None:
-    """``node`` with its local ``$ref`` followed (``#/$defs/X``, ``#/definitions/X``)."""
-    while isinstance(node, Mapping) and isinstance(node.get("$ref"), str) and hops < 16:
-        ref: str = node["$ref"]
-        target: Any = root
-        if not ref.startswith("#/"):
-            return None
-        for part in ref[2:].split("/"):
-            target = target.get(part) if isinstance(target, Mapping) else None
-        node, hops = target, hops + 1
-    return node if isinstance(node, Mapping) else None
-
-
-def _property(node: Any, name: str, root: Mapping[str, Any]) -> Any:
-    node = _container(node, "properties", root)
-    properties = node.get("properties") if isinstance(node, Mapping) else None
-    if isinstance(properties, Mapping) and name in properties:
-        return properties[name]
-    extra = node.get("additionalProperties") if isinstance(node, Mapping) else None
-    return extra if isinstance(extra, Mapping) else None
-
-
-def _container(node: Any, key: str, root: Mapping[str, Any]) -> Any:
-    """For ``properties``, ``node`` itself (or the one branch of its ``anyOf``/``oneOf``
-    that has them: an optional object); for ``items``, the schema of its items."""
-    node = _resolved(node, root)
-    if node is None:
-        return None
-    if key not in node:
-        branches = [b for b in (_resolved(b, root) for b in _branches(node))
-                    if b is not None and key in b]
-        if len(branches) != 1:
-            return None
-        node = branches[0]
-    return node.get(key) if key == "items" else node
-
-
-def _branches(node: Mapping[str, Any]) -> list[Any]:
-    out: list[Any] = []
-    for key in ("anyOf", "oneOf"):
-        branches = node.get(key)
-        if isinstance(branches, list):
-            out.extend(branches)
-    return out
-
-
-def _closed(node: Mapping[str, Any], value: str | int | float, root: Mapping[str, Any],
-            depth: int = 0) -> bool:
-    """Whether every part of ``node`` that could accept ``value`` is a closed vocabulary
-    holding it."""
-    if "const" in node:
-        return bool(node["const"] == value)
-    enum = node.get("enum")
-    if isinstance(enum, list):
-        return value in enum
-    branches = _branches(node)
-    if not branches or depth > 16 or ("type" in node and _accepts(node, value)):
-        return False
-    for branch in branches:
-        resolved = _resolved(branch, root)
-        if resolved is None:
-            return False
-        if not _closed(resolved, value, root, depth + 1) and _accepts(resolved, value):
-            return False
-    return True
-
-
-def _accepts(node: Mapping[str, Any], value: str | int | float) -> bool:
-    """Whether ``node`` could take ``value`` by its type (no type, or another keyword: it
-    could)."""
-    declared = node.get("type")
-    if declared is None:
-        return True
-    types = declared if isinstance(declared, list) else [declared]
-    kinds = ("string",) if isinstance(value, str) else ("integer", "number")
-    return any(t in types for t in kinds)

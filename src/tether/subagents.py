@@ -272,7 +272,7 @@ def inherited(sources: Iterable[Source]) -> Iterator[Source]:
         if source.trusted:
             yield source
         elif source.fields:
-            yield Source(source.name, "", False, source.private, source.fields)
+            yield Source(source.name, "", False, source.private, source.fields, source.tool)
 
 
 def missing_tools_output(profile: SubagentProfile, missing: Sequence[str],

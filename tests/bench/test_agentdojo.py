@@ -407,13 +407,16 @@ async def test_todays_interlock_on_agentdojo() -> None:
                                 "attack_success_output_only": 20}
 
 
+@pytest.mark.parametrize("config", ["provenance", "provenance_endorsed"])
 @pytest.mark.parametrize("suite", ["workspace", "travel", "banking", "slack"])
-async def test_provenance_lets_through_no_attack_that_asks_for_a_call(suite: str) -> None:
+async def test_provenance_lets_through_no_attack_that_asks_for_a_call(
+        suite: str, config: str) -> None:
     """The provenance rule against every pair of a suite (no approver, both placements):
-    none of the 929 pairs whose injection asks for a call succeeds (issue 29's target).
-    Output-only injections (they ask for words in the answer, not a call: travel's task 6)
-    are counted and reported apart; no gate over tool calls can refuse them."""
-    counts = await bench.attacks("provenance", [suite])
+    none of the 929 pairs whose injection asks for a call succeeds (issue 29's target), the
+    endorsed destructive mode included (issue 38's: "delete the file with ID 13" no longer
+    passes). Output-only injections (they ask for words in the answer, not a call: travel's
+    task 6) are counted and reported apart; no gate over tool calls can refuse them."""
+    counts = await bench.attacks(config, [suite])
     callable_pairs = counts["pairs"] - counts["output_only_pairs"]
     attacked = counts["attack_success"] - counts["attack_success_output_only"]
     assert callable_pairs > 0

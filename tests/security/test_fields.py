@@ -401,15 +401,14 @@ def endorsing(model: Scripted, drive: Drive, approver: Any = None) -> Agent:
                  security=SecurityConfig(endorse_destructive=True))
 
 
-FILES = (File(id="13", filename="old.txt", owner=USER, shared_with=[],
-              content=go(("delete_file", {"file_id": "13"}))),
+FILES = (File(id="13", filename="old.txt", owner=USER, shared_with=[], content="old notes"),
          File(id="14", filename="keep.txt", owner=USER, shared_with=[], content="keep"))
 
 
 async def test_an_endorsed_deletion_by_an_id_the_service_minted_runs_unasked() -> None:
     drive = Drive(*FILES)
-    prompt = "Delete old.txt.\n" + go(("list_files", {}))
-    result = await endorsing(Compromised().model(), drive).run(prompt)
+    model = Scripted([call("list_files"), call("delete_file", file_id="13"), "deleted"])
+    result = await endorsing(model, drive).run("Delete old.txt.")
     assert drive.deleted == ["13"]
     [decided] = events_of(result, ev.ApprovalDecided)
     assert (decided.allowed, decided.by) == (True, "policy")

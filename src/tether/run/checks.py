@@ -21,12 +21,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from tether import closed
 from tether import events as ev
 from tether import provenance as pv
 from tether.approval import (
     ApprovalReason,
     PermissionMode,
 )
+from tether.closed import Location
 from tether.conversation import Conversation, PendingCall
 from tether.display import inline
 from tether.events import ToolStatus
@@ -193,14 +195,14 @@ def trace_call(tool: Tool, arguments: dict[str, Any], turn: TurnView) -> list[pv
     roles = {name: tool.parameter_role(name) for name in arguments}
     traces = pv.trace_call(arguments, roles, sends=tool.capabilities.external_send,
                            sources=turn.sources, names=pv.declared_names(tool.spec.schema_json))
-    closed = closed_paths(tool, arguments)
-    return [t for t in traces if t.argument not in closed] if closed else traces
+    closed = closed_locations(tool, arguments)
+    return [t for t in traces if t.at not in closed] if closed else traces
 
 
-def closed_paths(tool: Tool, arguments: dict[str, Any]) -> frozenset[str]:
-    """The paths of the call's values in a closed vocabulary of its tool's own schema
-    (``tether.provenance.closed_paths``); none for a tool not believed about itself."""
-    return pv.closed_paths(arguments, tool.spec.schema_json) if tool.believed \
+def closed_locations(tool: Tool, arguments: dict[str, Any]) -> frozenset[Location]:
+    """Where the call's values in a closed vocabulary of its tool's own schema are
+    (``tether.closed.closed_locations``); none for a tool not believed about itself."""
+    return closed.closed_locations(arguments, tool.spec.schema_json) if tool.believed \
         else frozenset()
 
 
@@ -213,9 +215,9 @@ def arguments_traced(position: int, tool: Tool, arguments: dict[str, Any],
     if not turn.exposed.get(position, True):
         return True
     names = pv.declared_names(tool.spec.schema_json)
-    closed = closed_paths(tool, arguments)
-    return all(path in closed or pv.trace(path, "control", leaf, turn.sources).traced
-               for _, path, leaf in pv.values(arguments, names))
+    closed = closed_locations(tool, arguments)
+    return all(at in closed or pv.trace(path, "control", leaf, turn.sources).traced
+               for _, at, path, leaf in pv.located_values(arguments, names))
 
 
 _UNTRACED = ("the call would act on values that do not occur in any trusted text (the "
@@ -372,27 +374,43 @@ def keep_secrets(call: ToolCall, position: int, tool: Tool, arguments: dict[str,
                    (ev.TrifectaWaived(call.id, call.name, turn.forecast, f"{_SECRET}. {said}"),))
 
 
+def always_asks(tool: Tool) -> bool:
+    """A tool that asks on every call, whatever mode: it says it needs approval of itself,
+    or an approval of it is never remembered (``cache_approval=False``: the shell)."""
+    return tool.spec.needs_approval or not tool.cache_approval
+
+
 def endorse(call: ToolCall, tool: Tool, arguments: dict[str, Any],
             turn: TurnView) -> Checked | None:
     """4a. An endorsed destructive call (``security.endorse_destructive``): a destructive
     tool's call, under the provenance rule, each of whose destination and control values
-    (one at least) traces to a trusted text, a short one (``tether.provenance.is_short``:
-    an id, a number) as the whole value of a service-written field of a record, runs
-    without asking. None: it is asked about as always (a tool that says it needs approval
-    of itself always is)."""
+    (one at least) traces to a trusted text, runs without asking. A bare id
+    (``tether.provenance.is_short``: any number, any string of digits), each on its own,
+    wherever it is in the arguments, must be the whole value of a service-written field of
+    a record of the kind the call acts on (``tether.provenance.kinds_of``), and no text
+    others wrote may name it as an id (``tether.provenance.in_others_text``: the attacker
+    may have named it). None: it is asked about as
+    always (a tool that always asks, ``always_asks``, always is)."""
     security = turn.security
     if not security.endorse_destructive or security.rule != "provenance" \
-            or not tool.capabilities.destructive or tool.spec.needs_approval:
+            or not tool.capabilities.destructive or always_asks(tool):
         return None
     traces = trace_call(tool, arguments, turn)
     if not traces or not all(t.traced for t in traces):
         return None
-    ids = {t.argument: pv.trace_id(t.value, turn.sources) for t in traces
-           if pv.is_short(t.value)}
-    if not all(ids.values()):
-        return None
+    ids: list[tuple[pv.Trace, tuple[str, ...]]] = []
+    for t in traces:
+        if not pv.is_short(t.value):
+            continue
+        if pv.in_others_text(t.value, turn.sources, pv.ids_words(tool.spec.name, *t.at)):
+            return None
+        kinds = pv.kinds_of(tool.spec.name, *t.at)
+        held = pv.trace_id(t.value, turn.sources, kinds) if kinds else ()
+        if not held:
+            return None
+        ids.append((t, held))
     why = "endorsed: every control value traces" + (
-        " (ids to " + "; ".join(f"{inline(a)}: {inline(s[0])}" for a, s in ids.items()) + ")"
+        " (ids to " + "; ".join(f"{inline(t.argument)}: {inline(s[0])}" for t, s in ids) + ")"
         if ids else "")
     return Checked(Run(tool, arguments),
                    (ev.ApprovalDecided(call.id, call.name, True, "once", "policy", why),))

@@ -186,6 +186,8 @@ def source_to_dict(source: Source) -> dict[str, Any]:
                          "private": source.private}
     if source.fields:
         d["fields"] = [f.to_dict() for f in source.fields]
+    if source.tool:
+        d["tool"] = source.tool
     return d
 
 
@@ -194,7 +196,7 @@ def source_from_dict(d: Mapping[str, Any]) -> Source:
     is not one is dropped: its value is of the untrusted rest)."""
     fields = Labels.from_dict({"fields": d.get("fields")}).fields
     return Source(str(d["name"]), str(d["text"]), d.get("trusted") is True,
-                  bool(d.get("private")), fields)
+                  bool(d.get("private")), fields, str(d.get("tool") or ""))
 
 
 # --- provider errors --------------------------------------------------------------------------
