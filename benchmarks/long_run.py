@@ -16,7 +16,14 @@ value is looked for in every text (a ``str.find`` per source, in C); everything 
 the conversation as messages are appended (``tether.provenance.SourceIndex``), so a turn
 reads only its own new messages.
 
-usage: .venv/bin/python benchmarks/long_run.py [TURNS...]   (default 10 100 1000)
+The context fitter counts each message once and replays its fitting only over the request
+points since the last (``tether.run.context.plan.Replay``), so its share is flat too.
+``--window TOKENS`` gives the model a context window (a server's, as llama-server's
+``/props`` states it): the fitter then plans every request, and past the window trims the
+conversation (each request is then a view of it: the view stays about the window's size).
+
+usage: .venv/bin/python benchmarks/long_run.py [--window TOKENS] [TURNS...]
+       (default 10 100 1000, no window)
 """
 
 from __future__ import annotations
@@ -44,8 +51,13 @@ class Model:
 
     name = model = "bench"
 
-    def __init__(self, turn: Callable[[ModelRequest], Message]) -> None:
+    def __init__(self, turn: Callable[[ModelRequest], Message],
+                 window: int | None = None) -> None:
         self.turn = turn
+        self.window = window
+
+    async def context_window(self) -> int | None:
+        return self.window
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         message = self.turn(request)
@@ -57,7 +69,7 @@ class Model:
         return None
 
 
-def run(turns: int) -> list[float]:
+def run(turns: int, window: int | None = None) -> list[float]:
     """The CPU time (ms) of each turn of one run of ``turns`` turns."""
     marks: list[float] = []
 
@@ -82,7 +94,7 @@ def run(turns: int) -> list[float]:
             ToolCall(f"s{n}", "send_email",
                      f'{{"to": "bob@corp.test", "body": "Summary {n}: rain then sun"}}')))
 
-    agent = Agent(Model(turn), [read_page, send_email], max_turns=turns + 1)
+    agent = Agent(Model(turn, window), [read_page, send_email], max_turns=turns + 1)
     result = asyncio.run(agent.run("Read the news and mail each page's gist to bob@corp.test."))
     assert result.stop_cause == "completed", result.stop_cause
     assert all(r.status == "ok" for r in result.tool_calls), "a call was refused"
@@ -90,10 +102,15 @@ def run(turns: int) -> list[float]:
 
 
 def main() -> None:
-    marks = [int(a) for a in sys.argv[1:]] or [10, 100, 1000]
-    costs = run(max(marks))
-    print(f"tether's own CPU per turn (a read of outside text and a traced send per turn; "
-          f"mean of the {WINDOW} turns ending at each mark):")
+    args = sys.argv[1:]
+    window = None
+    if args[:1] == ["--window"]:
+        window, args = int(args[1]), args[2:]
+    marks = [int(a) for a in args] or [10, 100, 1000]
+    costs = run(max(marks), window)
+    told = f"a {window}-token window" if window else "no window known"
+    print(f"tether's own CPU per turn (a read of outside text and a traced send per turn, "
+          f"{told}; mean of the {WINDOW} turns ending at each mark):")
     for mark in marks:
         window = costs[max(0, mark - WINDOW):mark]
         print(f"  turn {mark:>5}: {statistics.fmean(window):6.2f} ms "

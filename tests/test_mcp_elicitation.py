@@ -574,3 +574,62 @@ def test_ctrl_c_at_the_form_cancels_it_and_interrupts_the_run(
     assert code == 130, terminal.text
     assert "asked for input; cancelled: the run was interrupted" in terminal.text
     assert len(server.requests) == 1  # the model is not asked again
+
+
+# --- during a resource read and a prompt fetch ------------------------------------------------
+
+
+async def test_a_form_asked_during_a_resource_read_reaches_the_approver_as_in_a_call(
+        era: str, asker: Callable[..., McpServer]) -> None:
+    filler = FormFiller(ElicitationAnswer.accept(BOOKED))
+    model = Scripted([call("a__read_resource", uri="asker://booking"), "read"])
+    async with Agent(model, tools=[asker()], approver=filler) as agent:
+        result = await agent.run("read the booking")
+    assert heard(result) == {"action": "accept", "content": BOOKED}
+    [request] = filler.shown
+    assert (request.server, request.message, request.mode) == ("a", "Which booking?", "form")
+    assert any("asked for input; answered: sent email, guests" in n for n in notices(result))
+
+
+async def test_a_form_asked_while_a_prompt_is_filled_reaches_the_person_and_without_one_declines(
+        era: str, asker: Callable[..., McpServer]) -> None:
+    from tether.cli.mcp_lists import fetch_prompt
+    from tether.mcp.prompts import parse_invocation
+
+    filler = FormFiller(ElicitationAnswer.accept(BOOKED))
+    async with Agent(Scripted(["-"]), tools=[asker()], approver=filler) as agent:
+        parts = await fetch_prompt(agent, parse_invocation("a:booking"))
+        server = next(t for t in agent.toolsets if isinstance(t, McpServer))
+        # A host's own fetch, with no context: nobody to ask, so the server hears a decline.
+        unasked = await server.get_prompt("booking", {})
+    assert '"action": "accept"' in str(parts) and "ada@example.com" in str(parts)
+    [request] = filler.shown
+    assert (request.server, request.message) == ("a", "Book for the prompt.")
+    assert '"action": "decline"' in str(unasked.parts)
+
+
+def test_tether_run_mcp_prompt_asks_the_person_at_the_terminal(
+        tmp_path: Path, server: LoopbackServer, era: str) -> None:
+    from tests.terminal import Terminal
+
+    server.queue(answer("Noted."))
+    ws = workspace(tmp_path, server.url + "/v1",
+                   f'[[mcp]]\nname = "a"\ncommand = {json.dumps(sys.executable)}\n'
+                   f'args = [{json.dumps(ASKER)}, "--era", "{era}"]\n')
+    env = {**os.environ, "TETHER_CONFIG": os.devnull, "TETHER_STORE": str(ws / "s.db"),
+           "COLUMNS": "100", "TERM": "dumb"}
+    terminal = Terminal(["-w", str(ws), "run", "--mcp-prompt", "a:booking", "go"], env,
+                        wait=60)
+    try:
+        terminal.read_until(b"Fill in the form? y=yes, n=decline [y/n] (n): ")
+        terminal.press(b"n\r")
+        terminal.read_until(None)
+        code = terminal.proc.wait(timeout=60)
+    finally:
+        terminal.close()
+    text = terminal.text
+    assert code == 0, text
+    assert "MCP server a (trusted) asks you to fill in a form" in text
+    assert "│ Book for the prompt." in text
+    sent = json.dumps(server.requests[0].body)
+    assert 'Booked as {\\"action\\": \\"decline\\"' in sent, sent

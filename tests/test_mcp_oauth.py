@@ -384,3 +384,116 @@ async def test_a_neighbour_on_loopback_is_reached_at_the_address_checked_under_i
              if r.path.startswith("/.well-known/oauth-authorization-server")]
     assert asked and asked[0].headers["host"] == f"neighbour.test:{port}"
     assert server.error is not None
+
+
+# --- an HTTP(S) proxy from the environment --------------------------------------------------
+
+
+class ForwardProxy:
+    """A forward HTTP proxy on loopback (one request per connection, as ``Connection:
+    close`` makes it): records the target each request asked it for, and its Host."""
+
+    def __init__(self) -> None:
+        import socketserver
+
+        self.asked: list[tuple[str, str]] = []
+        outer = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                import socket
+                from urllib.parse import urlsplit
+
+                head = self.rfile.readline().decode("latin-1")
+                method, target, version = head.split()
+                lines: list[str] = []
+                while (line := self.rfile.readline().decode("latin-1")) not in ("\r\n", ""):
+                    lines.append(line)
+                headers = {k.strip().lower(): v.strip() for k, v in
+                           (line.split(":", 1) for line in lines)}
+                outer.asked.append((target, headers.get("host", "")))
+                body = self.rfile.read(int(headers.get("content-length", "0") or 0))
+                parts = urlsplit(target)
+                kept = [line for line in lines if not line.lower().startswith(
+                    ("connection:", "proxy-"))]
+                with socket.create_connection((parts.hostname, parts.port or 80)) as up:
+                    path = parts.path + (f"?{parts.query}" if parts.query else "")
+                    up.sendall((f"{method} {path} {version}\r\n{''.join(kept)}"
+                                f"Connection: close\r\n\r\n").encode("latin-1") + body)
+                    reply = b""
+                    while chunk := up.recv(65536):
+                        reply += chunk
+                status, _, rest = reply.partition(b"\r\n")
+                self.wfile.write(status + b"\r\nConnection: close\r\n" + rest)
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> ForwardProxy:
+        import threading
+
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("where", ["neighbour", "private"])
+async def test_a_proxy_from_the_environment_is_asked_only_for_the_address_the_rule_checked(
+        tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The proxy is where the connection goes; what it is asked for is the address the rule
+    # checked (never a name it would resolve again), and a request the rule refuses never
+    # reaches it.
+    from tests.servers.http import Canned, LoopbackServer, Recorded
+
+    with LoopbackServer() as server_side, ForwardProxy() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        port = server_side.url.rsplit(":", 1)[1]
+        issuer = f"http://{where}.test:{port}"
+
+        def answer(request: Recorded) -> Canned:
+            if request.path.startswith("/.well-known/oauth-protected-resource"):
+                return Canned.json({"resource": f"{server_side.url}/mcp",
+                                    "authorization_servers": [issuer]})
+            if request.path.startswith("/.well-known/"):
+                return Canned(404, b"")
+            return Canned(401, b"", {"www-authenticate": "Bearer"})
+
+        server_side.queue(*[answer] * 10)
+        server = McpServer.http("s", f"{server_side.url}/mcp", oauth=OAuth(
+            token_dir=tmp_path, resolve=table({"127.0.0.1": ["127.0.0.1"],
+                                               "neighbour.test": ["127.0.0.1"],
+                                               "private.test": ["10.1.2.3"]})))
+        await server.start()
+        await server.aclose()
+    assert server.error is not None
+    # The server's own origin went through the proxy too.
+    assert any(target.startswith(f"{server_side.url}/mcp") for target, _ in proxy.asked)
+    metadata = [(t, h) for t, h in proxy.asked if "oauth-authorization-server" in t]
+    if where == "neighbour":
+        assert metadata and all(t.startswith(f"http://127.0.0.1:{port}/") and
+                                h == f"neighbour.test:{port}" for t, h in metadata)
+    else:
+        assert metadata == [] and "10.1.2.3" in server.error, server.error
+        assert not any("private.test" in t or "10.1.2.3" in t for t, _ in proxy.asked)
+
+
+def test_the_proxy_for_a_url_follows_the_environment_and_no_proxy() -> None:
+    from tether.mcp.oauth import proxy_for
+
+    env = {"HTTPS_PROXY": "http://proxy.corp:3128", "http_proxy": "http://plain:8080",
+           "NO_PROXY": "internal.example, .corp.test,auth.example:8443"}
+    assert proxy_for("https://auth.example.com/token", env) == "http://proxy.corp:3128"
+    assert proxy_for("http://auth.example.com/", env) == "http://plain:8080"
+    assert proxy_for("https://internal.example/x", env) is None
+    assert proxy_for("https://login.corp.test/x", env) is None
+    assert proxy_for("https://auth.example:8443/x", env) is None
+    assert proxy_for("https://auth.example/x", env) == "http://proxy.corp:3128"
+    assert proxy_for("https://auth.example.com/", {}) is None
+    assert proxy_for("https://a.example/", {"ALL_PROXY": "http://all:1", "NO_PROXY": "*"}) \
+        is None

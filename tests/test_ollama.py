@@ -21,7 +21,7 @@ from tether import Agent, tool
 from tether.config.build import build_provider
 from tether.config.schema import ProviderConfig
 from tether.conversation import Conversation
-from tether.errors import BadRequestError, NotFoundError
+from tether.errors import BadRequestError, NotFoundError, OutputFailure
 from tether.messages import Image, Message, Reasoning, Text, ToolCall, ToolResult
 from tether.providers.base import ModelRequest, ReasoningChunk
 from tether.providers.ollama import DEFAULT_NUM_CTX, Ollama
@@ -329,3 +329,21 @@ async def test_call_ids_a_hostile_server_repeats_are_made_unique_and_each_call_a
     results = [m for m in second["messages"] if m["role"] == "tool"]
     assert [m["content"] for m in results] == ["2", "4"]
     await model.aclose()
+
+
+async def test_a_shaping_turn_offers_the_answering_tool_and_sends_no_format(
+        server: LoopbackServer) -> None:
+    # `format` would hold the model to the schema's JSON, leaving it no way to write a tool
+    # call: the answer comes through the answering tool, as on every wire (docs/providers.md).
+    from tether import OutputSpec
+
+    server.queue(answer("Paris"))  # what the server answers does not matter here
+    spec = OutputSpec("report", "The city.", {"type": "object", "properties": {
+        "city": {"type": "string"}}, "required": ["city"]})
+    agent = Agent(Ollama(server.url, "m", num_ctx=4096))
+    with pytest.raises(OutputFailure):  # it answered in words, then nothing more was queued
+        await agent.prepare("Which city?", output=spec).output()
+    body = chats(server)[0]
+    assert "format" not in body
+    [offered] = body["tools"]  # the answering tool alone
+    assert offered["function"]["name"].startswith("report_")

@@ -24,6 +24,9 @@ default serves both.
 - ``stateful`` (current revision): one request whose request state is hostile text
   (instructions, terminal escapes, 64 KiB); returns whether it came back intact.
 
+Its resource ``asker://booking`` asks the ``book`` form as it is read, and its prompt
+``booking`` as it is filled; each returns what came back, as the tools do.
+
 ``--http`` serves over streamable HTTP on 127.0.0.1 (prints the port).
 """
 
@@ -223,7 +226,54 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
             input_requests=asked.requests, request_state=asking.carried())
 
 
-server = Server("asker", on_list_tools=list_tools, on_call_tool=call_tool)
+BOOKING_URI = "asker://booking"
+
+
+async def list_resources(ctx: object, params: types.PaginatedRequestParams | None
+                         ) -> types.ListResourcesResult:
+    return types.ListResourcesResult(resources=[types.Resource(
+        uri=BOOKING_URI, name="booking", description="the booking, asked for as it is read")])
+
+
+async def list_templates(ctx: object, params: types.PaginatedRequestParams | None
+                         ) -> types.ListResourceTemplatesResult:
+    return types.ListResourceTemplatesResult(resource_templates=[])
+
+
+async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
+    asking = Asking(ctx, params)
+    try:
+        said = await asking.form("read", "Which booking?", BOOKING)
+    except Asked as asked:
+        return types.InputRequiredResult(input_requests=asked.requests,
+                                         request_state=asking.carried())
+    return types.ReadResourceResult(contents=[types.TextResourceContents(
+        uri=str(params.uri), mime_type="application/json",
+        text=json.dumps({"action": said.action, "content": said.content}))])
+
+
+async def list_prompts(ctx: object, params: types.PaginatedRequestParams | None
+                       ) -> types.ListPromptsResult:
+    return types.ListPromptsResult(prompts=[types.Prompt(
+        name="booking", description="a booking prompt, asked for as it is filled")])
+
+
+async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> Any:
+    asking = Asking(ctx, params)
+    try:
+        said = await asking.form("prompt", "Book for the prompt.", BOOKING)
+    except Asked as asked:
+        return types.InputRequiredResult(input_requests=asked.requests,
+                                         request_state=asking.carried())
+    text = json.dumps({"action": said.action, "content": said.content})
+    return types.GetPromptResult(messages=[types.PromptMessage(
+        role="user", content=types.TextContent(type="text", text=f"Booked as {text}"))])
+
+
+server = Server("asker", on_list_tools=list_tools, on_call_tool=call_tool,
+                on_list_resources=list_resources, on_list_resource_templates=list_templates,
+                on_read_resource=read_resource,
+                on_list_prompts=list_prompts, on_get_prompt=get_prompt)
 
 
 if __name__ == "__main__":

@@ -456,7 +456,8 @@ async def _server_prompt(line: str, talk: _Chat, err: Console) -> Any:
 
     try:
         parts = await fetch_prompt(talk.agent, parse_invocation(line.split(" ", 1)[1]
-                                                                 if " " in line else ""))
+                                                                 if " " in line else ""),
+                                   taint=talk.conversation.taint)
     except TetherError as e:
         err.print(shown(("error:", "red"), f" {e}"))
         return None

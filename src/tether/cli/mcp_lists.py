@@ -38,10 +38,19 @@ def servers_of(toolsets: Iterable[Any]) -> Iterator[Any]:
             yield toolset
 
 
-async def fetch_prompt(agent: Any, invocation: Any) -> tuple[Any, ...]:
+async def fetch_prompt(agent: Any, invocation: Any, taint: Any = None,
+                       emit: Any = None) -> tuple[Any, ...]:
     """The parts of a user's turn a server's prompt makes (``PromptInvocation``), from the
-    started agent's server of that name; a ``ToolError`` saying why not."""
+    started agent's server of that name; a ``ToolError`` saying why not.
+
+    A request for input the server makes while it fills the prompt reaches the person as
+    one during a tool call does: through the agent's approver, under the same rule for
+    sends (``taint`` is the conversation's, the prompt is for), each outcome a notice to
+    ``emit``."""
+    from tether.bounds import Spend
     from tether.errors import ToolError
+    from tether.tools.tool import RunScope, ToolContext
+    from tether.trust import CLEAN
 
     servers = {s.name: s for s in servers_of(agent.toolsets)}
     server = servers.get(invocation.server)
@@ -50,7 +59,12 @@ async def fetch_prompt(agent: Any, invocation: Any) -> tuple[Any, ...]:
 
         raise ToolError(f"no MCP server {inline(invocation.server)!r} is configured "
                         f"(servers: {', '.join(servers) or 'none'})")
-    prompt = await server.get_prompt(invocation.name, invocation.arguments)
+    settings = agent.settings
+    context = ToolContext("prompt", f"{invocation.server}:{invocation.name}",
+                          taint if taint is not None else CLEAN, settings.workspace,
+                          settings.security, emit,
+                          run=RunScope(agent, ("prompt",), None, Spend(settings)))
+    prompt = await server.get_prompt(invocation.name, invocation.arguments, context)
     return tuple(prompt.parts)
 
 

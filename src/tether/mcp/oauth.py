@@ -17,7 +17,8 @@ refresh. tether adds what is its own:
   must reach public addresses, as ``fetch_url``'s rule (``tether.network``), the connection
   pinned to the address checked. Exempt: the server's own origin (the user configured it),
   and loopback addresses when that server is itself on loopback (a process on this machine
-  names a neighbour on it: nothing is reached that the server could not reach itself);
+  names a neighbour on it: nothing is reached that the server could not reach itself). An
+  HTTP(S) proxy the environment names is used, asked for the address checked (``proxy_for``);
 - the sign-in URL, checked by the same rule, goes to ``OAuth.sign_in`` (the command line
   prints it; tether never opens a browser). Without ``sign_in`` a server whose tokens are
   missing, or can no longer be refreshed, does not start: ``tether mcp login NAME``.
@@ -35,7 +36,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -353,19 +354,62 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-def guarded_transport(rule: AddressRule) -> httpx2.AsyncBaseTransport:
+def proxy_for(url: str, environ: Mapping[str, str]) -> str | None:
+    """The proxy ``environ`` names for ``url`` (``HTTPS_PROXY``/``HTTP_PROXY`` by its scheme,
+    ``ALL_PROXY``, either case; none for a host ``NO_PROXY`` names), or None."""
+    scheme, host, port = _origin(url)
+    lowered = {k.lower(): v for k, v in environ.items() if v}
+    proxy = lowered.get(f"{scheme}_proxy") or lowered.get("all_proxy")
+    if not proxy:
+        return None
+    for entry in (e.strip().lower() for e in lowered.get("no_proxy", "").split(",")):
+        if not entry:
+            continue
+        if entry == "*":
+            return None
+        name, _, only_port = entry.partition(":")
+        name = name.lstrip(".")
+        if (host == name or host.endswith("." + name)) and \
+                (not only_port or only_port == str(port)):
+            return None
+    return proxy
+
+
+def guarded_transport(rule: AddressRule,
+                      environ: Mapping[str, str] | None = None) -> httpx2.AsyncBaseTransport:
     """An httpx2 transport that sends a request only where ``rule`` allows, connected to
     the address it checked (the Host header and TLS keep the name: a second DNS answer
-    cannot move it)."""
+    cannot move it).
+
+    An HTTP(S) proxy the environment names (``proxy_for``) is honoured the same way: the
+    connection goes to the proxy (the person's own setting, as the server's URL is), and
+    the proxy is asked for the address the rule checked, never for a name it would
+    resolve again (so it cannot be sent where the rule refused: a private address)."""
     import httpx2
+
+    env = os.environ if environ is None else environ
 
     class AddressGuard(httpx2.AsyncBaseTransport):
         def __init__(self) -> None:
-            self._inner = httpx2.AsyncHTTPTransport()
+            self._direct = httpx2.AsyncHTTPTransport()
+            self._proxied: dict[str, httpx2.AsyncHTTPTransport] = {}
+
+        def _via(self, url: str) -> httpx2.AsyncBaseTransport:
+            proxy = proxy_for(url, env)
+            if proxy is None:
+                return self._direct
+            scheme = urlsplit(proxy).scheme
+            if scheme not in ("http", "https"):
+                raise OAuthRefused(f"the proxy {inline(proxy)} the environment names is not "
+                                   f"an http(s) proxy")
+            if proxy not in self._proxied:
+                self._proxied[proxy] = httpx2.AsyncHTTPTransport(proxy=proxy)
+            return self._proxied[proxy]
 
         async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
             try:
                 addresses = await rule.check(str(request.url), "a sign-in request to")
+                inner = self._via(str(request.url))
             except OAuthRefused as e:
                 raise httpx2.ConnectError(str(e), request=request) from e
             if addresses and not _is_ip(request.url.host):
@@ -373,10 +417,12 @@ def guarded_transport(rule: AddressRule) -> httpx2.AsyncBaseTransport:
                     request.extensions = {**request.extensions,
                                           "sni_hostname": request.url.host}
                 request.url = request.url.copy_with(host=addresses[0])
-            return await self._inner.handle_async_request(request)
+            return await inner.handle_async_request(request)
 
         async def aclose(self) -> None:
-            await self._inner.aclose()
+            await self._direct.aclose()
+            for inner in self._proxied.values():
+                await inner.aclose()
 
     return AddressGuard()
 

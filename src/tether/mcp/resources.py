@@ -62,7 +62,9 @@ class ResourceTemplate:
     mime_type: str | None = None
 
 
-Reader = Callable[[str], Awaitable[ToolOutput]]
+# A read of one URI; the context is the call's (a request for input the server makes during
+# the read goes to that run's person, as during a tool call).
+Reader = Callable[[str, ToolContext], Awaitable[ToolOutput]]
 
 
 def resource_tools(resources: Sequence[Resource], templates: Sequence[ResourceTemplate],
@@ -113,7 +115,7 @@ def _read_tool(resources: Sequence[Resource], read: Reader, *, server: str, trus
               "required": ["uri"], "additionalProperties": False}
 
     async def handler(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await read(str(arguments["uri"]))
+        return await read(str(arguments["uri"]), ctx)
 
     caps = _capabilities(trusted, sends=False, widen=widen)
     return Tool.from_schema(READ_TOOL, description, schema, handler,
@@ -135,7 +137,7 @@ def _template_tool(name: str, template: ResourceTemplate, variables: list[str], 
     uri_template = template.uri_template
 
     async def handler(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-        return await read(expand(uri_template, {k: str(v) for k, v in arguments.items()}))
+        return await read(expand(uri_template, {k: str(v) for k, v in arguments.items()}), ctx)
 
     caps = _capabilities(trusted, sends=True, widen=widen)
     return Tool.from_schema(name, description.strip(), schema, handler,

@@ -639,10 +639,11 @@ class McpServer:
         await self._refresh_settled()
         return output_from_result(result)
 
-    async def read_resource(self, uri: str) -> ToolOutput:
+    async def read_resource(self, uri: str, context: ToolContext | None = None) -> ToolOutput:
         """Read one resource (what the resource tools run). Never raises for the server's
         failures: they are error results. What it returns is the server's text: untrusted
-        unless the server is trusted."""
+        unless the server is trusted. ``context`` is the call's: a request for input the
+        server makes during the read goes to that run's approver, as during a tool call."""
         from mcp.shared.exceptions import MCPError
 
         session = self._session
@@ -656,7 +657,8 @@ class McpServer:
                                                    request_state=state,
                                                    allow_input_required=True)
 
-            result = await answered(session, send, self.timeout_secs)
+            with self._elicitations.during(context):
+                result = await answered(session, send, self.timeout_secs)
         except MCPError as e:
             return ToolOutput(f"Error: the MCP server {self.name!r} refused to read the "
                               f"resource: {inline(e.error.message)}", is_error=True,
@@ -667,11 +669,14 @@ class McpServer:
                               from_outside=not self.trusted)
         return output_from_read(result, trusted=self.trusted)
 
-    async def get_prompt(self, name: str, arguments: dict[str, str]) -> PromptText:
+    async def get_prompt(self, name: str, arguments: dict[str, str],
+                         context: ToolContext | None = None) -> PromptText:
         """The server's prompt ``name`` filled with ``arguments``, as the parts of a user's
         turn (``tether.mcp.prompts``). For a person to invoke; no tool offers it. Raises
         ``ToolError`` with the reason when the server is not running, the prompt is not
-        listed, or the server refuses."""
+        listed, or the server refuses. With ``context`` (``prompt_context``), a request for
+        input the server makes while it fills the prompt goes to that agent's approver,
+        as during a tool call; without one it is declined."""
         from mcp.shared.exceptions import MCPError
 
         session = self._session
@@ -692,7 +697,8 @@ class McpServer:
                                                  request_state=state,
                                                  allow_input_required=True)
 
-            result = await answered(session, send, self.timeout_secs)
+            with self._elicitations.during(context):
+                result = await answered(session, send, self.timeout_secs)
         except MCPError as e:
             raise ToolError(f"the MCP server {self.name!r} refused the prompt "
                             f"{inline(name)!r}: {inline(e.error.message)}") from None

@@ -134,13 +134,15 @@ class _OllamaCodec(WireCodec):
         return "/api/chat", None
 
     def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
-        if self.vision is False and _has_image(request.messages):
-            raise BadRequestError(
-                f"{NAME}: the model {model!r} does not take images (its capabilities in "
-                f"/api/show do not include vision); use a vision model (llava, "
-                f"qwen2.5vl, gemma3...) or leave the image out", provider=NAME)
+        # An image to a model known to take none is refused as the messages are encoded
+        # (no second pass over the conversation per request).
+        refused = "" if self.vision is not False else (
+            f"{NAME}: the model {model!r} does not take images (its capabilities in "
+            f"/api/show do not include vision); use a vision model (llava, qwen2.5vl, "
+            f"gemma3...) or leave the image out")
         body: dict[str, Any] = {"model": model, "stream": request.stream,
-                                "messages": wire_messages(request.messages, request.system)}
+                                "messages": wire_messages(request.messages, request.system,
+                                                          images_refused=refused)}
         tools = _offered(request)
         if tools:
             body["tools"] = [_wire_tool(t) for t in tools]
@@ -301,7 +303,9 @@ class Ollama(HTTPModel[_OllamaCodec]):
             codec.vision = "vision" in caps
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        await self._prepare(images=_has_image(request.messages))
+        # Whether the model takes images is asked once; after /api/show has answered,
+        # no request is scanned for images here (the encoder refuses one, as it goes).
+        await self._prepare(images=self._shown is None and _has_image(request.messages))
         chunks = cast(AsyncGenerator[StreamChunk, None], super().stream(request))
         try:
             async for chunk in chunks:
@@ -373,10 +377,12 @@ def _wire_tool(spec: ToolSpec) -> dict[str, Any]:
         "name": spec.name, "description": spec.description, "parameters": spec.schema_json}}
 
 
-def wire_messages(messages: Iterable[Message], system: str | None = None) -> list[dict[str, Any]]:
+def wire_messages(messages: Iterable[Message], system: str | None = None, *,
+                  images_refused: str = "") -> list[dict[str, Any]]:
     """tether's messages as ``/api/chat`` messages: text joined, images as base64 in
     ``images``, each tool result a ``role: "tool"`` message naming its tool, reasoning sent
-    back only when it came from this wire."""
+    back only when it came from this wire. With ``images_refused`` (a message), an image
+    raises ``BadRequestError`` with it."""
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
@@ -392,6 +398,8 @@ def wire_messages(messages: Iterable[Message], system: str | None = None) -> lis
             elif isinstance(part, Text):
                 texts.append(part.text)
             elif isinstance(part, Image):
+                if images_refused:
+                    raise BadRequestError(images_refused, provider=NAME)
                 if part.data is None:
                     raise BadRequestError(f"{NAME}: Ollama takes images as bytes, not a url "
                                           f"({part.url!r}): attach the file", provider=NAME)

@@ -131,12 +131,6 @@ class _ChatCodec(WireCodec):
         return "/chat/completions", None
 
     def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
-        if self.profile.accepts_images is False and any(
-                isinstance(p, Image) for m in request.messages for p in m.parts):
-            raise BadRequestError(
-                f"{NAME}: the {self.profile.name} server does not take images (profile "
-                f"{self.profile.name!r}: accepts_images is false); use a server and model "
-                f"with vision, or leave the image out", provider=NAME)
         body = request_body(request, model, self.profile)
         for refused in self.refused:
             body.pop(refused, None)
@@ -241,11 +235,18 @@ def request_body(request: ModelRequest, model: str,
                  profile: OpenAICompatProfile) -> dict[str, Any]:
     """The JSON body of ``POST /chat/completions`` for ``request``, within what ``profile``
     says the server honours."""
-    # A tool result's images only where the server is known to read them (the profile).
+    # A tool result's images only where the server is known to read them (the profile);
+    # an attached image to a server known not to is refused, found as the messages are
+    # encoded (no second pass over the conversation per request).
     images = profile.accepts_images is True
+    refused = "" if profile.accepts_images is not False else (
+        f"{NAME}: the {profile.name} server does not take images (profile "
+        f"{profile.name!r}: accepts_images is false); use a server and model with vision, "
+        f"or leave the image out")
     body: dict[str, Any] = {"model": model,
                             "messages": wire_messages(request.messages, request.system,
-                                                      accepts_images=images)}
+                                                      accepts_images=images,
+                                                      images_refused=refused)}
     if request.tools:
         choice, tools = _tool_choice(request.tool_choice, request.tools, profile)
         body["tools"] = [_wire_tool(t) for t in tools]
@@ -540,7 +541,8 @@ class _CallAssembler:
 
 
 def wire_messages(messages: Iterable[Message], system: str | None = None, *,
-                  accepts_images: bool = True) -> list[dict[str, Any]]:
+                  accepts_images: bool = True,
+                  images_refused: str = "") -> list[dict[str, Any]]:
     """tether's messages as Chat Completions messages.
 
     Tool results become one ``role: "tool"`` message each; reasoning is sent back only when
@@ -548,7 +550,8 @@ def wire_messages(messages: Iterable[Message], system: str | None = None, *,
     only, so the images the results carry follow them in one user message (each result's
     images after a line naming its call, and saying they are outside data when they are);
     to a server that does not accept images (``accepts_images``, the profile's) each
-    result says its images were left out instead.
+    result says its images were left out instead. With ``images_refused`` (a message), an
+    attached image raises ``BadRequestError`` with it.
     """
     out: list[dict[str, Any]] = []
     if system:
@@ -573,6 +576,8 @@ def wire_messages(messages: Iterable[Message], system: str | None = None, *,
             elif isinstance(part, Text):
                 content.append({"type": "text", "text": part.text})
             elif isinstance(part, Image):
+                if images_refused:
+                    raise BadRequestError(images_refused, provider=NAME)
                 only_text = False
                 content.append(_image_part(part))
         if pictures:  # after every tool message of the turn: they must follow the call

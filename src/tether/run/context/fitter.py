@@ -24,10 +24,9 @@ from tether.run.context.plan import (
     SMALL_REQUEST_CHARS,
     Budget,
     Estimate,
+    Replay,
     build_view,
     fixed_chars,
-    message_chars,
-    plan_fit,
     trim_note,
 )
 from tether.run.context.summary import Summaries, summary_note, transcript
@@ -74,6 +73,18 @@ class ContextFitter:
         self._asked = False
         self._calibrated = False
         self._announced: list[int] = []  # conversations already told they are fitted
+        # Each conversation's messages counted and its fitting replayed as it grows (by the
+        # conversation's identity; a Replay checks it is given the messages it read, grown).
+        self._replays: dict[int, Replay] = {}
+
+    def _replay(self, owner: object) -> Replay:
+        if owner is None:
+            return Replay()
+        replay = self._replays.pop(id(owner), None) or Replay()
+        if len(self._replays) >= 16:  # the conversations of the latest runs
+            del self._replays[next(iter(self._replays))]
+        self._replays[id(owner)] = replay  # the newest last
+        return replay
 
     # --- the stream -----------------------------------------------------------------------
 
@@ -97,11 +108,12 @@ class ContextFitter:
                                   "context = \"trim\" (Agent(context=\"trim\")), or start a "
                                   "new conversation") from None
             return
-        sent, event = await self._fitted(request, taint, pins, owner, "window")
+        replay = self._replay(owner)
+        sent, event, raw = await self._fitted(request, taint, pins, owner, "window", replay)
         if event is not None:
             yield event
         try:
-            chunks = self._send(sent)
+            chunks = self._send(sent, replay, raw)
             try:
                 async for chunk in chunks:
                     yield chunk
@@ -111,11 +123,11 @@ class ContextFitter:
             return
         except _Overflow as overflow:
             self._learn(overflow.error, sent)
-        sent, event = await self._fitted(request, taint, pins, owner, "overflow")
+        sent, event, raw = await self._fitted(request, taint, pins, owner, "overflow", replay)
         if event is not None:
             yield event
         try:
-            chunks = self._send(sent)
+            chunks = self._send(sent, replay, raw)
             try:
                 async for chunk in chunks:
                     yield chunk
@@ -130,7 +142,10 @@ class ContextFitter:
                 f"to the server's real window, give the server a larger one (llama-server "
                 f"-c), lower max_output_tokens, or start a new conversation")) from None
 
-    async def _send(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    async def _send(self, request: ModelRequest, replay: Replay,
+                    raw: int | None) -> AsyncIterator[StreamChunk]:
+        """``request`` sent; ``raw`` is its unscaled estimate when it is a fitted view (the
+        plan's), else ``replay`` counts its messages (the conversation's)."""
         started = False
         try:
             chunks = self.provider.stream(request)
@@ -139,7 +154,8 @@ class ContextFitter:
                     if not isinstance(chunk, Retrying):
                         started = True
                     if isinstance(chunk, Completed):
-                        self.observe(request, chunk.response.usage)
+                        self.observe(request, chunk.response.usage,
+                                     replay if raw is None else raw)
                     yield chunk
             except BaseException:
                 await abandon(chunks)
@@ -153,23 +169,25 @@ class ContextFitter:
 
     async def _fitted(
         self, request: ModelRequest, taint: Taint, pins: Collection[int], owner: object,
-        reason: str,
-    ) -> tuple[ModelRequest, ev.ContextFitted | None]:
+        reason: str, replay: Replay,
+    ) -> tuple[ModelRequest, ev.ContextFitted | None, int | None]:
+        """The request to send, the event saying it was fitted, and (for a fitted view) its
+        unscaled estimate, as the plan counted it."""
         messages = request.messages
-        window = await self._window_for(request, force=reason == "overflow")
+        window = await self._window_for(request, replay, force=reason == "overflow")
         if window is None:
-            return request, None
+            return request, None, None
         await self._calibrate(messages)
         budget = Budget(window, self._reserve(window), self.config.low_water)
         estimate = self.estimate
         summarize = self.config.strategy == "summarize"
         summary_tokens = max(64, min(300, budget.high // 5))
         note_tokens = NOTE_TOKENS + (summary_tokens + 24 if summarize else 0)
-        plan = plan_fit(messages, budget, estimate, estimate.fixed(request), pins=pins,
-                        note_tokens=note_tokens)
+        plan = replay.plan(messages, budget, estimate, estimate.fixed(request), pins=pins,
+                           note_tokens=note_tokens)
         announced = owner is not None and id(owner) in self._announced
         if not plan.fitted:
-            return request, None
+            return request, None, None
         usage = Usage()
         error = ""
         summarized = 0
@@ -186,10 +204,14 @@ class ContextFitter:
                     note = summary_note(len(plan.dropped), summary)
                     summarized = len(plan.dropped)
         view = build_view(messages, plan, budget, estimate, note)
+        sent = dataclasses.replace(request, messages=view)
+        # The view's own count: it holds about a window's worth, however long the
+        # conversation (the conversation's count is the Replay's, kept as it grew).
+        raw = Estimate(estimate.chars_per_token).request(sent)
         if owner is not None and not announced:
             self._announced = [*self._announced[-255:], id(owner)]
         if not (plan.acted or reason == "overflow" or not announced or usage.requests):
-            return dataclasses.replace(request, messages=view), None
+            return sent, None, raw
         event = ev.ContextFitted(
             strategy=self.config.strategy,
             reason=reason if plan.acted or reason == "overflow" else "continued",
@@ -204,19 +226,22 @@ class ContextFitter:
             usage=usage,
             note=error,
         )
-        return dataclasses.replace(request, messages=view), event
+        return sent, event, raw
 
     def _reserve(self, window: int) -> int:
         reserve = self.config.reserve or self.max_output_tokens \
             or min(DEFAULT_RESERVE_TOKENS, window // 4)
         return min(reserve, window // 2)
 
-    async def _window_for(self, request: ModelRequest, *, force: bool) -> int | None:
+    async def _window_for(self, request: ModelRequest, replay: Replay, *,
+                          force: bool) -> int | None:
         if self.window is not None:
             return self.window
-        chars = fixed_chars(request) + sum(message_chars(m) for m in request.messages)
-        if (chars <= SMALL_REQUEST_CHARS and not force) or self._asked:
-            return None  # too small to need a window, or nobody could say
+        if self._asked:
+            return None  # nobody could say
+        chars = fixed_chars(request) + replay.chars(request.messages)
+        if chars <= SMALL_REQUEST_CHARS and not force:
+            return None  # too small to need a window
         self._asked = True
         ask = getattr(self.provider, "context_window", None)
         if ask is None or not callable(ask):
@@ -244,13 +269,22 @@ class ContextFitter:
             ratio = max(1.0, min(8.0, len(sample) / tokens))
             self.estimate = dataclasses.replace(self.estimate, chars_per_token=ratio)
 
-    def observe(self, request: ModelRequest, usage: Usage) -> None:
+    def observe(self, request: ModelRequest, usage: Usage,
+                counted: Replay | int | None = None) -> None:
         """Calibrate with the prompt tokens the model counted for ``request``. The scale
         moves only when it is off by more than a little (under-counting by 2%, over-counting
-        by 15%), so the fitting's cut points stay put."""
+        by 15%), so the fitting's cut points stay put. ``counted`` spares a count of every
+        message: the conversation's ``Replay`` (its messages counted as they came), or the
+        unscaled estimate of a fitted view."""
         if not usage.input_tokens:  # unreported (None) or nothing to go by
             return
-        raw = Estimate(self.estimate.chars_per_token).request(request)  # unscaled
+        unscaled = Estimate(self.estimate.chars_per_token)
+        if isinstance(counted, int):
+            raw = counted
+        elif counted is not None:
+            raw = unscaled.fixed(request) + counted.tokens(request.messages, unscaled)
+        else:
+            raw = unscaled.request(request)
         if raw <= 0:
             return
         seen = usage.input_tokens / raw

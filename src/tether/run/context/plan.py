@@ -35,7 +35,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tether.messages import Image, Message, Part, Reasoning, Text, ToolCall, ToolResult
 from tether.providers.base import ModelRequest
@@ -235,83 +235,195 @@ def plan_fit(
     low-water mark. Kept and shortened only ever grow, so between two fittings the view is
     only appended to. ``fixed`` is what the system prompt and tools cost; ``pins`` are
     indices kept whatever happens (the run's own prompt), besides the latest user message
-    and the newest block.
+    and the newest block. (``Replay`` keeps this as a conversation grows.)
     """
-    n = len(messages)
-    full = [estimate.message(m) for m in messages]
-    min_chars, keep_chars = shortening_limits(budget, estimate)
-    short_cost: dict[int, int] = {}
-    for i, m in enumerate(messages):
-        if m.role == "tool":
-            short = shorten_message(m, min_chars, keep_chars)
-            if short is not None:
-                short_cost[i] = estimate.message(short)
-    units = blocks(messages)
-    block_of = [0] * n
-    for b, (start, end) in enumerate(units):
-        for i in range(start, end):
-            block_of[i] = b
-    last_user = [-1] * (n + 1)  # last_user[p]: the latest user message before p
-    for i, m in enumerate(messages):
-        last_user[i + 1] = i if m.role == "user" else last_user[i]
-    points = [i for i, m in enumerate(messages) if m.role == "assistant" and i > 0]
-    if not points or points[-1] != n:
-        points.append(n)
+    return Replay().plan(messages, budget, estimate, fixed, pins=pins, note_tokens=note_tokens)
 
-    shortened: set[int] = set()
-    cut = 0  # blocks before this one are left out, except the pinned ones
-    held: set[int] = set()  # pinned blocks before the cut: still sent
-    total = fixed
-    noted = False
-    upto = 0
-    acted = False
 
-    def cost(i: int) -> int:
-        return short_cost[i] if i in shortened else full[i]
+@dataclass(slots=True)
+class _Replayed:
+    """Where the replay of a fitting stands after a request point."""
 
-    for p in points:
-        for i in range(upto, p):
-            total += full[i]
-        upto = p
+    shortened: set[int] = field(default_factory=set)
+    cut: int = 0  # blocks before this one are left out, except the pinned ones
+    held: set[int] = field(default_factory=set)  # pinned blocks before the cut: still sent
+    total: int = 0
+    noted: bool = False
+    upto: int = 0
+    acted: bool = False
+    done: int = 0  # request points replayed
+
+    def copy(self) -> _Replayed:
+        return _Replayed(set(self.shortened), self.cut, set(self.held), self.total,
+                         self.noted, self.upto, self.acted, self.done)
+
+
+class Replay:
+    """``plan_fit`` kept as a conversation grows, so a turn costs what its new messages
+    cost, not the whole conversation again.
+
+    Each message is counted once (its characters and images: ``chars``), and the fitting's
+    state after each earlier request point (an assistant message) is kept: the next plan
+    replays only the points after it. A point's state depends only on the messages before
+    it, so it holds for every later request of the same conversation. Everything is read
+    again when the messages are not the ones read before, grown (the same last message at
+    the same place, as ``tether.provenance.SourceIndex`` checks: a conversation is only
+    appended to), and the replay again when the budget, estimate, fixed cost, pins or note
+    cost differ from the last plan's.
+    """
+
+    __slots__ = ("_block_of", "_blocks", "_chars", "_full", "_key", "_last", "_last_user",
+                 "_points", "_short", "_state", "_sums", "_total_chars")
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._last: Message | None = None
+        self._chars: list[tuple[int, int]] = []  # each message's (characters, images)
+        self._sums: dict[Estimate, tuple[int, int]] = {}  # an estimate's (upto, tokens)
+        self._total_chars = 0
+        self._blocks: list[tuple[int, int]] = []
+        self._block_of: list[int] = []  # the block each message belongs to
+        self._last_user = [-1]  # _last_user[p]: the latest user message before p
+        self._points: list[int] = []  # the assistant messages after the first
+        self._restart()
+
+    def _restart(self) -> None:
+        """Forget the replay (not the counts): its key changed."""
+        self._key: tuple[object, ...] | None = None
+        self._full: list[int] = []
+        self._short: dict[int, int] = {}  # a large tool result's cost once shortened
+        self._state = _Replayed()
+
+    def read(self, messages: Sequence[Message]) -> None:
+        """Count the messages appended since the last call (all of them when ``messages``
+        is not the sequence read before, grown)."""
+        seen = len(self._chars)
+        if seen > len(messages) or (seen and messages[seen - 1] is not self._last):
+            self._reset()
+            seen = 0
+        if seen == len(messages):
+            return
+        for i in range(seen, len(messages)):
+            message = messages[i]
+            images = sum(1 if isinstance(p, Image) else len(p.images)
+                         if isinstance(p, ToolResult) else 0 for p in message.parts)
+            chars = message_chars(message)
+            self._chars.append((chars, images))
+            self._total_chars += chars
+            if message.role == "tool" and self._blocks:
+                self._blocks[-1] = (self._blocks[-1][0], i + 1)
+            else:
+                self._blocks.append((i, i + 1))
+            self._block_of.append(len(self._blocks) - 1)
+            self._last_user.append(i if message.role == "user" else self._last_user[i])
+            if message.role == "assistant" and i > 0:
+                self._points.append(i)
+        self._last = messages[-1]
+
+    def chars(self, messages: Sequence[Message]) -> int:
+        """The characters of ``messages`` (``message_chars`` summed)."""
+        self.read(messages)
+        return self._total_chars
+
+    def tokens(self, messages: Sequence[Message], estimate: Estimate) -> int:
+        """``estimate.message`` summed over ``messages``."""
+        self.read(messages)
+        upto, total = self._sums.get(estimate, (0, 0))
+        for chars, images in self._chars[upto:]:
+            total += estimate.tokens(chars, MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS)
+        if len(self._sums) >= 8 and estimate not in self._sums:
+            self._sums.clear()  # estimates that keep moving: keep the latest few
+        self._sums[estimate] = (len(self._chars), total)
+        return total
+
+    def plan(self, messages: Sequence[Message], budget: Budget, estimate: Estimate,
+             fixed: int, *, pins: Collection[int] = (),
+             note_tokens: int = NOTE_TOKENS) -> Plan:
+        """``plan_fit(messages, ...)``, replaying only the request points not replayed
+        before."""
+        self.read(messages)
+        key = (budget, estimate, fixed, tuple(sorted(pins)), note_tokens)
+        if key != self._key:
+            self._restart()
+            self._key = key
+            self._state.total = fixed
+        n = len(messages)
+        full = self._full
+        min_chars, keep_chars = shortening_limits(budget, estimate)
+        for i in range(len(full), n):
+            chars, images = self._chars[i]
+            full.append(estimate.tokens(chars, MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS))
+            if messages[i].role == "tool":
+                short = shorten_message(messages[i], min_chars, keep_chars)
+                if short is not None:
+                    self._short[i] = estimate.message(short)
+        state = self._state
+        points = self._points
+        while state.done < len(points):
+            self._point(state, points[state.done], pins, budget, note_tokens)
+            state.done += 1
+        last = state.copy()  # the next request's point: not kept (what follows may differ)
+        self._point(last, n, pins, budget, note_tokens)
+        units, cut = self._blocks, last.cut
+        end = units[cut - 1][1] if cut else 0  # what the cut leaves out, but the held
+        kept = {i for b in last.held for i in range(*units[b])}
+        dropped = tuple(sorted(set(range(end)).difference(kept))) if kept \
+            else tuple(range(end))
+        kept_short = tuple(sorted(i for i in last.shortened if i >= end or i in kept))
+        return Plan(dropped, kept_short, fixed + self.tokens(messages, estimate),
+                    last.total, last.acted)
+
+    def _point(self, state: _Replayed, p: int, pins: Collection[int], budget: Budget,
+               note_tokens: int) -> None:
+        """Replay the fitting at request point ``p`` (the request sent with ``p`` messages)."""
+        full, short_cost, units, block_of = self._full, self._short, self._blocks, \
+            self._block_of
+        shortened, held = state.shortened, state.held
+
+        def cost(i: int) -> int:
+            return short_cost[i] if i in shortened else full[i]
+
+        for i in range(state.upto, p):
+            state.total += full[i]
+        state.upto = p
         pinned = {block_of[x] for x in pins if x < p}
-        if last_user[p] >= 0:
-            pinned.add(block_of[last_user[p]])
+        if self._last_user[p] >= 0:
+            pinned.add(block_of[self._last_user[p]])
         for b in sorted(held - pinned):  # a pin moved on: its block below the cut goes
             held.discard(b)
-            total -= sum(cost(i) for i in range(*units[b]))
-            if not noted:
-                total, noted = total + note_tokens, True
-        acted = False
-        if total <= budget.high:
-            continue
-        acted = True
+            state.total -= sum(cost(i) for i in range(*units[b]))
+            if not state.noted:
+                state.total, state.noted = state.total + note_tokens, True
+        state.acted = False
+        if state.total <= budget.high:
+            return
+        state.acted = True
         tail = block_of[p - 1] if p > 0 else 0
         for i in sorted(short_cost):
             if i < p and i not in shortened and block_of[i] != tail \
-                    and (block_of[i] >= cut or block_of[i] in held):
+                    and (block_of[i] >= state.cut or block_of[i] in held):
                 shortened.add(i)
-                total -= full[i] - short_cost[i]
+                state.total -= full[i] - short_cost[i]
         # Shortening alone may be enough: only the view after the shortened result
         # changes, so a server's prompt cache still serves what comes before. Otherwise
         # whole blocks go, down to the low-water mark, so the next fitting is far off.
-        if total > budget.high:
-            while total > budget.low and cut < tail:
-                b, cut = cut, cut + 1
+        if state.total > budget.high:
+            while state.total > budget.low and state.cut < tail:
+                b, state.cut = state.cut, state.cut + 1
                 if b in pinned:
                     held.add(b)
                     continue
-                total -= sum(cost(i) for i in range(*units[b]))
-                if not noted:
-                    total, noted = total + note_tokens, True
-        if total > budget.high:  # the newest block alone is too large: shorten it too
+                state.total -= sum(cost(i) for i in range(*units[b]))
+                shortened.difference_update(range(*units[b]))  # gone: no longer counted
+                if not state.noted:
+                    state.total, state.noted = state.total + note_tokens, True
+        if state.total > budget.high:  # the newest block alone is too large: shorten it too
             for i in range(*units[tail]):
                 if i in short_cost and i not in shortened:
                     shortened.add(i)
-                    total -= full[i] - short_cost[i]
-
-    dropped = tuple(i for b in range(cut) if b not in held for i in range(*units[b]))
-    kept_short = tuple(sorted(i for i in shortened if i not in set(dropped)))
-    return Plan(dropped, kept_short, fixed + sum(full), total, acted)
+                    state.total -= full[i] - short_cost[i]
 
 
 def build_view(
@@ -320,16 +432,18 @@ def build_view(
     """The messages to send: ``plan`` applied, and ``note`` (saying what was left out)
     at the start, inside the first user message so roles still alternate."""
     min_chars, keep_chars = shortening_limits(budget, estimate)
-    dropped = set(plan.dropped)
-    shortened = set(plan.shortened)
-    view: list[Message] = []
-    for i, message in enumerate(messages):
-        if i in dropped:
-            continue
-        if i in shortened:
-            message = shorten_message(message, min_chars, keep_chars) or message
-        view.append(message)
-    if dropped:
+    # Only the messages kept are visited: those the cut left out are a run from the start
+    # (but for the pinned blocks kept below it).
+    end = plan.dropped[-1] + 1 if plan.dropped else 0
+    below = sorted(set(range(end)).difference(plan.dropped)) if end else []
+    view = [messages[i] for i in below]
+    view.extend(messages[end:])
+    if plan.shortened:
+        at = {i: k for k, i in enumerate(below)}
+        for i in plan.shortened:
+            k = at[i] if i < end else len(below) + i - end
+            view[k] = shorten_message(view[k], min_chars, keep_chars) or view[k]
+    if plan.dropped:
         if view and view[0].role == "user":
             view[0] = Message("user", (Text(note + "\n\n"), *view[0].parts))
         else:
