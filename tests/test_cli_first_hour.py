@@ -97,7 +97,38 @@ def test_run_c_continues_the_most_recent_session(tmp_path: Path,
 
 def test_run_c_without_any_session_is_an_error(tmp_path: Path) -> None:
     out = tether(workspace(tmp_path, "http://127.0.0.1:9/v1"), "run", "-c", "go on")
-    assert out.returncode == 1 and "no session to continue" in out.stderr
+    assert out.returncode == 1 and "no session of" in out.stderr
+    assert "to continue" in out.stderr
+
+
+def test_c_continues_this_workspaces_latest_session_not_another_folders(
+        tmp_path: Path, server: LoopbackServer) -> None:
+    # Two projects, one session store (the user's data dir): -c in one never continues
+    # the other's conversation, even when the other's is the newer.
+    store = {"TETHER_STORE": str(tmp_path / "shared.db")}
+    for name in ("mine", "theirs", "new"):
+        (tmp_path / name).mkdir()
+    mine = workspace(tmp_path / "mine", server.url + "/v1")
+    theirs = workspace(tmp_path / "theirs", server.url + "/v1")
+    server.queue(answer("Noted: 7."), answer("Noted: secret."), answer("You said 7."),
+                 answer("Hi."))
+    first = tether(mine, "run", "--json", "Remember 7.", env=store)
+    assert first.returncode == 0, first.stderr
+    assert tether(theirs, "run", "Remember secret.", env=store).returncode == 0
+    again = tether(mine, "run", "--json", "-c", "What did I say?", env=store)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["session_id"] == json.loads(first.stdout)["session_id"]
+    assert [m["content"] for m in server.requests[2].body["messages"]] == \
+        ["Remember 7.", "Noted: 7.", "What did I say?"]
+    # chat -c: the same rule.
+    chat = tether(mine, "chat", "-c", stdin="And now?\n", env=store)
+    assert chat.returncode == 0, chat.stderr
+    assert "secret" not in json.dumps(server.requests[3].body["messages"])
+    assert "Remember 7." in json.dumps(server.requests[3].body["messages"])
+    # A folder with no session of its own: an error naming --session, not the other's.
+    fresh = workspace(tmp_path / "new", "http://127.0.0.1:9/v1")
+    out = tether(fresh, "run", "-c", "go on", env=store)
+    assert out.returncode == 1 and "--session ID" in out.stderr, out.stderr
 
 
 def test_session_ids_match_by_unique_prefix_and_are_listed_in_full(tmp_path: Path) -> None:

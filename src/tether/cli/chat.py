@@ -63,7 +63,7 @@ def add_cli(sub: Any) -> None:
     p.add_argument("--session", metavar="ID",
                    help="continue this stored session (created with this id when new)")
     p.add_argument("-c", "--continue", dest="continue_last", action="store_true",
-                   help="continue the most recent session")
+                   help="continue this workspace's most recent session")
     p.add_argument("--no-store", action="store_true",
                    help="keep the conversation in memory only")
     add_run_flags(p)
@@ -127,7 +127,10 @@ async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
     store = None if args.no_store else store_for(args.workspace)
     session_id: str | None = args.session
     if store is not None and args.continue_last:
-        session_id = latest_session(store)
+        from tether.config.layers import load_config
+
+        session_id = latest_session(store, load_config(args.workspace).tools.workspace
+                                    or args.workspace)
     if store is not None and session_id:
         # The exact id, as `tether run --session`: a new id names the session the first
         # message creates, so it cannot mean a session whose id it happens to begin.

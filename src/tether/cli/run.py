@@ -62,7 +62,7 @@ def add_cli(sub: Any) -> None:
     run.add_argument("--session", metavar="ID",
                      help="continue stored session ID (created with this id when new)")
     run.add_argument("-c", "--continue", dest="continue_last", action="store_true",
-                     help="continue the most recent session")
+                     help="continue this workspace's most recent session")
     run.add_argument("--no-log", action="store_true",
                      help="do not log this run to the session store")
     run.add_argument("--mcp-prompt", metavar="'SERVER:NAME [KEY=VALUE ...]'",

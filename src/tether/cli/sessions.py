@@ -154,13 +154,22 @@ def resolve_id(store: SessionStore, key: str) -> str:
                           f"them)")
 
 
-def latest_session(store: SessionStore) -> str:
-    """The id of the most recently updated session (``tether run -c``)."""
-    infos = store.list(limit=1)
-    if not infos:
-        raise ConfigError(f"there is no session to continue in {where(store)}; run without -c "
-                          f"to start one")
-    return infos[0].id
+def latest_session(store: SessionStore, workspace: str | Path) -> str:
+    """The id of this workspace's most recently updated session (``-c``): another
+    folder's sessions are continued by id (``--session ID``), never by accident."""
+    here = str(Path(workspace).resolve())
+    limit = 50
+    while True:
+        infos = store.list(limit=limit)
+        for info in infos:
+            if info.workspace == here:
+                return info.id
+        if len(infos) < limit:
+            break
+        limit *= 8  # the store lists newest first: read further back only when needed
+    elsewhere = " (another folder's session is continued with --session ID)" if infos else ""
+    raise ConfigError(f"there is no session of {here} to continue in {where(store)}"
+                      f"{elsewhere}; run without -c to start one")
 
 
 def refuse_if_paused(session: Session) -> None:
@@ -180,7 +189,7 @@ def session_for_run(args: argparse.Namespace, cfg: Config) -> Session:
     store = store_for(args.workspace)
     session_id = args.session
     if getattr(args, "continue_last", False):
-        session_id = latest_session(store)
+        session_id = latest_session(store, cfg.tools.workspace or args.workspace)
     session = open_session(args, cfg, session_id, store, title=args.prompt)
     refuse_if_paused(session)
     return session
