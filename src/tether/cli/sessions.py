@@ -40,10 +40,10 @@ class SessionAmbiguous(TetherError):
 
 def add_cli(sub: Any) -> None:
     """Register ``tether sessions``."""
-    from tether.cli.common import add_limit_flag, add_run_flags
+    from tether.cli.common import add_actions, add_limit_flag, add_run_flags
 
     p = sub.add_parser("sessions", help="stored conversations: list, show, resume, rm")
-    actions = p.add_subparsers(dest="sessions_command", metavar="ACTION")
+    actions = add_actions(p, "sessions_command")
 
     ls = actions.add_parser("list", help="sessions, most recent first")
     add_limit_flag(ls, 20, "sessions")
@@ -73,11 +73,6 @@ def add_cli(sub: Any) -> None:
     rm.add_argument("ids", nargs="+", metavar="ID")
     rm.set_defaults(handler=cmd_rm)
 
-    def usage(args: argparse.Namespace) -> int:
-        p.print_help()
-        return 1
-
-    p.set_defaults(handler=usage)
 
 
 # --- shared helpers -------------------------------------------------------------------------
