@@ -18,7 +18,6 @@ from tether.local.server import (
     HOST,
     SYSTEM_PROMPT,
     LocalServer,
-    health,
     router_models,
 )
 from tether.local.setup import Progress, default_cache_dir, default_model_path, setup
@@ -107,16 +106,21 @@ def _base_url(settings: LocalSettings) -> str:
 
 @contextlib.asynccontextmanager
 async def serving_for_run(args: argparse.Namespace) -> AsyncIterator[LocalServer | None]:
-    """For ``--local`` (``run``, ``chat``, ``batch``, ``sessions resume``): reuse a server
-    that already answers on the local port, else set up (first run builds; later runs
-    reuse the cache) and start one, stopped again at exit. Yields the server it started
-    (None when it reused one). It sets ``args.local_config``, the configuration the
-    command layers over tether.toml (``local_layer``)."""
+    """For ``--local`` (``run``, ``chat``, ``batch``, ``sessions resume``): reuse the
+    llama-server answering on the local port when it serves the expected model (anything
+    else there is an error naming it: ``tether.local.identify``), else set up (first run
+    builds; later runs reuse the cache) and start one, stopped again at exit. Yields the
+    server it started (None when it reused one). It sets ``args.local_config``, the
+    configuration the command layers over tether.toml (``local_layer``)."""
     settings = settings_from(args)
     args.local_config = local_layer(args)
     base_url = _base_url(settings)
-    if await health(settings.port) is not None:
-        Progress().note(f"using the server already running at {base_url}")
+    from tether.local.identify import reusable
+
+    model = settings.model or default_model_path(settings.cache_dir)
+    if await reusable(settings.port, model):
+        Progress().note(f"using the llama-server already running at {base_url} "
+                        f"(model {model.name})")
         yield None
         return
     server = LocalServer(model=settings.model, port=settings.port, cache_dir=settings.cache_dir)
