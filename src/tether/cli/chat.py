@@ -98,7 +98,7 @@ class _Chat:
 async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
                state: dict[str, Any] | None = None) -> int:
     """The chat loop over ``stdin``; ``state["session"]`` is set as soon as it exists."""
-    from tether.cli.common import local_serving
+    from tether.cli.common import prepare_local
     from tether.errors import ConfigError
 
     if args.continue_last and args.no_store:
@@ -107,14 +107,14 @@ async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
     if args.continue_last and args.session:
         raise ConfigError("--session ID and -c (the most recent session) both name the "
                           "session to continue; choose one")
-    async with local_serving(args):
-        return await _chat(args, stdin, err, state if state is not None else {})
+    prepare_local(args)  # the agent is built, and so checked, before a server starts
+    return await _chat(args, stdin, err, state if state is not None else {})
 
 
 async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
                 state: dict[str, Any]) -> int:
     from tether.cli.approver import ConsoleApprover
-    from tether.cli.common import make_agent, telemetry_export, workspace_of
+    from tether.cli.common import local_serving, make_agent, telemetry_export, workspace_of
     from tether.cli.sessions import (
         latest_session,
         open_session,
@@ -158,33 +158,34 @@ async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
 
     reader = _Reader(stdin, interactive)
     try:
-        with telemetry_export(cfg):
-            async with agent:
-                if session is not None and session.pending is not None:
-                    err.print("[yellow]this session paused waiting for approval; "
-                              "deciding now[/]")
-                    await _resume_paused(agent, session, err)
-                while True:
-                    message = await reader.message(err)
-                    if message is None:
-                        break
-                    if not message.strip():
-                        continue
-                    said: Any = message
-                    if message.split(" ", 1)[0].lower() == "/prompt" and "\n" not in message:
-                        said = await _server_prompt(message, talk, err)
-                        if said is None:
-                            continue
-                    elif message.startswith("/") and "\n" not in message:
-                        if not await _command(message.strip(), talk, err):
+        async with local_serving(args):
+            with telemetry_export(cfg):
+                async with agent:
+                    if session is not None and session.pending is not None:
+                        err.print("[yellow]this session paused waiting for approval; "
+                                  "deciding now[/]")
+                        await _resume_paused(agent, session, err)
+                    while True:
+                        message = await reader.message(err)
+                        if message is None:
                             break
-                        continue
-                    if talk.session is None and talk.store is not None:
-                        talk.session = open_session(args, cfg, talk.args.session, talk.store,
-                                                    title=_title(message))
-                        talk.conversation = talk.session.conversation()
-                        state["session"] = talk.session
-                    await _turn(agent, said, talk.conversation, talk.session, err, talk)
+                        if not message.strip():
+                            continue
+                        said: Any = message
+                        if message.split(" ", 1)[0].lower() == "/prompt" and "\n" not in message:
+                            said = await _server_prompt(message, talk, err)
+                            if said is None:
+                                continue
+                        elif message.startswith("/") and "\n" not in message:
+                            if not await _command(message.strip(), talk, err):
+                                break
+                            continue
+                        if talk.session is None and talk.store is not None:
+                            talk.session = open_session(args, cfg, talk.args.session, talk.store,
+                                                        title=_title(message))
+                            talk.conversation = talk.session.conversation()
+                            state["session"] = talk.session
+                        await _turn(agent, said, talk.conversation, talk.session, err, talk)
     finally:
         reader.close()
     if talk.session is not None:

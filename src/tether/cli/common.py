@@ -233,6 +233,30 @@ def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]
     return agent, cfg
 
 
+def prepare_local(args: argparse.Namespace) -> None:
+    """For ``--local``: the configuration layer it adds (``args.local_config``), set before
+    anything starts, so a command can build its agent (checking its config, tools, output
+    schema, attachments) first and start the server only for a run that can go ahead."""
+    if getattr(args, "local", False) and getattr(args, "local_config", None) is None:
+        from tether.cli.local import local_layer
+
+        args.local_config = local_layer(args)
+
+
+def refuse_unsendable(agent: Any, parts: Any) -> None:
+    """An image for a server whose profile says it takes none: refused before anything
+    starts or is sent (the wire would refuse it after the run began)."""
+    from tether.messages import Image
+
+    profile = getattr(agent.model, "profile", None)
+    if getattr(profile, "accepts_images", None) is not False or isinstance(parts, str):
+        return
+    if any(isinstance(p, Image) for p in parts):
+        raise ConfigError(f"the attached image cannot be sent: the server takes no images "
+                          f"(profile {profile.name!r}: accepts_images is false); use a "
+                          f"server and model with vision, or leave the image out")
+
+
 @contextlib.asynccontextmanager
 async def local_serving(args: argparse.Namespace) -> AsyncIterator[None]:
     """While a command runs with ``--local``: a local llama-server (the one answering on

@@ -113,7 +113,8 @@ async def serving_for_run(args: argparse.Namespace) -> AsyncIterator[LocalServer
     server it started (None when it reused one). It sets ``args.local_config``, the
     configuration the command layers over tether.toml (``local_layer``)."""
     settings = settings_from(args)
-    args.local_config = local_layer(args)
+    if getattr(args, "local_config", None) is None:
+        args.local_config = local_layer(args)
     base_url = _base_url(settings)
     from tether.local.identify import reusable
 

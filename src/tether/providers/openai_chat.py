@@ -134,9 +134,9 @@ class _ChatCodec(WireCodec):
         if self.profile.accepts_images is False and any(
                 isinstance(p, Image) for m in request.messages for p in m.parts):
             raise BadRequestError(
-                f"{NAME}: the {self.profile.name} server does not take images (profile "
-                f"{self.profile.name!r}: accepts_images is false); use a server and model "
-                f"with vision, or leave the image out", provider=NAME)
+                f"{NAME}: the server takes no images (profile {self.profile.name!r}: "
+                f"accepts_images is false); use a server and model with vision, or leave "
+                f"the image out", provider=NAME)
         body = request_body(request, model, self.profile)
         for refused in self.refused:
             body.pop(refused, None)
