@@ -315,6 +315,15 @@ def no_provider_help(cfg: Any, error: Exception | str, provider: str | None = No
             checks.append(f"the API key in {key}")
         return (f"{said}\n\nProvider {name!r} ({pcfg.kind}) could not be reached at {url}. "
                 f"Check {', '.join(checks[:-1])} and {checks[-1]}.")
+    if pcfg.kind == "ollama":
+        return (f"{said}\n\nNo Ollama server answered for provider {name!r} at {url}. "
+                f"Start Ollama there (`ollama serve`; the app starts it too), or point "
+                f"providers.{name}.base_url at the one you run.")
+    if is_local_path(cfg, name):
+        return (f"{said}\n\nNo model server answered for provider {name!r} at {url}: "
+                f"the bundled llama-server is not running. `tether run --local \"...\"` "
+                f"starts it for the run (setting it up the first time), and `tether local "
+                f"serve` keeps it running; `tether doctor --local` checks the local path.")
     return (f"{said}\n\nNo model server answered for provider {name!r} at {url}. "
             f"Either start one there (`tether local serve`, or `tether run --local ...` for "
             f"a local llama-server), or point tether at a server in ./tether.toml "
@@ -322,6 +331,17 @@ def no_provider_help(cfg: Any, error: Exception | str, provider: str | None = No
             f"  [providers.{name}]\n  kind = \"openai-chat\"\n"
             f"  base_url = \"http://127.0.0.1:8080/v1\"\n  model = \"...\"\n"
             f"and select it with default_provider or --provider.")
+
+
+def is_local_path(cfg: Any, name: str) -> bool:
+    """Whether provider ``name`` is the local path: the ``local`` provider at the port of
+    the bundled llama-server (``[local] port``), the one ``--local`` starts."""
+    from tether.config.build import base_url
+
+    if name != "local" or name not in cfg.providers:
+        return False
+    url = base_url(cfg.providers[name]).rstrip("/")
+    return url == f"http://127.0.0.1:{cfg.local.port}/v1"
 
 
 def _is_local(url: str) -> bool:
