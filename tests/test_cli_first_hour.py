@@ -272,7 +272,10 @@ def test_a_retried_request_is_shown_and_its_unknown_tokens_are_in_the_usage_line
     out = tether(ws, "run", "Capital of France?")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "Paris."
-    assert "retrying in 0.0s (attempt 1)" in out.stderr
+    # Why, in tether's words; never "retrying in 0.0s".
+    assert "resending (attempt 1): the server could not parse the model's output" in \
+        out.stderr
+    assert "0.0s" not in out.stderr
     # The answer's reported tokens, and the failed attempt's, which nobody reported.
     assert "tokens in 20 · out 5 (+ 1 request(s) that reported none)" in out.stderr
     usage = json.loads(tether(ws, "run", "--json", "Capital of France?").stdout)["usage"]
@@ -507,7 +510,7 @@ def test_a_provider_failure_is_printed_once_after_its_retries(tmp_path: Path,
     assert out.returncode == 1
     assert len(server.requests) == 2
     assert out.stderr.count("xyzzy") == 1, out.stderr  # not in the retry line too
-    assert "retrying in 0.0s (attempt 1)" in out.stderr
+    assert "resending (attempt 1): HTTP 503" in out.stderr and "0.0s" not in out.stderr
 
 
 def test_a_spinner_shows_the_model_is_working_at_a_terminal(tmp_path: Path,

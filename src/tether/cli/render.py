@@ -246,11 +246,13 @@ class EventRenderer:
         if isinstance(event, ev.ProviderRetry):
             # Always a line of its own, at a terminal too (a spinner's text goes away): the
             # request is sent again, and what the failed attempt spent is in the usage
-            # line. The reason is in the spinner; the run's error, if it fails, once.
-            err.print(shown(pad, (f"retrying in {event.wait_secs:.1f}s (attempt "
-                                  f"{event.attempt})", "yellow")))
-            self._spin(f"retrying in {event.wait_secs:.1f}s (attempt {event.attempt}): "
-                       f"{one_line(event.error, 160)}")
+            # line. It says why (a status, a parse error), piped or at a terminal; the
+            # run's error, if it fails, once.
+            again = (f"retrying in {event.wait_secs:.1f}s" if event.wait_secs >= 0.05
+                     else "resending")
+            err.print(shown(pad, (f"{again} (attempt {event.attempt}): "
+                                  f"{event.reason or 'the request failed'}", "yellow")))
+            self._spin(f"{again} (attempt {event.attempt})")
             return
         if isinstance(event, ev.ToolCallRequested):
             self._arguments[event.call.id] = event.call.arguments

@@ -244,7 +244,8 @@ async def retry_before_first_chunk(
                 wait = None
             if wait is None:
                 raise
-            notice = Retrying(budget.attempts, wait, str(error), usage=attempt_usage(error))
+            notice = Retrying(budget.attempts, wait, str(error), usage=attempt_usage(error),
+                              reason=retry_reason(error))
         finally:
             await chunks.aclose()
         # Only a retried error gets here: a finished stream returned, any other error raised.
@@ -408,7 +409,8 @@ class HTTPTransport:
                 wait = budget.wait_for(error)
                 if wait is None:
                     raise
-                yield Retrying(budget.attempts, wait, str(error), usage=attempt_usage(error))
+                yield Retrying(budget.attempts, wait, str(error), usage=attempt_usage(error),
+                               reason=retry_reason(error))
                 await self.sleep(wait)
                 if budget.body is not body:
                     body = budget.body
@@ -584,6 +586,22 @@ MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 as decoded (a compressed body counts as it inflates). A real answer is a few megabytes at
 most; a server that sends more, or without end, gets a ``MalformedResponseError`` instead
 of the process's memory."""
+
+
+def retry_reason(error: ProviderError) -> str:
+    """Why a request is sent again, in a few words of tether's own (the server's message is
+    the run's error, shown once if it fails)."""
+    if isinstance(error, ModelOutputParseError):
+        return "the server could not parse the model's output"
+    if isinstance(error, ProviderConnectionError):
+        return "no connection"
+    if isinstance(error, ProviderTimeout):
+        return "no answer in time"
+    if isinstance(error, MalformedResponseError):
+        return "an answer tether could not read"
+    if error.status is not None:
+        return f"HTTP {error.status}"
+    return type(error).__name__
 
 
 class ResponseTooLarge(ValueError):

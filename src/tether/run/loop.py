@@ -310,7 +310,8 @@ class _Run:
                         if not self._interrupted():  # see below
                             yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
                                                                chunk.error, usage=chunk.usage,
-                                                               fallback=chunk.fallback))
+                                                               fallback=chunk.fallback,
+                                                               reason=chunk.reason))
                     elif isinstance(chunk, Completed):
                         response = chunk.response
             except BaseException:
