@@ -479,7 +479,7 @@ async def _turn(agent: Agent, prompt: Any, conversation: Conversation, session: 
     failed: Exception | None = None
     # Ctrl-C during a turn stops that turn; at the prompt, it leaves.
     attached, talk.attached = talk.attached, []
-    with graceful_interrupt() as interrupt:
+    with graceful_interrupt(renderer.settle) as interrupt:
         async for event in agent.stream(prompt, conversation=conversation, session=session,
                                         interrupt=interrupt, attachments=attached):
             renderer(event)

@@ -10,7 +10,7 @@ import copy
 import math
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from tether.errors import ConfigError
@@ -352,14 +352,17 @@ def _is_local(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def graceful_interrupt() -> Iterator[asyncio.Event]:
+def graceful_interrupt(before: Callable[[], None] | None = None) -> Iterator[asyncio.Event]:
     """The first Ctrl-C stops the run cleanly (stop cause "interrupted", the
-    conversation kept valid); a second one aborts at once."""
+    conversation kept valid); a second one aborts at once. ``before`` runs first (a
+    renderer settling its live answer, so the partial answer is shown once)."""
     interrupt = asyncio.Event()
     loop = asyncio.get_running_loop()
 
     def first_press() -> None:
         interrupt.set()
+        if before is not None:
+            before()
         from tether.cli.render import stderr_console
 
         console = stderr_console()

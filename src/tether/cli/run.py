@@ -242,7 +242,7 @@ async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace, spec: Any) -
 
         result = None
         parts = await _prompt(agent, args)
-        with graceful_interrupt() as interrupt:
+        with graceful_interrupt(renderer.settle) as interrupt:
             async for event in agent.stream(parts,
                                             session=session, interrupt=interrupt):
                 if not quiet:
