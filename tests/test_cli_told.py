@@ -105,3 +105,22 @@ def test_json_carries_each_tool_calls_result(tmp_path: Path, server: LoopbackSer
     [call] = json.loads(out.stdout)["tool_calls"]
     assert (call["name"], call["status"], call["output"]) == ("calculator", "ok", "391")
     assert call["input"] == {"expression": "17 * 23"}
+
+
+def test_a_retry_line_says_why_at_a_terminal_too(tmp_path: Path,
+                                                 server: LoopbackServer) -> None:
+    server.queue(Canned.json({"error": {"message": "overloaded"}}, 503, **{"retry-after": "0"}),
+                 answer("Paris."))
+    ws = workspace(tmp_path, server.url + "/v1")
+    (ws / "tether.toml").write_text((ws / "tether.toml").read_text().replace(
+        "max_retries = 0", "max_retries = 1"))
+    env = {**os.environ, "TETHER_CONFIG": os.devnull,
+           "TETHER_STORE": str(tmp_path / "s.db"), "COLUMNS": "120"}
+    terminal = Terminal(["-w", str(ws), "run", "Capital of France?"], env, cwd=ws)
+    try:
+        terminal.read_until(None)
+        assert terminal.proc.wait(timeout=30) == 0
+    finally:
+        terminal.close()
+    assert "resending (attempt 1): HTTP 503" in terminal.visible, terminal.visible
+    assert "0.0s" not in terminal.text
