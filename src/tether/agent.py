@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias
 
+import tether
 from tether import events as ev
 from tether.approval import Approver, PermissionMode
 from tether.attachments import Attachment, attachment_parts
@@ -470,8 +471,6 @@ def _instrument(value: object) -> Instrument | None:
     if value is True:
         # Telemetry is a floor above the agent: reached through the package's lazy face,
         # so nothing of it is imported until an agent asks for it.
-        import tether  # noqa: PLC0415 (above the agent: only when asked for)
-
         made: Instrument = tether.Instrumentation()
         return made
     if not isinstance(value, Instrument):

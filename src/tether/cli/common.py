@@ -60,19 +60,6 @@ def add_local_flag(p: argparse.ArgumentParser) -> None:
                    help="use a local llama-server, setting it up and starting it if needed")
 
 
-def add_actions(parser: argparse.ArgumentParser, dest: str) -> Any:
-    """The ACTIONs of a command that groups some (``tether sessions list|show|...``): given
-    none, every such command prints its help and exits 1, as ``tether`` alone does."""
-    actions = parser.add_subparsers(dest=dest, metavar="ACTION")
-
-    def usage(_args: argparse.Namespace) -> int:
-        parser.print_help()
-        return EXIT_ERROR
-
-    parser.set_defaults(handler=usage)
-    return actions
-
-
 # --- lists: one rule for every command that lists (sessions list, logs) --------------------
 
 ALL = 1_000_000_000  # "no limit", as a number a store's LIMIT takes
@@ -248,7 +235,7 @@ def refuse_unsendable(agent: Any, parts: Any) -> None:
     starts or is sent (the wire would refuse it after the run began)."""
     from tether.messages import Image
 
-    profile = getattr(agent.model, "profile", None)
+    profile: Any = getattr(agent.model, "profile", None)
     if getattr(profile, "accepts_images", None) is not False or isinstance(parts, str):
         return
     if any(isinstance(p, Image) for p in parts):

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tether.cli.common import EXIT_OK, add_actions
+from tether.cli.actions import add_actions
+from tether.cli.common import EXIT_OK
 from tether.errors import ConfigError
 
 

@@ -5,6 +5,7 @@ llama-server (needed only while it is not built), the cache and the model (``doc
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.errors import LocalSetupError
@@ -38,8 +39,6 @@ async def check_local_path(config: Config) -> list[tuple[bool | None, str, str]]
                                                  f"{tools.generator}: can build llama-server"))
     model = default_model_path(cache)
     if config.local.model_path:
-        from pathlib import Path
-
         model = Path(config.local.model_path).expanduser()
     url = f"http://127.0.0.1:{config.local.port}/v1"
     label = f"local server {url}"
@@ -59,8 +58,6 @@ async def check_local_path(config: Config) -> list[tuple[bool | None, str, str]]
 def local_path_ready(config: Config) -> bool:
     """Whether the local path is set up (llama-server built, the model there): then a local
     server that is not running is not a failure, ``tether run --local`` starts it."""
-    from pathlib import Path
-
     from tether.local.setup import default_cache_dir, is_set_up
 
     cache = default_cache_dir(config.local.cache_dir)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tether.cli.common import add_actions
+from tether.cli.actions import add_actions
 from tether.errors import ConfigError, LocalSetupError
 from tether.local.server import (
     ALIAS,

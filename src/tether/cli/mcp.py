@@ -8,7 +8,7 @@ from typing import Any
 
 
 def add_cli(sub: Any) -> None:
-    from tether.cli.common import add_actions
+    from tether.cli.actions import add_actions
     from tether.cli.mcp_lists import add_list_commands
     from tether.cli.mcp_login import add_login_commands
 

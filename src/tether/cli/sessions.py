@@ -40,7 +40,8 @@ class SessionAmbiguous(TetherError):
 
 def add_cli(sub: Any) -> None:
     """Register ``tether sessions``."""
-    from tether.cli.common import add_actions, add_limit_flag, add_run_flags
+    from tether.cli.actions import add_actions
+    from tether.cli.common import add_limit_flag, add_run_flags
 
     p = sub.add_parser("sessions", help="stored conversations: list, show, resume, rm")
     actions = add_actions(p, "sessions_command")

@@ -14,8 +14,11 @@ from typing import Literal, Protocol, TypeAlias, runtime_checkable
 from tether.errors import (
     BadRequestError,
     MalformedResponseError,
+    ModelOutputParseError,
     OverloadedError,
+    ProviderConnectionError,
     ProviderError,
+    ProviderTimeout,
 )
 from tether.messages import Message, StopReason, Usage
 from tether.tools.spec import ToolSpec
@@ -146,6 +149,22 @@ def attempt_usage(error: ProviderError) -> Usage:
         # image for a server that takes none): no request, nothing spent.
         return Usage()
     return Usage.unreported()
+
+
+def retry_reason(error: ProviderError) -> str:
+    """Why a request is sent again, in a few words of tether's own (the server's message is
+    the run's error, shown once if it fails)."""
+    if isinstance(error, ModelOutputParseError):
+        return "the server could not parse the model's output"
+    if isinstance(error, ProviderConnectionError):
+        return "no connection"
+    if isinstance(error, ProviderTimeout):
+        return "no answer in time"
+    if isinstance(error, MalformedResponseError):
+        return "an answer tether could not read"
+    if error.status is not None:
+        return f"HTTP {error.status}"
+    return type(error).__name__
 
 
 async def complete(provider: Provider, request: ModelRequest) -> ModelResponse:

@@ -49,7 +49,14 @@ from tether.errors import (
     ProviderTimeout,
 )
 from tether.messages import Message, Text, Usage
-from tether.providers.base import Completed, Retrying, StreamChunk, TextChunk, attempt_usage
+from tether.providers.base import (
+    Completed,
+    Retrying,
+    StreamChunk,
+    TextChunk,
+    attempt_usage,
+    retry_reason,
+)
 from tether.textrepair import repair
 
 
@@ -586,22 +593,6 @@ MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 as decoded (a compressed body counts as it inflates). A real answer is a few megabytes at
 most; a server that sends more, or without end, gets a ``MalformedResponseError`` instead
 of the process's memory."""
-
-
-def retry_reason(error: ProviderError) -> str:
-    """Why a request is sent again, in a few words of tether's own (the server's message is
-    the run's error, shown once if it fails)."""
-    if isinstance(error, ModelOutputParseError):
-        return "the server could not parse the model's output"
-    if isinstance(error, ProviderConnectionError):
-        return "no connection"
-    if isinstance(error, ProviderTimeout):
-        return "no answer in time"
-    if isinstance(error, MalformedResponseError):
-        return "an answer tether could not read"
-    if error.status is not None:
-        return f"HTTP {error.status}"
-    return type(error).__name__
 
 
 class ResponseTooLarge(ValueError):
