@@ -369,7 +369,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 async def _resume(args: argparse.Namespace) -> int:
     from tether.approval import Decision
-    from tether.cli.common import local_serving, make_agent
+    from tether.cli.common import local_serving, make_agent, prepare_local
     from tether.display import inline, literal
     from tether.store.session import Session
 
@@ -399,8 +399,9 @@ async def _resume(args: argparse.Namespace) -> int:
                             f"{', '.join(inline(c.call_id) for c in undecided)}: pass --allow "
                             f"CALL_ID or --deny CALL_ID (nobody is at a terminal to ask)")
 
+    prepare_local(args)
+    agent, cfg = make_agent(args)  # built, and so checked, before --local starts a server
     async with local_serving(args):
-        agent, cfg = make_agent(args)
         return await _resumed(args, agent, cfg, session, pending, decisions)
 
 
