@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -65,6 +66,33 @@ class Terminal:
     @property
     def text(self) -> str:
         return self.screen.decode(errors="replace")
+
+    @property
+    def visible(self) -> str:
+        """What a person sees once it is all written: the text with the line editing rich
+        does (carriage return, erase line, cursor up) applied and colours dropped."""
+        lines: list[list[str]] = [[]]
+        row = col = 0
+        for token in re.findall(r"\x1b\[[0-9;?]*[A-Za-z]|\r|\n|[^\x1b\r\n]",
+                                self.text):
+            if token == "\r":
+                col = 0
+            elif token == "\n":
+                row += 1
+                col = 0
+                if row == len(lines):
+                    lines.append([])
+            elif token.startswith("\x1b["):
+                if token.endswith("K"):
+                    lines[row] = lines[row][:col] if token[2:-1] in ("", "0") else []
+                elif token.endswith("A"):
+                    row = max(0, row - int(token[2:-1] or 1))
+            else:
+                line = lines[row]
+                line.extend(" " * (col - len(line)))
+                line[col:col + 1] = [token]
+                col += 1
+        return "\n".join("".join(line).rstrip() for line in lines)
 
     def close(self) -> None:
         """Kill the process if it still runs; close the terminal."""

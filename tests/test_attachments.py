@@ -181,7 +181,7 @@ async def test_an_image_to_a_server_without_vision_is_refused_before_any_request
         tmp_path: Path, server: LoopbackServer) -> None:
     picture = write(tmp_path, "cat.png", PNG)
     model = OpenAIChat(server.url + "/v1", "m", profile="llama-server")
-    with pytest.raises(BadRequestError, match="does not take images"):
+    with pytest.raises(BadRequestError, match="takes no images"):
         await Agent(model).run("What is it?", attachments=[picture])
     assert server.requests == []
     await model.aclose()
@@ -251,8 +251,11 @@ def test_run_attach_an_image_to_the_local_server_fails_before_any_request(
         'kind = "openai-chat"', 'kind = "openai-chat"\nprofile = "llama-server"'))
     write(ws, "cat.png", PNG)
     out = tether(ws, "run", "--no-tools", "-a", str(ws / "cat.png"), "What is it?")
-    assert out.returncode != 0
-    assert "does not take images" in out.stderr
+    assert out.returncode == 1
+    # One line, the server named once, before the run: no usage line, no turn counted.
+    [line] = out.stderr.strip().splitlines()
+    assert "takes no images" in line and "'llama-server'" in line
+    assert "llama-server server" not in line and "tokens" not in out.stderr
     assert server.requests == []
 
 

@@ -150,3 +150,86 @@ def test_doctor_checks_a_model_of_your_own_is_gguf(tmp_path: Path,
     assert out.returncode == 1
     line = doctor_line(out.stdout, "local model cache")
     assert line.startswith("✗") and "[local] model_path" in line and "not a GGUF" in line
+
+
+# --- the advice fits the provider -----------------------------------------------------------
+
+
+def test_no_ollama_server_is_advised_to_start_ollama_at_its_url(tmp_path: Path) -> None:
+    url = unreachable_url()
+    (tmp_path / "tether.toml").write_text(
+        f'default_provider = "o"\n[providers.o]\nkind = "ollama"\nbase_url = "{url}"\n'
+        f'model = "llama3.2"\nmax_retries = 0\n')
+    ran, doctor = tether(tmp_path, "run", "Hi"), tether(tmp_path, "doctor")
+    provider_line = doctor.stdout[doctor.stdout.index("provider o"):].split("\n- ")[0]
+    for out in (ran.stderr, provider_line):
+        assert f"No Ollama server answered for provider 'o' at {url}" in out, out
+        assert "`ollama serve`" in out
+        assert "tether local serve" not in out and "--local" not in out
+    assert ran.returncode == 1 and doctor.returncode == 1
+
+
+def test_a_hosted_provider_is_advised_to_check_network_and_key(tmp_path: Path) -> None:
+    # .invalid never resolves (RFC 2606): a hosted API that cannot be reached, offline.
+    (tmp_path / "tether.toml").write_text(
+        'default_provider = "h"\n[providers.h]\nkind = "anthropic"\n'
+        'base_url = "https://api.anthropic.invalid"\nmodel = "m"\nmax_retries = 0\n')
+    ran = tether(tmp_path, "run", "Hi", env={"ANTHROPIC_API_KEY": "k"})
+    assert ran.returncode == 1
+    assert "Check the network connection to https://api.anthropic.invalid" in ran.stderr
+    assert "the API key in ANTHROPIC_API_KEY" in ran.stderr
+    assert "ollama serve" not in ran.stderr and "--local" not in ran.stderr
+
+
+def local_path(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A workspace after a `--local` quickstart: llama-server built and a model there (a
+    GGUF of your own, so no 400 MB file is needed), the server stopped."""
+    cache = tmp_path / "cache"
+    binary = server_binary_path(cache)
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    (tmp_path / "own.gguf").write_bytes(b"GGUF" + b"\0" * 60)
+    port = unreachable_url().rsplit(":", 1)[1]
+    (tmp_path / "tether.toml").write_text(
+        f'[local]\nport = {port}\nmodel_path = "{tmp_path / "own.gguf"}"\n'
+        f'[providers.local]\nbase_url = "http://127.0.0.1:{port}/v1"\nmax_retries = 0\n')
+    return tmp_path, {"TETHER_CACHE_DIR": str(cache)}
+
+
+def test_the_local_provider_is_advised_to_run_local(tmp_path: Path) -> None:
+    ws, env = local_path(tmp_path)
+    ran = tether(ws, "run", "Hi", env=env)
+    assert ran.returncode == 1
+    assert '`tether run --local "..."` starts it' in ran.stderr, ran.stderr
+    assert "ollama serve" not in ran.stderr
+
+
+def test_plain_doctor_after_a_local_quickstart_says_the_local_path_is_ready(
+        tmp_path: Path) -> None:
+    ws, env = local_path(tmp_path)
+    out = tether(ws, "doctor", env=env)
+    assert out.returncode == 0, out.stdout
+    line = doctor_line(out.stdout, "provider local")
+    assert line.startswith("- provider local") and "the local path is ready" in line
+    assert "✗" not in out.stdout
+
+
+def test_doctor_local_checks_toolchain_cache_model_and_server(
+        tmp_path: Path, server: LoopbackServer) -> None:
+    ws, env = local_path(tmp_path)
+    out = tether(ws, "doctor", "--local", env=env)
+    assert out.returncode == 0, out.stdout
+    assert doctor_line(out.stdout, "local toolchain").startswith("✓ local toolchain")
+    assert "your model" in doctor_line(out.stdout, "local model cache")
+    assert "not running" in doctor_line(out.stdout, "local server")
+    # Something else on the local port: a failure naming it.
+    toml = (ws / "tether.toml").read_text()
+    port = server.url.rsplit(":", 1)[1]
+    (ws / "tether.toml").write_text(re.sub(r"\d{2,5}", port, toml))
+    server.queue(Canned(404, b"<html>nope</html>", {"content-type": "text/html"}),
+                 Canned(404, b"<html>nope</html>", {"content-type": "text/html"}))
+    out = tether(ws, "doctor", "--local", env=env)
+    assert out.returncode == 1
+    line = doctor_line(out.stdout, "local server")
+    assert line.startswith("✗") and "not llama-server" in line and "<html" not in out.stdout

@@ -32,12 +32,18 @@ def chats(server: LoopbackServer) -> list[Recorded]:
 
 def local_stand_in(server: LoopbackServer, *answers: Canned) -> None:
     """``server`` as a llama-server already answering on the local port: its health check
-    says ok, chat requests get ``answers`` in turn, anything else (a probe) a 404."""
+    says ok, /props names the default model (what --local checks before reusing it), chat
+    requests get ``answers`` in turn, anything else (a probe) a 404."""
+    from tether.local.setup import default_cache_dir, default_model_path
+
     replies = list(answers)
+    model = str(default_model_path(default_cache_dir()))
 
     def respond(request: Recorded) -> Canned:
         if request.path == "/health":
             return Canned.json({"status": "ok"})
+        if request.path == "/props":
+            return Canned.json({"model_path": model, "build_info": "b0-stand-in"})
         if request.path.endswith("/chat/completions") and replies:
             return replies.pop(0)
         return Canned.json({"error": {"message": "not here"}}, 404)

@@ -235,7 +235,8 @@ def test_a_model_of_your_own_uses_its_own_template(tmp_path: Path) -> None:
 
 FAKE_SERVER = textwrap.dedent('''\
     #!{python}
-    """Stands in for llama-server: records its argv, then serves /health like it does."""
+    """Stands in for llama-server: records its argv, then serves /health and /props like it
+    does."""
     import json, os, sys
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -256,6 +257,9 @@ FAKE_SERVER = textwrap.dedent('''\
             polls.append(1)
             loading = len(polls) < 3  # like the real server while the model loads
             body = json.dumps({{"status": "loading model" if loading else "ok"}}).encode()
+            if self.path == "/props" and not loading:  # what llama-server says it serves
+                body = json.dumps({{"model_path": sys.argv[sys.argv.index("-m") + 1],
+                                   "build_info": "b0-fake", "total_slots": 1}}).encode()
             self.send_response(503 if loading else 200)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(body)))

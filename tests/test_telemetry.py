@@ -619,12 +619,46 @@ def test_an_instrumentation_without_the_opentelemetry_api_is_a_config_error(
         Instrumentation()
 
 
-def test_instrument_must_be_an_instrument_and_true_says_which_to_pass() -> None:
+def test_instrument_must_be_an_instrument_or_true() -> None:
     with pytest.raises(ConfigError, match="Instrumentation"):
         Agent(Scripted(["hi"]), instrument="yes")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match=r"tether\.telemetry\.Instrumentation\(\)"):
-        Agent(Scripted(["hi"]), instrument=True)  # type: ignore[arg-type]
     assert Agent(Scripted(["hi"]), instrument=None).instrument is None
+    assert Agent(Scripted(["hi"]), instrument=False).instrument is None
+
+
+# instrument=True as a host uses it (pydantic-ai's convention, pinned by the telemetry
+# issue): the host sets the global providers, and tether is imported without telemetry.
+_GLOBAL_HOST = """
+import asyncio, sys
+import tether
+assert "tether.telemetry" not in sys.modules, "telemetry imported with tether"
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tether.providers import Scripted
+agent = tether.Agent(Scripted(["hi"]))
+assert "tether.telemetry" not in sys.modules, "telemetry imported by an agent without it"
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+agent = tether.Agent(Scripted(["hi"]), instrument=True)
+print(type(agent.instrument).__name__)
+print(asyncio.run(agent.run("hello")).text)
+print("|".join(sorted(s.name for s in exporter.get_finished_spans())))
+"""
+
+
+def test_instrument_true_traces_to_the_hosts_global_providers() -> None:
+    done = subprocess.run([sys.executable, "-c", _GLOBAL_HOST], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep
+                                                      .join(sys.path)})
+    assert done.returncode == 0, done.stderr
+    kind, answer, spans = done.stdout.splitlines()
+    assert kind == "Instrumentation"
+    assert answer == "hi"
+    assert any(name.startswith("invoke_agent") for name in spans.split("|"))
 
 
 def test_the_export_without_the_sdk_says_what_to_install(

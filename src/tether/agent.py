@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias
 
+import tether
 from tether import events as ev
 from tether.approval import Approver, PermissionMode
 from tether.attachments import Attachment, attachment_parts
@@ -111,7 +112,7 @@ class Agent(Generic[DepsT]):
         output_retries: int = 2,
         max_cost_usd: float | None = None,
         prices: Prices | None = None,
-        instrument: Instrument | None = None,
+        instrument: Instrument | bool | None = None,
         context: ContextStrategy | ContextConfig = "trim",
         max_repeated_failures: int | None = DEFAULT_MAX_REPEATED_FAILURES,
         hooks: Iterable[Hook] = (),
@@ -140,7 +141,7 @@ class Agent(Generic[DepsT]):
         approver: Approver | None = None,
         subagents: Iterable[SubagentProfile] = (),
         providers: dict[str, Provider] | None = None,
-        instrument: Instrument | None = None,
+        instrument: Instrument | bool | None = None,
         hooks: Iterable[Hook] | Hooks = (),
     ) -> Agent[Any]:
         """An agent with these settings (a sub-agent's: its parent's, changed by a profile)."""
@@ -153,7 +154,7 @@ class Agent(Generic[DepsT]):
         self, model: Provider, settings: AgentSettings,
         tools: Iterable[Tool | Toolset | Callable[..., Any]], approver: Approver | None,
         subagents: Iterable[SubagentProfile], providers: dict[str, Provider] | None,
-        instrument: Instrument | None, hooks: Iterable[Hook] | Hooks = (),
+        instrument: Instrument | bool | None, hooks: Iterable[Hook] | Hooks = (),
     ) -> None:
         self.model = model
         self.settings = settings
@@ -463,17 +464,19 @@ def _raised(result: RunResult) -> RunResult:
 
 
 def _instrument(value: object) -> Instrument | None:
-    """``Agent(instrument=...)``: an ``Instrument``, or None (or False) for none."""
+    """``Agent(instrument=...)``: an ``Instrument``; True for the host's global OpenTelemetry
+    providers (pydantic-ai's convention: ``Instrumentation()``); None (or False) for none."""
     if value is None or value is False:
         return None
     if value is True:
-        raise ConfigError("instrument=True is not a way to trace runs any more: pass an "
-                          "instrument, instrument=tether.telemetry.Instrumentation() (the "
-                          "host's global OpenTelemetry providers), or set [telemetry] "
-                          "enabled = true in tether.toml")
+        # Telemetry is a floor above the agent: reached through the package's lazy face,
+        # so nothing of it is imported until an agent asks for it.
+        made: Instrument = tether.Instrumentation()
+        return made
     if not isinstance(value, Instrument):
-        raise ConfigError(f"instrument must be an instrument such as "
-                          f"tether.telemetry.Instrumentation(), not {type(value).__name__}")
+        raise ConfigError(f"instrument must be True (the global OpenTelemetry providers) or "
+                          f"an instrument such as tether.telemetry.Instrumentation(), not "
+                          f"{type(value).__name__}")
     return value
 
 

@@ -93,6 +93,8 @@ class ProviderRetry:
     # The configured provider the request went to instead (``fallback = [...]``), None:
     # the same one again.
     fallback: str | None = None
+    # Why, in a few words of tether's own ("HTTP 503", "unparsable model output").
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,7 +87,8 @@ class RunResult:
             "turns": self.turns,
             "tool_calls": [
                 {"call_id": r.call_id, "name": r.name, "input": r.input, "status": r.status,
-                 "error": r.error, "denied": r.denied, "blocked": r.blocked}
+                 "output": r.output, "error": r.error, "denied": r.denied,
+                 "blocked": r.blocked}
                 for r in self.tool_calls
             ],
             "blocked_sends": self.blocked_sends,

@@ -90,6 +90,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
 
 
+class _CommandParser(_Parser):
+    """A command's parser (``tether run``, ``tether sessions list``): an argument it does not
+    know is its own error, shown with its own usage, not ``tether``'s."""
+
+    def parse_known_args(  # type: ignore[override]
+            self, args: Sequence[str] | None = None,
+            namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     from tether import __version__
     from tether.cli import (
@@ -113,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
     parser.add_argument("--workspace", "-w", default=".",
                         help="the workspace folder (tether.toml, file tools' root)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                parser_class=_CommandParser)
     for command in (run, tools, config, doctor, chat, batch, eval, sessions, logs, local,
                     worker, approvals, mcp):
         command.add_cli(sub)

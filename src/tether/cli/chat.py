@@ -63,7 +63,7 @@ def add_cli(sub: Any) -> None:
     p.add_argument("--session", metavar="ID",
                    help="continue this stored session (created with this id when new)")
     p.add_argument("-c", "--continue", dest="continue_last", action="store_true",
-                   help="continue the most recent session")
+                   help="continue this workspace's most recent session")
     p.add_argument("--no-store", action="store_true",
                    help="keep the conversation in memory only")
     add_run_flags(p)
@@ -98,7 +98,7 @@ class _Chat:
 async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
                state: dict[str, Any] | None = None) -> int:
     """The chat loop over ``stdin``; ``state["session"]`` is set as soon as it exists."""
-    from tether.cli.common import local_serving
+    from tether.cli.common import prepare_local
     from tether.errors import ConfigError
 
     if args.continue_last and args.no_store:
@@ -107,14 +107,14 @@ async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
     if args.continue_last and args.session:
         raise ConfigError("--session ID and -c (the most recent session) both name the "
                           "session to continue; choose one")
-    async with local_serving(args):
-        return await _chat(args, stdin, err, state if state is not None else {})
+    prepare_local(args)  # the agent is built, and so checked, before a server starts
+    return await _chat(args, stdin, err, state if state is not None else {})
 
 
 async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
                 state: dict[str, Any]) -> int:
     from tether.cli.approver import ConsoleApprover
-    from tether.cli.common import make_agent, telemetry_export, workspace_of
+    from tether.cli.common import local_serving, make_agent, telemetry_export, workspace_of
     from tether.cli.sessions import (
         latest_session,
         open_session,
@@ -127,7 +127,10 @@ async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
     store = None if args.no_store else store_for(args.workspace)
     session_id: str | None = args.session
     if store is not None and args.continue_last:
-        session_id = latest_session(store)
+        from tether.config.layers import load_config
+
+        session_id = latest_session(store, load_config(args.workspace).tools.workspace
+                                    or args.workspace)
     if store is not None and session_id:
         # The exact id, as `tether run --session`: a new id names the session the first
         # message creates, so it cannot mean a session whose id it happens to begin.
@@ -155,33 +158,34 @@ async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
 
     reader = _Reader(stdin, interactive)
     try:
-        with telemetry_export(cfg):
-            async with agent:
-                if session is not None and session.pending is not None:
-                    err.print("[yellow]this session paused waiting for approval; "
-                              "deciding now[/]")
-                    await _resume_paused(agent, session, err)
-                while True:
-                    message = await reader.message(err)
-                    if message is None:
-                        break
-                    if not message.strip():
-                        continue
-                    said: Any = message
-                    if message.split(" ", 1)[0].lower() == "/prompt" and "\n" not in message:
-                        said = await _server_prompt(message, talk, err)
-                        if said is None:
-                            continue
-                    elif message.startswith("/") and "\n" not in message:
-                        if not await _command(message.strip(), talk, err):
+        async with local_serving(args):
+            with telemetry_export(cfg):
+                async with agent:
+                    if session is not None and session.pending is not None:
+                        err.print("[yellow]this session paused waiting for approval; "
+                                  "deciding now[/]")
+                        await _resume_paused(agent, session, err)
+                    while True:
+                        message = await reader.message(err)
+                        if message is None:
                             break
-                        continue
-                    if talk.session is None and talk.store is not None:
-                        talk.session = open_session(args, cfg, talk.args.session, talk.store,
-                                                    title=_title(message))
-                        talk.conversation = talk.session.conversation()
-                        state["session"] = talk.session
-                    await _turn(agent, said, talk.conversation, talk.session, err, talk)
+                        if not message.strip():
+                            continue
+                        said: Any = message
+                        if message.split(" ", 1)[0].lower() == "/prompt" and "\n" not in message:
+                            said = await _server_prompt(message, talk, err)
+                            if said is None:
+                                continue
+                        elif message.startswith("/") and "\n" not in message:
+                            if not await _command(message.strip(), talk, err):
+                                break
+                            continue
+                        if talk.session is None and talk.store is not None:
+                            talk.session = open_session(args, cfg, talk.args.session, talk.store,
+                                                        title=_title(message))
+                            talk.conversation = talk.session.conversation()
+                            state["session"] = talk.session
+                        await _turn(agent, said, talk.conversation, talk.session, err, talk)
     finally:
         reader.close()
     if talk.session is not None:
@@ -476,7 +480,7 @@ async def _turn(agent: Agent, prompt: Any, conversation: Conversation, session: 
     failed: Exception | None = None
     # Ctrl-C during a turn stops that turn; at the prompt, it leaves.
     attached, talk.attached = talk.attached, []
-    with graceful_interrupt() as interrupt:
+    with graceful_interrupt(renderer.settle) as interrupt:
         async for event in agent.stream(prompt, conversation=conversation, session=session,
                                         interrupt=interrupt, attachments=attached):
             renderer(event)

@@ -10,7 +10,7 @@ import copy
 import math
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from tether.errors import ConfigError
@@ -220,6 +220,30 @@ def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]
     return agent, cfg
 
 
+def prepare_local(args: argparse.Namespace) -> None:
+    """For ``--local``: the configuration layer it adds (``args.local_config``), set before
+    anything starts, so a command can build its agent (checking its config, tools, output
+    schema, attachments) first and start the server only for a run that can go ahead."""
+    if getattr(args, "local", False) and getattr(args, "local_config", None) is None:
+        from tether.cli.local import local_layer
+
+        args.local_config = local_layer(args)
+
+
+def refuse_unsendable(agent: Any, parts: Any) -> None:
+    """An image for a server whose profile says it takes none: refused before anything
+    starts or is sent (the wire would refuse it after the run began)."""
+    from tether.messages import Image
+
+    profile: Any = getattr(agent.model, "profile", None)
+    if getattr(profile, "accepts_images", None) is not False or isinstance(parts, str):
+        return
+    if any(isinstance(p, Image) for p in parts):
+        raise ConfigError(f"the attached image cannot be sent: the server takes no images "
+                          f"(profile {profile.name!r}: accepts_images is false); use a "
+                          f"server and model with vision, or leave the image out")
+
+
 @contextlib.asynccontextmanager
 async def local_serving(args: argparse.Namespace) -> AsyncIterator[None]:
     """While a command runs with ``--local``: a local llama-server (the one answering on
@@ -278,6 +302,15 @@ def no_provider_help(cfg: Any, error: Exception | str, provider: str | None = No
             checks.append(f"the API key in {key}")
         return (f"{said}\n\nProvider {name!r} ({pcfg.kind}) could not be reached at {url}. "
                 f"Check {', '.join(checks[:-1])} and {checks[-1]}.")
+    if pcfg.kind == "ollama":
+        return (f"{said}\n\nNo Ollama server answered for provider {name!r} at {url}. "
+                f"Start Ollama there (`ollama serve`; the app starts it too), or point "
+                f"providers.{name}.base_url at the one you run.")
+    if is_local_path(cfg, name):
+        return (f"{said}\n\nNo model server answered for provider {name!r} at {url}: "
+                f"the bundled llama-server is not running. `tether run --local \"...\"` "
+                f"starts it for the run (setting it up the first time), and `tether local "
+                f"serve` keeps it running; `tether doctor --local` checks the local path.")
     return (f"{said}\n\nNo model server answered for provider {name!r} at {url}. "
             f"Either start one there (`tether local serve`, or `tether run --local ...` for "
             f"a local llama-server), or point tether at a server in ./tether.toml "
@@ -285,6 +318,17 @@ def no_provider_help(cfg: Any, error: Exception | str, provider: str | None = No
             f"  [providers.{name}]\n  kind = \"openai-chat\"\n"
             f"  base_url = \"http://127.0.0.1:8080/v1\"\n  model = \"...\"\n"
             f"and select it with default_provider or --provider.")
+
+
+def is_local_path(cfg: Any, name: str) -> bool:
+    """Whether provider ``name`` is the local path: the ``local`` provider at the port of
+    the bundled llama-server (``[local] port``), the one ``--local`` starts."""
+    from tether.config.build import base_url
+
+    if name != "local" or name not in cfg.providers:
+        return False
+    url = base_url(cfg.providers[name]).rstrip("/")
+    return url == f"http://127.0.0.1:{cfg.local.port}/v1"
 
 
 def _is_local(url: str) -> bool:
@@ -295,14 +339,17 @@ def _is_local(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def graceful_interrupt() -> Iterator[asyncio.Event]:
+def graceful_interrupt(before: Callable[[], None] | None = None) -> Iterator[asyncio.Event]:
     """The first Ctrl-C stops the run cleanly (stop cause "interrupted", the
-    conversation kept valid); a second one aborts at once."""
+    conversation kept valid); a second one aborts at once. ``before`` runs first (a
+    renderer settling its live answer, so the partial answer is shown once)."""
     interrupt = asyncio.Event()
     loop = asyncio.get_running_loop()
 
     def first_press() -> None:
         interrupt.set()
+        if before is not None:
+            before()
         from tether.cli.render import stderr_console
 
         console = stderr_console()

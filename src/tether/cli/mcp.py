@@ -8,10 +8,11 @@ from typing import Any
 
 
 def add_cli(sub: Any) -> None:
+    from tether.cli.actions import add_actions
     from tether.cli.mcp_lists import add_list_commands
     from tether.cli.mcp_login import add_login_commands
 
     mcp = sub.add_parser("mcp", help="MCP servers: their resources and prompts; sign in and out")
-    group = mcp.add_subparsers(dest="mcp_command", metavar="ACTION", required=True)
+    group = add_actions(mcp, "mcp_command")
     add_list_commands(group)
     add_login_commands(group)

@@ -203,6 +203,21 @@ class EventRenderer:
         self.out.write("\n")
         self.out.flush()
 
+    def settle(self) -> None:
+        """Before a line of tether's own breaks into a live answer (Ctrl-C's "interrupting"):
+        the answer so far printed for good and the spinner stopped, so the line goes below
+        it and the answer is not drawn again under it. Text that still comes goes after."""
+        self._stop_status()
+        if self._live is not None:
+            live, self._live = self._live, None
+            live.stop()
+            live.console.print(markdown(self._text))
+            self._text, self._text_open = "", False
+        elif self._text_open and not self._text.endswith("\n"):
+            self.out.write("\n")  # the line the interruption goes on is a line of its own
+            self.out.flush()
+            self._text, self._text_open = "", False
+
     # --- the spinner --------------------------------------------------------------------------
 
     def _spin(self, what: str) -> None:
@@ -246,11 +261,13 @@ class EventRenderer:
         if isinstance(event, ev.ProviderRetry):
             # Always a line of its own, at a terminal too (a spinner's text goes away): the
             # request is sent again, and what the failed attempt spent is in the usage
-            # line. The reason is in the spinner; the run's error, if it fails, once.
-            err.print(shown(pad, (f"retrying in {event.wait_secs:.1f}s (attempt "
-                                  f"{event.attempt})", "yellow")))
-            self._spin(f"retrying in {event.wait_secs:.1f}s (attempt {event.attempt}): "
-                       f"{one_line(event.error, 160)}")
+            # line. It says why (a status, a parse error), piped or at a terminal; the
+            # run's error, if it fails, once.
+            again = (f"retrying in {event.wait_secs:.1f}s" if event.wait_secs >= 0.05
+                     else "resending")
+            err.print(shown(pad, (f"{again} (attempt {event.attempt}): "
+                                  f"{event.reason or 'the request failed'}", "yellow")))
+            self._spin(f"{again} (attempt {event.attempt})")
             return
         if isinstance(event, ev.ToolCallRequested):
             self._arguments[event.call.id] = event.call.arguments
@@ -278,8 +295,14 @@ class EventRenderer:
             err.print(shown(pad, ("trifecta waived", "yellow"), f" {inline(event.tool)} ",
                             ("([security] trifecta = \"allow\")", "dim")))
         elif isinstance(event, ev.TrifectaBlocked):
-            err.print(shown(pad, ("⛔ trifecta", "bold red"),
-                            f" {inline(event.tool)}: {inline(event.reason)}"))
+            # Named for the taint the run has: a call refused for untrusted text alone is
+            # no "trifecta" (that needs private data too).
+            f = event.forecast
+            taint = "+".join(n for n, v in (("private", f.private), ("untrusted", f.untrusted))
+                             if v) or "clean"
+            word = "⛔ trifecta" if f.private and f.untrusted else "⛔ blocked"
+            err.print(shown(pad, (word, "bold red"), f" {inline(event.tool)} ",
+                            (f"(taint: {taint})", "dim"), f": {inline(event.reason)}"))
         elif isinstance(event, ev.ApprovalDecided):
             if event.by != "approver" or not event.allowed:
                 word = "allowed" if event.allowed else "refused"

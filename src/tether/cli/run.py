@@ -29,7 +29,9 @@ from tether.cli.common import (
     local_serving,
     make_agent,
     no_provider_help,
+    prepare_local,
     prompt_parts,
+    refuse_unsendable,
     telemetry_export,
 )
 from tether.cli.temporal import add_engine_flag
@@ -62,7 +64,7 @@ def add_cli(sub: Any) -> None:
     run.add_argument("--session", metavar="ID",
                      help="continue stored session ID (created with this id when new)")
     run.add_argument("-c", "--continue", dest="continue_last", action="store_true",
-                     help="continue the most recent session")
+                     help="continue this workspace's most recent session")
     run.add_argument("--no-log", action="store_true",
                      help="do not log this run to the session store")
     run.add_argument("--mcp-prompt", metavar="'SERVER:NAME [KEY=VALUE ...]'",
@@ -188,8 +190,17 @@ def _read_stdin(required: bool) -> str:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from tether.cli.output_schema import output_spec
+
+    # Everything the command line says is checked before --local builds or starts a server:
+    # the configuration, -T and --tools (building the agent), --output-schema, attachments.
+    prepare_local(args)
+    agent, cfg = make_agent(args)
+    spec = output_spec(args.output_schema) if args.output_schema else None
+    refuse_unsendable(agent, prompt_parts(args.prompt, args.outside, args.attached))
     async with local_serving(args):
-        return await _run_agent(args)
+        with telemetry_export(cfg):
+            return await _run_made(agent, cfg, args, spec)
 
 
 def _session_for(args: argparse.Namespace, cfg: Any) -> Any:
@@ -212,14 +223,7 @@ def _session_for(args: argparse.Namespace, cfg: Any) -> Any:
         return None
 
 
-async def _run_agent(args: argparse.Namespace) -> int:
-    agent, cfg = make_agent(args)
-    with telemetry_export(cfg):
-        return await _run_made(agent, cfg, args)
-
-
-async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
-    from tether.cli.output_schema import output_spec
+async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace, spec: Any) -> int:
     from tether.cli.render import EventRenderer
 
     quiet = bool(args.json)
@@ -230,7 +234,6 @@ async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
         from tether.display import shown
 
         stderr_console().print(shown((notice, "dim")))
-    spec = output_spec(args.output_schema) if args.output_schema else None
     session = _session_for(args, cfg)
     async with agent:
         if spec is not None:
@@ -239,7 +242,7 @@ async def _run_made(agent: Any, cfg: Any, args: argparse.Namespace) -> int:
 
         result = None
         parts = await _prompt(agent, args)
-        with graceful_interrupt() as interrupt:
+        with graceful_interrupt(renderer.settle) as interrupt:
             async for event in agent.stream(parts,
                                             session=session, interrupt=interrupt):
                 if not quiet:

@@ -40,10 +40,11 @@ class SessionAmbiguous(TetherError):
 
 def add_cli(sub: Any) -> None:
     """Register ``tether sessions``."""
+    from tether.cli.actions import add_actions
     from tether.cli.common import add_limit_flag, add_run_flags
 
     p = sub.add_parser("sessions", help="stored conversations: list, show, resume, rm")
-    actions = p.add_subparsers(dest="sessions_command", metavar="ACTION")
+    actions = add_actions(p, "sessions_command")
 
     ls = actions.add_parser("list", help="sessions, most recent first")
     add_limit_flag(ls, 20, "sessions")
@@ -73,11 +74,6 @@ def add_cli(sub: Any) -> None:
     rm.add_argument("ids", nargs="+", metavar="ID")
     rm.set_defaults(handler=cmd_rm)
 
-    def usage(args: argparse.Namespace) -> int:
-        p.print_help()
-        return 1
-
-    p.set_defaults(handler=usage)
 
 
 # --- shared helpers -------------------------------------------------------------------------
@@ -154,13 +150,22 @@ def resolve_id(store: SessionStore, key: str) -> str:
                           f"them)")
 
 
-def latest_session(store: SessionStore) -> str:
-    """The id of the most recently updated session (``tether run -c``)."""
-    infos = store.list(limit=1)
-    if not infos:
-        raise ConfigError(f"there is no session to continue in {where(store)}; run without -c "
-                          f"to start one")
-    return infos[0].id
+def latest_session(store: SessionStore, workspace: str | Path) -> str:
+    """The id of this workspace's most recently updated session (``-c``): another
+    folder's sessions are continued by id (``--session ID``), never by accident."""
+    here = str(Path(workspace).resolve())
+    limit = 50
+    while True:
+        infos = store.list(limit=limit)
+        for info in infos:
+            if info.workspace == here:
+                return info.id
+        if len(infos) < limit:
+            break
+        limit *= 8  # the store lists newest first: read further back only when needed
+    elsewhere = " (another folder's session is continued with --session ID)" if infos else ""
+    raise ConfigError(f"there is no session of {here} to continue in {where(store)}"
+                      f"{elsewhere}; run without -c to start one")
 
 
 def refuse_if_paused(session: Session) -> None:
@@ -180,7 +185,7 @@ def session_for_run(args: argparse.Namespace, cfg: Config) -> Session:
     store = store_for(args.workspace)
     session_id = args.session
     if getattr(args, "continue_last", False):
-        session_id = latest_session(store)
+        session_id = latest_session(store, cfg.tools.workspace or args.workspace)
     session = open_session(args, cfg, session_id, store, title=args.prompt)
     refuse_if_paused(session)
     return session
@@ -364,7 +369,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 async def _resume(args: argparse.Namespace) -> int:
     from tether.approval import Decision
-    from tether.cli.common import local_serving, make_agent
+    from tether.cli.common import local_serving, make_agent, prepare_local
     from tether.display import inline, literal
     from tether.store.session import Session
 
@@ -394,8 +399,9 @@ async def _resume(args: argparse.Namespace) -> int:
                             f"{', '.join(inline(c.call_id) for c in undecided)}: pass --allow "
                             f"CALL_ID or --deny CALL_ID (nobody is at a terminal to ask)")
 
+    prepare_local(args)
+    agent, cfg = make_agent(args)  # built, and so checked, before --local starts a server
     async with local_serving(args):
-        agent, cfg = make_agent(args)
         return await _resumed(args, agent, cfg, session, pending, decisions)
 
 

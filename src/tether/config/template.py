@@ -10,7 +10,7 @@ default_provider = "local"
 
 # A local llama-server (`tether local serve` starts one on this port).
 [providers.local]
-kind = "openai-chat"            # openai-chat | openai-responses | anthropic | gemini
+kind = "openai-chat"            # openai-chat | openai-responses | anthropic | gemini | ollama
 base_url = "http://127.0.0.1:8080/v1"
 model = "qwen"
 profile = "llama-server"        # llama-server | ollama | vllm | lmstudio | openrouter | openai

@@ -11,7 +11,15 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
-from tether.errors import MalformedResponseError, OverloadedError, ProviderError
+from tether.errors import (
+    BadRequestError,
+    MalformedResponseError,
+    ModelOutputParseError,
+    OverloadedError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeout,
+)
 from tether.messages import Message, StopReason, Usage
 from tether.tools.spec import ToolSpec
 
@@ -86,6 +94,9 @@ class Retrying:
     usage: Usage = field(default_factory=Usage)
     # The provider the request goes to instead (``providers.fallback``), None: the same.
     fallback: str | None = None
+    # Why, in a few words of tether's own ("HTTP 503", "unparsable model output"): a line
+    # saying a request is sent again says why without quoting the server twice.
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +143,28 @@ def attempt_usage(error: ProviderError) -> Usage:
     """
     if error.usage is not None:
         return error.usage
-    if isinstance(error, OverloadedError) or (
+    if isinstance(error, OverloadedError | BadRequestError) or (
             error.status is not None and 400 <= error.status < 500):
+        # A BadRequestError without a status was refused here, before it was sent (an
+        # image for a server that takes none): no request, nothing spent.
         return Usage()
     return Usage.unreported()
+
+
+def retry_reason(error: ProviderError) -> str:
+    """Why a request is sent again, in a few words of tether's own (the server's message is
+    the run's error, shown once if it fails)."""
+    if isinstance(error, ModelOutputParseError):
+        return "the server could not parse the model's output"
+    if isinstance(error, ProviderConnectionError):
+        return "no connection"
+    if isinstance(error, ProviderTimeout):
+        return "no answer in time"
+    if isinstance(error, MalformedResponseError):
+        return "an answer tether could not read"
+    if error.status is not None:
+        return f"HTTP {error.status}"
+    return type(error).__name__
 
 
 async def complete(provider: Provider, request: ModelRequest) -> ModelResponse:

@@ -49,7 +49,14 @@ from tether.errors import (
     ProviderTimeout,
 )
 from tether.messages import Message, Text, Usage
-from tether.providers.base import Completed, Retrying, StreamChunk, TextChunk, attempt_usage
+from tether.providers.base import (
+    Completed,
+    Retrying,
+    StreamChunk,
+    TextChunk,
+    attempt_usage,
+    retry_reason,
+)
 from tether.textrepair import repair
 
 
@@ -244,7 +251,8 @@ async def retry_before_first_chunk(
                 wait = None
             if wait is None:
                 raise
-            notice = Retrying(budget.attempts, wait, str(error), usage=attempt_usage(error))
+            notice = Retrying(budget.attempts, wait, str(error), usage=attempt_usage(error),
+                              reason=retry_reason(error))
         finally:
             await chunks.aclose()
         # Only a retried error gets here: a finished stream returned, any other error raised.
@@ -408,7 +416,8 @@ class HTTPTransport:
                 wait = budget.wait_for(error)
                 if wait is None:
                     raise
-                yield Retrying(budget.attempts, wait, str(error), usage=attempt_usage(error))
+                yield Retrying(budget.attempts, wait, str(error), usage=attempt_usage(error),
+                               reason=retry_reason(error))
                 await self.sleep(wait)
                 if budget.body is not body:
                     body = budget.body

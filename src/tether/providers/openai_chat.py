@@ -240,9 +240,8 @@ def request_body(request: ModelRequest, model: str,
     # encoded (no second pass over the conversation per request).
     images = profile.accepts_images is True
     refused = "" if profile.accepts_images is not False else (
-        f"{NAME}: the {profile.name} server does not take images (profile "
-        f"{profile.name!r}: accepts_images is false); use a server and model with vision, "
-        f"or leave the image out")
+        f"{NAME}: the server takes no images (profile {profile.name!r}: accepts_images "
+        f"is false); use a server and model with vision, or leave the image out")
     body: dict[str, Any] = {"model": model,
                             "messages": wire_messages(request.messages, request.system,
                                                       accepts_images=images,

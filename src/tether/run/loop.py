@@ -24,7 +24,7 @@ from tether.approval import Decision
 from tether.bounds import Progress, Reached, Spend, first_reached
 from tether.conversation import Conversation, PendingCall, SessionLike
 from tether.errors import HookError, MalformedResponseError, ProviderError, TetherError
-from tether.messages import Image, Message, Part, Text, ToolCall, ToolResult
+from tether.messages import Image, Message, Part, Text, ToolCall, ToolResult, Usage
 from tether.outcome import Final, Paused, RunAgain, StopCause, Stopped, TurnOutcome
 from tether.providers.base import (
     Completed,
@@ -299,6 +299,7 @@ class _Run:
                 self.tools = {n: t for n, t in self.tools.items() if n not in amended.dropped}
 
         response: ModelResponse | None = None
+        streamed = False  # the server began its answer: the request was read
         try:
             within = None if self.observer is None else self.observer.model_context()
             # Closed as soon as this turn is left early (its reader stopped, the run was
@@ -311,8 +312,10 @@ class _Run:
                         self.spend.add(chunk.usage)  # what a summary cost
                         yield self._event(chunk)
                     elif isinstance(chunk, TextChunk):
+                        streamed = True
                         yield self._event(ev.TextDelta(chunk.text))
                     elif isinstance(chunk, ReasoningChunk):
+                        streamed = True
                         yield self._event(ev.ReasoningDelta(chunk.text))
                     elif isinstance(chunk, Retrying):
                         # A failed attempt's tokens are spent too (or unknown, never 0).
@@ -320,7 +323,8 @@ class _Run:
                         if not self._interrupted():  # see below
                             yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
                                                                chunk.error, usage=chunk.usage,
-                                                               fallback=chunk.fallback))
+                                                               fallback=chunk.fallback,
+                                                               reason=chunk.reason))
                     elif isinstance(chunk, Completed):
                         response = chunk.response
             except BaseException:
@@ -337,6 +341,8 @@ class _Run:
             return
         if response is None:
             if self._interrupted():
+                if streamed:  # an answer cut off: its tokens were spent, and never reported
+                    self.spend.add(Usage.unreported())
                 yield Stopped(StopCause.INTERRUPTED)  # mid-answer: the partial one is dropped
                 return
             name = self.host.model.name
