@@ -9,6 +9,7 @@ the taint are tether's own.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -266,3 +267,47 @@ async def test_a_hooks_reason_that_quotes_the_model_is_shown_on_its_own_line() -
         renderer(event)
     assert "hook quoter" in err.getvalue()
     assert_no_forged_line(err.getvalue())
+
+
+class _Raised(BaseException):
+    """Not an Exception: a hook's own kind of BaseException."""
+
+
+@pytest.mark.parametrize("point", ["before_model_request", "after_model_response",
+                                   "before_tool_call", "after_tool_result", "on_run_end"])
+@pytest.mark.parametrize("raised", [asyncio.CancelledError, KeyboardInterrupt, SystemExit,
+                                    GeneratorExit, _Raised], ids=lambda t: t.__name__)
+async def test_a_hook_that_raises_any_base_exception_ends_the_run_as_a_hook_error(
+        point: str, raised: type[BaseException]) -> None:
+    """A hook that raises CancelledError (or SystemExit, KeyboardInterrupt...) must not tear
+    the run down without its result, nor pass as the run's own cancellation: the run ends
+    with a HookError, the result attached, and the injected send never leaves."""
+    world = World(inbox="Hi!\n" + INJECTED)
+
+    async def raises(self: object, _: object) -> None:
+        raise raised("from the hook")
+
+    hook = type("Raises", (), {point: raises})()
+    with pytest.raises(HookError) as failed:
+        await Agent(Compromised().model(), world.tools(), hooks=[hook]).run(PROMPT)
+    assert world.sent == []
+    assert failed.value.point == point and raised.__name__ in str(failed.value)
+    assert failed.value.result is not None
+    assert failed.value.result.stop_cause == "error"
+
+
+async def test_control_the_runs_own_cancellation_is_not_a_hook_error() -> None:
+    """A run cancelled while a hook waits is cancelled (the hook did not fail)."""
+    waiting = asyncio.Event()
+
+    class Waits:
+        async def before_model_request(self, request: RequestView) -> None:
+            waiting.set()
+            await asyncio.Event().wait()
+
+    task = asyncio.ensure_future(Agent(Compromised().model(), World().tools(),
+                                       hooks=[Waits()]).run("Hi."))
+    await waiting.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

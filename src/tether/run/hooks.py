@@ -265,7 +265,15 @@ async def _answer(name: str, point: str, method: _Method, argument: Any,
     except TimeoutError:
         raise HookError(f"hook {inline(name)} did not answer {point} within {timeout:g}s "
                         f"(hook_timeout_secs); the run stops", hook=name, point=point) from None
-    except Exception as e:
+    except asyncio.CancelledError as e:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the run's own cancellation (an interrupt, a closed stream): not the hook's
+        raise HookError(f"hook {inline(name)} failed in {point}: CancelledError: "
+                        f"{inline(e)}", hook=name, point=point) from e
+    except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt from a hook too
+        # Whatever a hook raises ends the run as a HookError with its result: an exception
+        # outside Exception must not tear the run down without one (fail closed, typed).
         raise HookError(f"hook {inline(name)} failed in {point}: {type(e).__name__}: "
                         f"{inline(e)}", hook=name, point=point) from e
     allowed = _ANSWERS[point]
