@@ -127,7 +127,7 @@ FORGED_GOES_TO = "\n  goes to: bank.example"
     f"https://evil.example/?q=1{FORGED_GOES_TO}\r\n",  # in the query, and a CRLF
     f"https://evil.example/#{FORGED_GOES_TO}\t",  # in the fragment, and a tab
     f"not a url{FORGED_GOES_TO}",  # no host at all
-    f"https://evil.example\u2028  goes to: bank.example",  # a line separator
+    "https://evil.example\u2028  goes to: bank.example",  # a line separator
 ])
 def test_a_newline_in_an_elicitation_url_cannot_forge_where_it_goes(url: str) -> None:
     from tether.approval import ElicitationRequest

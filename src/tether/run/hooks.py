@@ -271,7 +271,7 @@ async def _answer(name: str, point: str, method: _Method, argument: Any,
             raise  # the run's own cancellation (an interrupt, a closed stream): not the hook's
         raise HookError(f"hook {inline(name)} failed in {point}: CancelledError: "
                         f"{inline(e)}", hook=name, point=point) from e
-    except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt from a hook too
+    except BaseException as e:
         # Whatever a hook raises ends the run as a HookError with its result: an exception
         # outside Exception must not tear the run down without one (fail closed, typed).
         raise HookError(f"hook {inline(name)} failed in {point}: {type(e).__name__}: "
