@@ -29,13 +29,14 @@ import asyncio
 import copy
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from tether import events as ev
 from tether.display import inline
 from tether.errors import ConfigError, HookError, TetherError
-from tether.messages import Message
+from tether.messages import Message, ToolCall
 from tether.outcome import StopCause
 from tether.providers.base import ModelResponse
 from tether.result import ToolCallRecord
@@ -218,6 +219,10 @@ class Hooks:
     after_tool_result: tuple[tuple[str, _Method], ...] = ()
     on_run_end: tuple[tuple[str, _Method], ...] = ()
     given: tuple[object, ...] = ()
+    # A hook that must judge an answer before anyone sees it (a blocking output guardrail
+    # says so with ``holds_text = True``): the loop holds the answer's streamed text back
+    # until every after_model_response hook has answered.
+    holds_text: bool = False
 
     @classmethod
     def of(cls, hooks: Iterable[Hook] | Hooks) -> Hooks:
@@ -244,7 +249,8 @@ class Hooks:
             if not found:
                 raise ConfigError(f"hook {name} ({type(hook).__name__}) has none of the hook "
                                   f"methods: {', '.join(POINTS)}")
-        return cls(**{p: tuple(m) for p, m in points.items()}, given=given)
+        holds = any(getattr(h, "holds_text", False) is True for h in given)
+        return cls(**{p: tuple(m) for p, m in points.items()}, given=given, holds_text=holds)
 
     def __bool__(self) -> bool:
         return bool(self.given)
@@ -322,14 +328,31 @@ async def amend_request(hooks: Hooks, view: RequestView, timeout: float | None) 
     return Amended(tuple(instructions), frozenset(dropped), tuple(events))
 
 
-async def observe_response(hooks: Hooks, response: ModelResponse,
-                           timeout: float | None) -> list[ev.Event]:
-    """Every ``after_model_response`` hook, in order; the flags they raised."""
+# The calls of the response being observed that give the run its structured answer (an
+# output guardrail checks their arguments: the answer's value). Set only while the
+# after_model_response hooks run, in the run's own task.
+_ANSWER_CALLS: ContextVar[tuple[ToolCall, ...]] = ContextVar("tether_answer_calls", default=())
+
+
+def answer_calls() -> tuple[ToolCall, ...]:
+    """In an ``after_model_response`` hook: the calls of the response that answer the run
+    (a structured-output run's answering tool; none for a text answer)."""
+    return _ANSWER_CALLS.get()
+
+
+async def observe_response(hooks: Hooks, response: ModelResponse, timeout: float | None,
+                           answers: tuple[ToolCall, ...] = ()) -> list[ev.Event]:
+    """Every ``after_model_response`` hook, in order; the flags they raised. ``answers``:
+    the response's calls that give the run its answer (``answer_calls``)."""
     events: list[ev.Event] = []
-    for name, method in hooks.after_model_response:
-        answer = await _answer(name, "after_model_response", method, response, timeout)
-        if answer is not None:
-            events.append(_decided(name, "after_model_response", answer))
+    token = _ANSWER_CALLS.set(answers)
+    try:
+        for name, method in hooks.after_model_response:
+            answer = await _answer(name, "after_model_response", method, response, timeout)
+            if answer is not None:
+                events.append(_decided(name, "after_model_response", answer))
+    finally:
+        _ANSWER_CALLS.reset(token)
     return events
 
 
@@ -400,4 +423,5 @@ __all__ = [
     "ResultView",
     "RewriteResult",
     "RunEnd",
+    "answer_calls",
 ]
