@@ -18,9 +18,10 @@ else, an exception, or no answer within ``hook_timeout_secs`` is a ``HookError``
 the run (fail closed). Several hooks run in the order given; the methods each has are found
 once, when the agent is made (``Hooks.of``), so a run without hooks pays one truth test
 per point. What a hook sees is frozen (changing it raises, which ends the run) or its own
-copy (a call's arguments). A hook runs in the host's process: one that writes into frozen
-values anyway, or patches tether's modules, is beyond what an interface can hold; load only
-hooks you trust, as a tool file.
+copy (a call's view and arguments); a hook that changes a frozen value anyway, in place
+(``object.__setattr__``), is caught after it answers (``tether.run.frozen``) and ends the
+run too. A hook runs in the host's process: one that patches tether's modules is beyond
+what an interface can hold; load only hooks you trust, as a tool file.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from tether.messages import Message, ToolCall
 from tether.outcome import StopCause
 from tether.providers.base import ModelResponse
 from tether.result import ToolCallRecord
+from tether.run.frozen import Fingerprint
 from tether.trust import Capabilities, Taint
 
 # --- what a hook sees -------------------------------------------------------------------------
@@ -290,6 +292,27 @@ async def _answer(name: str, point: str, method: _Method, argument: Any,
     return answer
 
 
+def _unchanged(seen: Fingerprint, name: str, point: str, what: str) -> None:
+    """Fail closed when hook ``name`` changed, in place, what it was shown and may not
+    change (``object.__setattr__`` on a frozen value, a write into a shared dict)."""
+    if seen.changed():
+        raise HookError(f"hook {inline(name)} changed {what} in place in {point} (what a hook "
+                        f"is shown is frozen); the run stops", hook=name, point=point)
+
+
+async def _judged(name: str, point: str, method: _Method, argument: Any,
+                  timeout: float | None, seen: Fingerprint, what: str) -> Any:
+    """``_answer``, then the check that the hook changed nothing it was shown, even when it
+    failed (its error is the one told; the change is why the run stops either way)."""
+    try:
+        answer = await _answer(name, point, method, argument, timeout)
+    except HookError:
+        _unchanged(seen, name, point, what)
+        raise
+    _unchanged(seen, name, point, what)
+    return answer
+
+
 def _decided(name: str, point: str, answer: Any, call_id: str | None = None,
              reason: str | None = None) -> ev.HookDecided:
     said = reason if reason is not None else getattr(answer, "reason", "")
@@ -316,8 +339,10 @@ async def amend_request(hooks: Hooks, view: RequestView, timeout: float | None) 
     instructions: list[str] = []
     dropped: set[str] = set()
     events: list[ev.Event] = []
+    seen = Fingerprint((view.messages, view.taint))
     for name, method in hooks.before_model_request:
-        answer = await _answer(name, "before_model_request", method, view, timeout)
+        answer = await _judged(name, "before_model_request", method, view, timeout, seen,
+                               "the conversation's messages or taint")
         if answer is None:
             continue
         if isinstance(answer, AmendRequest):
@@ -347,8 +372,10 @@ async def observe_response(hooks: Hooks, response: ModelResponse, timeout: float
     events: list[ev.Event] = []
     token = _ANSWER_CALLS.set(answers)
     try:
+        seen = Fingerprint((response,))
         for name, method in hooks.after_model_response:
-            answer = await _answer(name, "after_model_response", method, response, timeout)
+            answer = await _judged(name, "after_model_response", method, response, timeout,
+                                   seen, "the model's response")
             if answer is not None:
                 events.append(_decided(name, "after_model_response", answer))
     finally:
@@ -363,11 +390,15 @@ async def judge_call(hooks: Hooks, view: CallView, timeout: float | None
     (``tether.run.gate.narrowed``): it can only narrow."""
     narrowest: RefuseCall | AskApproval | None = None
     events: list[ev.Event] = []
+    # The view and its arguments are each hook's own copy (no hook can change the arguments
+    # that run, or what the next sees); the capabilities and the taint are the tool's and
+    # the conversation's own, checked after each hook.
+    shared = Fingerprint((view.capabilities, view.taint))
     for name, method in hooks.before_tool_call:
-        # A copy per hook: no hook can change the arguments that run, or what the next sees.
         seen = CallView(view.call_id, view.tool, copy.deepcopy(view.arguments),
                         view.capabilities, view.taint, view.verdict)
-        answer = await _answer(name, "before_tool_call", method, seen, timeout)
+        answer = await _judged(name, "before_tool_call", method, seen, timeout, shared,
+                               "the tool's capabilities or the taint")
         if answer is None:
             continue
         events.append(_decided(name, "before_tool_call", answer, view.call_id))
@@ -401,8 +432,10 @@ async def rewrite_result(hooks: Hooks, view: ResultView, timeout: float | None
 
 async def run_ended(hooks: Hooks, end: RunEnd, timeout: float | None) -> None:
     """Every ``on_run_end`` hook, in order."""
+    seen = Fingerprint((end.tool_calls, end.taint, end.output))
     for name, method in hooks.on_run_end:
-        await _answer(name, "on_run_end", method, end, timeout)
+        await _judged(name, "on_run_end", method, end, timeout, seen,
+                      "the run's call records, taint or output")
 
 
 __all__ = [
