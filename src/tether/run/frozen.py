@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from operator import is_
 from typing import Any
 
-# Values that cannot change in place: their identity is the whole of them.
-_ATOMS = (str, bytes, int, float, complex, bool, type(None))
+# Values that cannot change in place: their identity is the whole of them. Matched by exact
+# type (a set lookup is the cheapest test); a subclass (an enum of str) is kept by identity.
+_ATOMS = frozenset({str, bytes, int, float, complex, bool, type(None)})
+_CONTAINERS = frozenset({dict, list, set, bytearray})
+# Each type's fields to walk into, found once: () for a type walked no further.
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -39,28 +43,33 @@ class _Contents:
 
 
 def _fields(kind: type) -> tuple[str, ...]:
-    names = _FIELDS.get(kind)
-    if names is None:
+    if dataclasses.is_dataclass(kind):
         names = tuple(f.name for f in dataclasses.fields(kind))
-        _FIELDS[kind] = names
+    else:
+        names = ()  # a host's own output type, an error: kept by identity only
+    _FIELDS[kind] = names
     return names
 
 
 def _walk(value: Any, out: list[Any]) -> None:
-    if isinstance(value, _ATOMS):
-        return
-    if isinstance(value, tuple | frozenset):
+    kind = type(value)
+    if kind is tuple or kind is frozenset:
         for item in value:
             out.append(item)
-            _walk(item, out)
-    elif isinstance(value, dict | list | set):
+            if type(item) not in _ATOMS:
+                _walk(item, out)
+        return
+    if kind in _CONTAINERS:
         out.append(_Contents(value))
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for name in _fields(type(value)):
-            item = getattr(value, name)
-            out.append(item)
+        return
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _fields(kind)
+    for name in names:
+        item = getattr(value, name)
+        out.append(item)
+        if type(item) not in _ATOMS:
             _walk(item, out)
-    # Anything else (a host's own output type, an error) is kept by identity only.
 
 
 class Fingerprint:
@@ -73,23 +82,23 @@ class Fingerprint:
         self._seen: list[Any] = []
         for value in values:
             self._seen.append(value)
-            _walk(value, self._seen)
+            if type(value) not in _ATOMS:
+                _walk(value, self._seen)
 
     def changed(self) -> bool:
         """Whether any field of what was fingerprinted holds something else now."""
         now: list[Any] = []
         for value in self._values:
             now.append(value)
-            _walk(value, now)
+            if type(value) not in _ATOMS:
+                _walk(value, now)
         if len(now) != len(self._seen):
             return True
-        for was, is_now in zip(self._seen, now, strict=True):
-            if was is is_now:
-                continue
-            if isinstance(was, _Contents) and was == is_now:
-                continue
-            return True
-        return False
+        if all(map(is_, self._seen, now)):
+            return False
+        # Only a dict's or a list's contents are compared by equality (a new copy each walk).
+        return any(was is not is_now and not (type(was) is _Contents and was == is_now)
+                   for was, is_now in zip(self._seen, now, strict=True))
 
 
 __all__ = ["Fingerprint"]
