@@ -15,13 +15,14 @@ from tether import (
     OutputGuardrail,
     SQLiteStore,
     secrets_in_answer,
+    tool,
 )
 from tether import events as ev
 from tether.builtins import read_file
 from tether.guardrails import secret_check
 from tether.messages import ToolResult
 from tether.outcome import StopCause
-from tether.providers import Reply, Scripted
+from tether.providers import Reply, Scripted, call
 from tether.providers.base import ModelRequest
 from tether.store import Session
 
@@ -117,15 +118,20 @@ async def test_an_advisory_output_guardrail_keeps_the_answer_and_flags_it() -> N
     assert flag.verdict == "flag" and AWS_KEY not in flag.reason
 
 
-async def test_an_output_guardrail_checks_answers_not_the_text_beside_tool_calls() -> None:
+async def test_an_output_guardrail_checks_the_text_beside_tool_calls_and_the_answer() -> None:
     seen: list[str] = []
 
     def check(text: str) -> None:
         seen.append(text)
 
-    model = Scripted([Reply(text="let me look", calls=()), "done"])
-    await Agent(model, hooks=[OutputGuardrail(check)]).run("hi")
-    assert seen == ["let me look"]
+    @tool
+    def look() -> str:
+        """Look."""
+        return "seen"
+
+    model = Scripted([call("look", text="let me look"), Reply(calls=()), "done"])
+    await Agent(model, [look], hooks=[OutputGuardrail(check)]).run("hi")
+    assert seen == ["let me look"]  # an empty answer is no text to check
 
 
 @pytest.mark.parametrize(("text", "kind"), [

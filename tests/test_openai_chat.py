@@ -988,3 +988,66 @@ async def test_an_agent_stream_with_one_tool_call_through_openai_chat(server: Lo
     assert_tool_round_trip(server)
     await agent.aclose()
 
+
+
+async def _run(agent: Agent[Any], prompt: str, stream: bool) -> Any:
+    """A run's result, not streamed (``run``) or streamed (``stream``)."""
+    if not stream:
+        return await agent.run(prompt)
+    async for event in agent.stream(prompt):
+        if isinstance(event, RunFinished):
+            return event.result
+    raise AssertionError("the stream ended without a result")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_a_refusal_beside_tool_calls_is_a_refusal_and_its_calls_do_not_run(
+        server: LoopbackServer, stream: bool) -> None:
+    """The attack: a model that refuses yet slips a call in beside the refusal. The answer
+    is a refusal (content_filter): the run ends so, and the call never runs."""
+    ran: list[str] = []
+
+    @tool
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        ran.append(path)
+        return "deleted"
+
+    refusal = "I can't help with that."
+    if stream:
+        server.queue(Canned.sse([
+            chunk({"refusal": refusal}),
+            chunk(tc_delta(0, '{"path": "/etc/passwd"}', id="call_1", name="delete_file")),
+            chunk(finish="tool_calls")]))
+    else:
+        server.queue(Canned.json(completion(
+            None, calls=[wire_call("delete_file", '{"path": "/etc/passwd"}')],
+            finish="tool_calls", refusal=refusal)))
+    result = await _run(Agent(model=chat(server), tools=[delete_file]), "Clean up.", stream)
+    assert ran == []
+    assert result.stop_cause == "content_filter"
+    assert result.text == refusal
+    assert [r.status for r in result.tool_calls] != ["ok"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_control_tool_calls_without_a_refusal_run(server: LoopbackServer,
+                                                        stream: bool) -> None:
+    ran: list[str] = []
+
+    @tool
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        ran.append(path)
+        return "deleted"
+
+    if stream:
+        server.queue(Canned.sse([
+            chunk(tc_delta(0, '{"path": "/tmp/x"}', id="call_1", name="delete_file")),
+            chunk(finish="tool_calls")]), Canned.json(completion("done")))
+    else:
+        server.queue(Canned.json(completion(
+            None, calls=[wire_call("delete_file", '{"path": "/tmp/x"}')],
+            finish="tool_calls")), Canned.json(completion("done")))
+    result = await _run(Agent(model=chat(server), tools=[delete_file]), "Clean up.", stream)
+    assert ran == ["/tmp/x"] and result.stop_cause == "completed"

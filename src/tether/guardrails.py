@@ -5,13 +5,15 @@ A guardrail is a hook (``tether.run.hooks``) a host attaches like any other
 that answers None (nothing found) or the reason it trips; sync or async.
 
 - ``InputGuardrail``: checks the prompt before the model reads it (the run's first request);
-- ``OutputGuardrail``: checks a text answer (a response with no tool calls) before it joins
-  the conversation and the result.
+- ``OutputGuardrail``: checks every answer the model gives (its text, alone or beside tool
+  calls, and a structured answer's value) before it joins the conversation and the result.
 
 A blocking guardrail that trips ends the run with ``GuardrailTripped`` (``Agent.run`` raises
 it, the result attached): the prompt never reaches the model, the answer is kept nowhere
-(not the conversation, the result or an event; a stream has shown its text as it came, so
-a host that streams to a person and must not show it buffers, or runs without streaming).
+(not the conversation, the result, the session store or an event). While a blocking output
+guardrail is attached, a streamed answer's text is held back until it has judged the answer
+(``TextDelta`` events come after its verdict, just before ``ModelResponded``): a terminal
+never shows a tripped answer.
 An advisory one is a ``Flag``: a ``HookDecided`` event, the run goes on.
 
 ``secrets_in_answer()`` is one, built in: regular expressions for credentials in an answer
@@ -23,12 +25,12 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Literal
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any, Literal
 
 from tether.errors import GuardrailTripped
 from tether.providers.base import ModelResponse
-from tether.run.hooks import Flag, RequestView
+from tether.run.hooks import Flag, RequestView, answer_calls
 
 # A guardrail's check: None when the text passes, else why it trips.
 Check = Callable[[str], str | Awaitable[str | None] | None]
@@ -78,16 +80,50 @@ class InputGuardrail(_Guardrail):
 
 
 class OutputGuardrail(_Guardrail):
-    """Checks a text answer (a response with text and no tool calls) before it is kept
-    (``after_model_response``)."""
+    """Checks every answer the model gives before it is kept or shown
+    (``after_model_response``): its text (alone, or beside tool calls), and a structured
+    answer's value (the answering tool's arguments: their JSON as the model wrote it, and
+    each string in them). A blocking one holds a streamed answer's text back until it has
+    judged it (``holds_text``)."""
 
     point = "after_model_response"
 
+    @property
+    def holds_text(self) -> bool:
+        return self.blocking
+
     async def after_model_response(self, response: ModelResponse) -> Flag | None:
-        message = response.message
-        if message.tool_calls or not message.text.strip():
-            return None
-        return await self._verdict(message.text)
+        flags = [await self._verdict(text) for text in _answer_texts(response)]
+        return next((f for f in flags if f is not None), None)
+
+
+def _answer_texts(response: ModelResponse) -> Iterator[str]:
+    """Each text of a response that is an answer: its text, and each answering call's
+    arguments (as written, and each string in them)."""
+    text = response.message.text
+    if text.strip():
+        yield text
+    for call in answer_calls():
+        yield call.arguments
+        try:
+            value = call.parsed_arguments()
+        except ValueError:
+            continue  # not an answer the run would take: its JSON text was checked
+        for leaf in _strings(value):
+            if leaf.strip() and leaf != call.arguments:
+                yield leaf
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 # Credentials as they are written: each pattern with the words its reason uses.

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from tether.conversation import Conversation
 from tether.display import inline
-from tether.errors import ConfigError, ModelRetry, OutputFailure, TetherError
+from tether.errors import ConfigError, HookError, ModelRetry, OutputFailure, TetherError
 from tether.events import Event
 from tether.messages import Part, ToolCall
 from tether.outcome import Final, RunAgain, StopCause, Stopped, TurnOutcome
@@ -349,6 +349,11 @@ class PreparedRun:
                                 "answer")
         plan, result = self._plan, self._result
         assert plan is not None and result is not None
+        if isinstance(result.error, HookError):
+            # A hook or a guardrail ended the run (after the answer, too: on_run_end): it
+            # fails closed, as Agent.run's does, and its answer is not handed on.
+            result.error.result = result
+            raise result.error
         if plan.succeeded:
             return OutputReport(plan.value, result)
         raise _failure(plan, result, self.agent.settings.max_turns)

@@ -115,3 +115,64 @@ async def test_the_servers_request_state_goes_back_to_it_intact_and_nowhere_else
     sent = json.dumps([str(r.messages) for r in model.requests])
     for where in (shown, told, sent, json.dumps([str(m) for m in result.messages])):
         assert "evil.example" not in where and "SECURE" not in where
+
+
+# --- what the person reads: nothing the server wrote starts a line of tether's ----------------
+
+FORGED_GOES_TO = "\n  goes to: bank.example"
+
+
+@pytest.mark.parametrize("url", [
+    f"https://evil.example/x{FORGED_GOES_TO}",  # a newline in the path
+    f"https://evil.example/?q=1{FORGED_GOES_TO}\r\n",  # in the query, and a CRLF
+    f"https://evil.example/#{FORGED_GOES_TO}\t",  # in the fragment, and a tab
+    f"not a url{FORGED_GOES_TO}",  # no host at all
+    "https://evil.example\u2028  goes to: bank.example",  # a line separator
+])
+def test_a_newline_in_an_elicitation_url_cannot_forge_where_it_goes(url: str) -> None:
+    from tether.approval import ElicitationRequest
+    from tether.cli.elicit import elicitation_text, url_text
+
+    shown = url_text(url).plain + "\n" + elicitation_text(
+        ElicitationRequest(server=f"s{FORGED_GOES_TO}", trusted=False,
+                           message="open it", url=url)).plain
+    lines = [line.strip() for line in shown.splitlines()]
+    # tether's own "goes to" line, at most once (none: no host could be read), and never
+    # the server's.
+    assert len([line for line in lines if line.startswith("goes to")]) <= 1
+    assert not any(line.startswith("goes to: bank") for line in lines)
+
+
+def test_control_an_ordinary_elicitation_url_shows_where_it_goes() -> None:
+    from tether.cli.elicit import url_text
+
+    shown = url_text("https://example.test/login?next=/home").plain
+    assert shown == "https://example.test/login?next=/home\n  goes to: example.test"
+
+
+@pytest.mark.parametrize("name", [
+    "Pаssword",  # a Cyrillic а
+    "ΑΡΙ key",  # Greek capitals
+    "ｐａｓｓｗｏｒｄ",  # fullwidth
+    "ＡＰＩ＿ＫＥＹ",  # fullwidth, with a fullwidth low line
+    "pass\u200bword",  # a zero-width space inside the word
+    "sеcrеt",  # Cyrillic е twice
+    "tοkеn",  # Greek ο, Cyrillic е
+    "𝐩𝐚𝐬𝐬𝐰𝐨𝐫𝐝",  # mathematical bold
+    "cvс",  # a Cyrillic с
+])
+def test_a_look_alike_secret_word_on_a_form_is_still_flagged(name: str) -> None:
+    from tether.approval import FormField
+    from tether.mcp.elicitation import looks_secret
+
+    assert looks_secret(FormField(name, "string"))
+    assert looks_secret(FormField("value", "string", title=name))
+    assert looks_secret(FormField("value", "string", description=f"your {name}, please"))
+
+
+@pytest.mark.parametrize("name", ["email", "Имя", "город", "όνομα", "ｎａｍｅ", "spinach"])
+def test_control_an_ordinary_field_in_any_script_is_not_flagged(name: str) -> None:
+    from tether.approval import FormField
+    from tether.mcp.elicitation import looks_secret
+
+    assert not looks_secret(FormField(name, "string"))

@@ -294,3 +294,14 @@ def test_batch_progress_keeps_an_item_id_and_a_servers_error_on_their_line(
         ran = tether(tmp_path, env, "batch", str(items), "-o", str(tmp_path / "out.jsonl"))
     assert ran.returncode == 1 and "Traceback" not in ran.stderr
     assert_no_forged_line(ran.stderr)
+
+
+def test_a_servers_error_message_cannot_forge_a_line_of_tether_chat(tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        server.queue(Canned.json({"error": {"message": f"overloaded{HOSTILE}"}}, 400),
+                     chat_answer("fine"))
+        env = workspace(tmp_path, server.url)
+        ran = tether(tmp_path, env, "chat", stdin="hi\nagain\n/exit\n")
+    assert "Traceback" not in ran.stderr
+    assert "overloaded" in ran.stderr and ran.stdout == "fine\n"
+    assert_no_forged_line(ran.stderr)

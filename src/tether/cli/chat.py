@@ -386,7 +386,7 @@ def _attach(talk: _Chat, path: str, err: Console) -> None:
     """``/attach FILE``: read the file now (a mistake shows at once), give it with the next
     message; ``/attach`` alone lists what is waiting."""
     from tether.attachments import Attachment, safe_name
-    from tether.display import shown
+    from tether.display import inline, shown
     from tether.errors import TetherError
 
     if not path:
@@ -397,7 +397,7 @@ def _attach(talk: _Chat, path: str, err: Console) -> None:
         attachment = Attachment.from_path(path)
         attachment.parts()  # a file that cannot be read as any kind fails here, not later
     except TetherError as e:
-        err.print(shown(("error:", "red"), f" {e}"))
+        err.print(shown(("error:", "red"), f" {inline(e)}"))
         return
     talk.attached.append(attachment)
     err.print(shown((f"attached {safe_name(attachment.name)} ({attachment.media_type}, "
@@ -409,7 +409,7 @@ async def _switch_model(talk: _Chat, wanted: str, err: Console) -> None:
     """``/model``: show the model; ``/model NAME`` asks the same provider for another
     model, ``/model PROVIDER:NAME`` (a configured provider) switches the provider too."""
     from tether.config.build import build_provider
-    from tether.display import shown
+    from tether.display import inline, shown
     from tether.errors import ConfigError
 
     agent, cfg = talk.agent, talk.cfg
@@ -427,7 +427,7 @@ async def _switch_model(talk: _Chat, wanted: str, err: Console) -> None:
     try:
         provider = build_provider(name, pcfg.model_copy(update={"model": model}))
     except ConfigError as e:
-        err.print(shown(("cannot switch: ", "red"), str(e)))
+        err.print(shown(("cannot switch: ", "red"), inline(e)))
         return
     old = agent.model
     agent.model = provider
@@ -454,7 +454,7 @@ async def _server_prompt(line: str, talk: _Chat, err: Console) -> Any:
     """``/prompt SERVER:NAME [KEY=VALUE ...]``: the parts of the turn the server's prompt
     makes, or None (what went wrong is said)."""
     from tether.cli.mcp_lists import fetch_prompt
-    from tether.display import shown
+    from tether.display import inline, shown
     from tether.errors import TetherError
     from tether.mcp.prompts import parse_invocation
 
@@ -463,7 +463,7 @@ async def _server_prompt(line: str, talk: _Chat, err: Console) -> Any:
                                                                  if " " in line else ""),
                                    taint=talk.conversation.taint)
     except TetherError as e:
-        err.print(shown(("error:", "red"), f" {e}"))
+        err.print(shown(("error:", "red"), f" {inline(e)}"))
         return None
     return parts
 
@@ -472,7 +472,7 @@ async def _turn(agent: Agent, prompt: Any, conversation: Conversation, session: 
                 err: Console, talk: _Chat) -> None:
     from tether.cli.common import graceful_interrupt, no_provider_help
     from tether.cli.render import EventRenderer
-    from tether.display import shown
+    from tether.display import inline, shown
     from tether.errors import ProviderConnectionError
     from tether.result import run_finished
 
@@ -490,9 +490,9 @@ async def _turn(agent: Agent, prompt: Any, conversation: Conversation, session: 
     if isinstance(failed, ProviderConnectionError):
         # What `tether run` advises, for the provider this chat talks to now (/model).
         failed_text = no_provider_help(talk.cfg, failed, getattr(talk.args, "provider", None))
-        err.print(shown(("error:", "red"), f" {failed_text}"))
+        err.print(shown(("error:", "red"), f" {inline(failed_text)}"))
     elif failed is not None:
-        err.print(shown(("error:", "red"), f" {failed}"))
+        err.print(shown(("error:", "red"), f" {inline(failed)}"))
 
 
 async def _resume_paused(agent: Agent, session: Session, err: Console) -> None:

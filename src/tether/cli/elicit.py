@@ -62,13 +62,15 @@ def url_text(url: str) -> Text:
         host = ""
     line = Text()
     at = url.lower().find(host) if host else -1
+    # inline, not literal: a newline in the URL (which urlsplit drops when it reads the
+    # host) would otherwise start a line of its own, a forged "goes to: bank.example".
     if at < 0:
-        line.append(literal(url), style="underline")
+        line.append(inline(url), style="underline")
         line.append("\n  (no host could be read from it)", style="red")
         return line
-    line.append(literal(url[:at]), style="dim")
-    line.append(literal(url[at:at + len(host)]), style="bold reverse")
-    line.append(literal(url[at + len(host):]), style="dim")
+    line.append(inline(url[:at]), style="dim")
+    line.append(inline(url[at:at + len(host)]), style="bold reverse")
+    line.append(inline(url[at + len(host):]), style="dim")
     line.append_text(shown(("\n  goes to: ", "dim"), (_ascii_host(host), "bold")))
     return line
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -170,9 +171,29 @@ def _count(spec: Mapping[str, Any], key: str) -> int | None:
     return value
 
 
+# Latin look-alikes from Cyrillic and Greek (fullwidth letters NFKC folds itself): a
+# server must not dodge the warning by writing "Pаssword" with a Cyrillic a.
+_CONFUSABLES = str.maketrans(
+    "аАвВсСеЕһНніІјЈкКмМоОрРѕЅтТуУҮхХԁԛԝӏɑ"
+    "αΑβΒεΕζΖηΗιΙκΚμΜνΝοΟρΡτΤυΥχΧ",
+    "aABBcCeEhHHiIjJkKMMoOpPsSTTyYYxXdqwla"
+    "aABBeEZZnHiIkKuMvNoOpPtTuYxX")
+
+
+def _folded(text: str) -> str:
+    """``text`` as the secret-word check reads it: compatibility forms folded (NFKC:
+    fullwidth and styled letters), look-alike Cyrillic and Greek letters read as Latin,
+    invisible characters (zero-width, soft hyphen, bidi controls) dropped."""
+    text = unicodedata.normalize("NFKC", text).translate(_CONFUSABLES)
+    if text.isascii():
+        return text
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
 def looks_secret(f: FormField) -> bool:
-    """Whether a field's name, title or description names a credential."""
-    words = " ".join(filter(None, (f.name, f.title, f.description)))
+    """Whether a field's name, title or description names a credential, however its
+    letters are spelt (``_folded``)."""
+    words = _folded(" ".join(filter(None, (f.name, f.title, f.description))))
     spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", words).lower()
     return _SECRET_WORDS.search(re.sub(r"[_\-.]+", " ", spaced)) is not None
 

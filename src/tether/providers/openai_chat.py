@@ -307,7 +307,7 @@ def _completion(data: Any, turn: int, model: str) -> ModelResponse:
     finish = choice.get("finish_reason")
     return ModelResponse(
         Message("assistant", tuple(parts)),
-        _stop_reason(finish, bool(calls), bool(refusal) and not calls),
+        _stop_reason(finish, bool(calls), bool(refusal)),
         _usage(data.get("usage")),
         model=str(data.get("model") or model),
         id=response_id,
@@ -447,7 +447,7 @@ class _ChatDecoder:
         parts.extend(tool_calls)
         return ModelResponse(
             Message("assistant", tuple(parts)),
-            _stop_reason(finish, bool(tool_calls), bool(self.refusals) and not tool_calls),
+            _stop_reason(finish, bool(tool_calls), bool(self.refusals)),
             _usage(self.usage),
             model=self.model,
             id=self.response_id,
@@ -704,6 +704,8 @@ def _call_id(raw: Any, seed: str, index: int, seen: set[str]) -> str:
 
 
 def _stop_reason(finish: Any, has_calls: bool, refused: bool) -> StopReason:
+    # A refusal is the answer, with calls beside it or not: the model declined, and calls it
+    # made while declining are not run (the loop's content_filter ending closes them unrun).
     if refused:
         return "content_filter"
     reason = _STOP_REASONS.get(finish) if isinstance(finish, str) else None

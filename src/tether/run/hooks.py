@@ -18,9 +18,10 @@ else, an exception, or no answer within ``hook_timeout_secs`` is a ``HookError``
 the run (fail closed). Several hooks run in the order given; the methods each has are found
 once, when the agent is made (``Hooks.of``), so a run without hooks pays one truth test
 per point. What a hook sees is frozen (changing it raises, which ends the run) or its own
-copy (a call's arguments). A hook runs in the host's process: one that writes into frozen
-values anyway, or patches tether's modules, is beyond what an interface can hold; load only
-hooks you trust, as a tool file.
+copy (a call's view and arguments); a hook that changes a frozen value anyway, in place
+(``object.__setattr__``), is caught after it answers (``tether.run.frozen``) and ends the
+run too. A hook runs in the host's process: one that patches tether's modules is beyond
+what an interface can hold; load only hooks you trust, as a tool file.
 """
 
 from __future__ import annotations
@@ -29,16 +30,18 @@ import asyncio
 import copy
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from tether import events as ev
 from tether.display import inline
 from tether.errors import ConfigError, HookError, TetherError
-from tether.messages import Message
+from tether.messages import Message, ToolCall
 from tether.outcome import StopCause
 from tether.providers.base import ModelResponse
 from tether.result import ToolCallRecord
+from tether.run.frozen import Fingerprint
 from tether.trust import Capabilities, Taint
 
 # --- what a hook sees -------------------------------------------------------------------------
@@ -218,6 +221,10 @@ class Hooks:
     after_tool_result: tuple[tuple[str, _Method], ...] = ()
     on_run_end: tuple[tuple[str, _Method], ...] = ()
     given: tuple[object, ...] = ()
+    # A hook that must judge an answer before anyone sees it (a blocking output guardrail
+    # says so with ``holds_text = True``): the loop holds the answer's streamed text back
+    # until every after_model_response hook has answered.
+    holds_text: bool = False
 
     @classmethod
     def of(cls, hooks: Iterable[Hook] | Hooks) -> Hooks:
@@ -244,7 +251,8 @@ class Hooks:
             if not found:
                 raise ConfigError(f"hook {name} ({type(hook).__name__}) has none of the hook "
                                   f"methods: {', '.join(POINTS)}")
-        return cls(**{p: tuple(m) for p, m in points.items()}, given=given)
+        holds = any(getattr(h, "holds_text", False) is True for h in given)
+        return cls(**{p: tuple(m) for p, m in points.items()}, given=given, holds_text=holds)
 
     def __bool__(self) -> bool:
         return bool(self.given)
@@ -265,7 +273,15 @@ async def _answer(name: str, point: str, method: _Method, argument: Any,
     except TimeoutError:
         raise HookError(f"hook {inline(name)} did not answer {point} within {timeout:g}s "
                         f"(hook_timeout_secs); the run stops", hook=name, point=point) from None
-    except Exception as e:
+    except asyncio.CancelledError as e:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the run's own cancellation (an interrupt, a closed stream): not the hook's
+        raise HookError(f"hook {inline(name)} failed in {point}: CancelledError: "
+                        f"{inline(e)}", hook=name, point=point) from e
+    except BaseException as e:
+        # Whatever a hook raises ends the run as a HookError with its result: an exception
+        # outside Exception must not tear the run down without one (fail closed, typed).
         raise HookError(f"hook {inline(name)} failed in {point}: {type(e).__name__}: "
                         f"{inline(e)}", hook=name, point=point) from e
     allowed = _ANSWERS[point]
@@ -273,6 +289,27 @@ async def _answer(name: str, point: str, method: _Method, argument: Any,
         may = ", ".join(t.__name__ for t in allowed) + (" or " if allowed else "") + "None"
         raise HookError(f"hook {inline(name)} answered {type(answer).__name__} from {point}, "
                         f"which may answer only {may}; the run stops", hook=name, point=point)
+    return answer
+
+
+def _unchanged(seen: Fingerprint, name: str, point: str, what: str) -> None:
+    """Fail closed when hook ``name`` changed, in place, what it was shown and may not
+    change (``object.__setattr__`` on a frozen value, a write into a shared dict)."""
+    if seen.changed():
+        raise HookError(f"hook {inline(name)} changed {what} in place in {point} (what a hook "
+                        f"is shown is frozen); the run stops", hook=name, point=point)
+
+
+async def _judged(name: str, point: str, method: _Method, argument: Any,
+                  timeout: float | None, seen: Fingerprint, what: str) -> Any:
+    """``_answer``, then the check that the hook changed nothing it was shown, even when it
+    failed (its error is the one told; the change is why the run stops either way)."""
+    try:
+        answer = await _answer(name, point, method, argument, timeout)
+    except HookError:
+        _unchanged(seen, name, point, what)
+        raise
+    _unchanged(seen, name, point, what)
     return answer
 
 
@@ -302,8 +339,10 @@ async def amend_request(hooks: Hooks, view: RequestView, timeout: float | None) 
     instructions: list[str] = []
     dropped: set[str] = set()
     events: list[ev.Event] = []
+    seen = Fingerprint((view.messages, view.taint))
     for name, method in hooks.before_model_request:
-        answer = await _answer(name, "before_model_request", method, view, timeout)
+        answer = await _judged(name, "before_model_request", method, view, timeout, seen,
+                               "the conversation's messages or taint")
         if answer is None:
             continue
         if isinstance(answer, AmendRequest):
@@ -314,14 +353,33 @@ async def amend_request(hooks: Hooks, view: RequestView, timeout: float | None) 
     return Amended(tuple(instructions), frozenset(dropped), tuple(events))
 
 
-async def observe_response(hooks: Hooks, response: ModelResponse,
-                           timeout: float | None) -> list[ev.Event]:
-    """Every ``after_model_response`` hook, in order; the flags they raised."""
+# The calls of the response being observed that give the run its structured answer (an
+# output guardrail checks their arguments: the answer's value). Set only while the
+# after_model_response hooks run, in the run's own task.
+_ANSWER_CALLS: ContextVar[tuple[ToolCall, ...]] = ContextVar("tether_answer_calls", default=())
+
+
+def answer_calls() -> tuple[ToolCall, ...]:
+    """In an ``after_model_response`` hook: the calls of the response that answer the run
+    (a structured-output run's answering tool; none for a text answer)."""
+    return _ANSWER_CALLS.get()
+
+
+async def observe_response(hooks: Hooks, response: ModelResponse, timeout: float | None,
+                           answers: tuple[ToolCall, ...] = ()) -> list[ev.Event]:
+    """Every ``after_model_response`` hook, in order; the flags they raised. ``answers``:
+    the response's calls that give the run its answer (``answer_calls``)."""
     events: list[ev.Event] = []
-    for name, method in hooks.after_model_response:
-        answer = await _answer(name, "after_model_response", method, response, timeout)
-        if answer is not None:
-            events.append(_decided(name, "after_model_response", answer))
+    token = _ANSWER_CALLS.set(answers)
+    try:
+        seen = Fingerprint((response,))
+        for name, method in hooks.after_model_response:
+            answer = await _judged(name, "after_model_response", method, response, timeout,
+                                   seen, "the model's response")
+            if answer is not None:
+                events.append(_decided(name, "after_model_response", answer))
+    finally:
+        _ANSWER_CALLS.reset(token)
     return events
 
 
@@ -332,11 +390,15 @@ async def judge_call(hooks: Hooks, view: CallView, timeout: float | None
     (``tether.run.gate.narrowed``): it can only narrow."""
     narrowest: RefuseCall | AskApproval | None = None
     events: list[ev.Event] = []
+    # The view and its arguments are each hook's own copy (no hook can change the arguments
+    # that run, or what the next sees); the capabilities and the taint are the tool's and
+    # the conversation's own, checked after each hook.
+    shared = Fingerprint((view.capabilities, view.taint))
     for name, method in hooks.before_tool_call:
-        # A copy per hook: no hook can change the arguments that run, or what the next sees.
         seen = CallView(view.call_id, view.tool, copy.deepcopy(view.arguments),
                         view.capabilities, view.taint, view.verdict)
-        answer = await _answer(name, "before_tool_call", method, seen, timeout)
+        answer = await _judged(name, "before_tool_call", method, seen, timeout, shared,
+                               "the tool's capabilities or the taint")
         if answer is None:
             continue
         events.append(_decided(name, "before_tool_call", answer, view.call_id))
@@ -370,8 +432,10 @@ async def rewrite_result(hooks: Hooks, view: ResultView, timeout: float | None
 
 async def run_ended(hooks: Hooks, end: RunEnd, timeout: float | None) -> None:
     """Every ``on_run_end`` hook, in order."""
+    seen = Fingerprint((end.tool_calls, end.taint, end.output))
     for name, method in hooks.on_run_end:
-        await _answer(name, "on_run_end", method, end, timeout)
+        await _judged(name, "on_run_end", method, end, timeout, seen,
+                      "the run's call records, taint or output")
 
 
 __all__ = [
@@ -392,4 +456,5 @@ __all__ = [
     "ResultView",
     "RewriteResult",
     "RunEnd",
+    "answer_calls",
 ]

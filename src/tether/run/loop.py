@@ -300,6 +300,9 @@ class _Run:
 
         response: ModelResponse | None = None
         streamed = False  # the server began its answer: the request was read
+        # A blocking output guardrail judges the answer before anyone sees it: its streamed
+        # text is held back until then (dropped if it trips, or if the answer never ends).
+        held: list[ev.Event] | None = [] if self.hooks.holds_text else None
         try:
             within = None if self.observer is None else self.observer.model_context()
             # Closed as soon as this turn is left early (its reader stopped, the run was
@@ -313,7 +316,10 @@ class _Run:
                         yield self._event(chunk)
                     elif isinstance(chunk, TextChunk):
                         streamed = True
-                        yield self._event(ev.TextDelta(chunk.text))
+                        if held is None:
+                            yield self._event(ev.TextDelta(chunk.text))
+                        else:  # shown once a blocking output guardrail has passed it
+                            held.append(ev.TextDelta(chunk.text))
                     elif isinstance(chunk, ReasoningChunk):
                         streamed = True
                         yield self._event(ev.ReasoningDelta(chunk.text))
@@ -353,8 +359,9 @@ class _Run:
         message = response.message
         if self.hooks.after_model_response:
             try:
+                answers = tuple(c for c in message.tool_calls if self.ending.ends_with((c,)))
                 said = await observe_response(self.hooks, response,  # frozen
-                                              self.settings.hook_timeout_secs)
+                                              self.settings.hook_timeout_secs, answers)
             except HookError as error:
                 # The answer is withheld: not kept in the conversation, the result or an
                 # event (a blocking output guardrail). Its tokens were spent all the same.
@@ -363,6 +370,9 @@ class _Run:
                 yield Stopped(StopCause.ERROR, error=error, text="")
                 return
             for event in said:
+                yield self._event(event)
+        if held:
+            for event in held:
                 yield self._event(event)
         conv.append(message)
         self.spend.add(response.usage)
