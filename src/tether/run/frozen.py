@@ -8,6 +8,12 @@ the hook, every field value of the tree it is shown (the objects themselves, kep
 an identity cannot be reused) and, after it, walks the tree again: a field that now holds
 another object, or a dict or list whose contents changed, is a change. Only when a hook is
 attached at that point, and one walk over what it was shown.
+
+A change found is also undone (``restore``): every field and every dict's or list's contents
+set back to what they held before the hook. What a hook is shown is shared (the tool's own
+capabilities, the conversation's taint, which may be a module-wide constant), so a tamper the
+run stopped on must not outlive it: the next run of the agent, or any run in the process,
+reads the values as they were.
 """
 
 from __future__ import annotations
@@ -51,16 +57,23 @@ def _fields(kind: type) -> tuple[str, ...]:
     return names
 
 
-def _walk(value: Any, out: list[Any]) -> None:
+def _walk(value: Any, out: list[Any], owners: list[tuple[Any, str]] | None = None) -> None:
+    """Every field value under ``value`` into ``out``; with ``owners``, beside each one where
+    it was held (the object and its field's name; a container's contents: the container
+    and "")."""
     kind = type(value)
     if kind is tuple or kind is frozenset:
         for item in value:
             out.append(item)
+            if owners is not None:
+                owners.append((None, ""))  # a tuple's items cannot be set back: its owner is
             if type(item) not in _ATOMS:
-                _walk(item, out)
+                _walk(item, out, owners)
         return
     if kind in _CONTAINERS:
         out.append(_Contents(value))
+        if owners is not None:
+            owners.append((value, ""))
         return
     names = _FIELDS.get(kind)
     if names is None:
@@ -68,22 +81,48 @@ def _walk(value: Any, out: list[Any]) -> None:
     for name in names:
         item = getattr(value, name)
         out.append(item)
+        if owners is not None:
+            owners.append((value, name))
         if type(item) not in _ATOMS:
-            _walk(item, out)
+            _walk(item, out, owners)
+
+
+def _put_back(owner: Any, name: str, was: Any) -> None:
+    """Set one field, or one container's contents, back to what it held."""
+    if name:
+        object.__setattr__(owner, name, was)
+        return
+    if owner is None or not isinstance(was, _Contents) or isinstance(was.value, str):
+        return  # a tuple's item (its owner is set back), or contents known only by repr
+    contents = copy.deepcopy(was.value)
+    if isinstance(owner, dict | set):
+        owner.clear()
+        owner.update(contents)
+    else:  # a list or a bytearray
+        owner[:] = contents
 
 
 class Fingerprint:
     """What ``values`` hold, field by field, to tell later whether anything changed."""
 
-    __slots__ = ("_seen", "_values")
+    __slots__ = ("_owners", "_seen", "_values")
 
     def __init__(self, values: tuple[Any, ...]) -> None:
         self._values = values
         self._seen: list[Any] = []
+        self._owners: list[tuple[Any, str]] = []
         for value in values:
             self._seen.append(value)
+            self._owners.append((None, ""))
             if type(value) not in _ATOMS:
-                _walk(value, self._seen)
+                _walk(value, self._seen, self._owners)
+
+    def restore(self) -> None:
+        """Set every field and container of what was fingerprinted back to what it held
+        (what a hook changed in place is undone, wherever else the value is shared)."""
+        for (owner, name), was in zip(self._owners, self._seen, strict=True):
+            if owner is not None:
+                _put_back(owner, name, was)
 
     def changed(self) -> bool:
         """Whether any field of what was fingerprinted holds something else now."""

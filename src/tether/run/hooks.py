@@ -296,6 +296,7 @@ def _unchanged(seen: Fingerprint, name: str, point: str, what: str) -> None:
     """Fail closed when hook ``name`` changed, in place, what it was shown and may not
     change (``object.__setattr__`` on a frozen value, a write into a shared dict)."""
     if seen.changed():
+        seen.restore()  # shared values (a tool's, the taint) never keep a hook's change
         raise HookError(f"hook {inline(name)} changed {what} in place in {point} (what a hook "
                         f"is shown is frozen); the run stops", hook=name, point=point)
 
