@@ -7,13 +7,15 @@ by its case's checks, and the records gathered into a ``Report``.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tether import events as ev
 from tether.agent import Agent
 from tether.approval import ApprovalRequest, Decision
 from tether.batch import BatchItem, BatchProgress, ItemResult, drive_batch, plan_batch
@@ -177,25 +179,61 @@ async def run_case(run: EvalRun, model: Provider | ModelFor, base: AgentSettings
 async def _observe(agent: Agent, case: Case, session: SessionLike | None,
                    started: float) -> Observed:
     conversation = Conversation() if session is None else None
+    bound = CallBound(case.expect.max_calls)
     if case.output is None:
-        result = await final_result(run_events(agent, case.prompt, conversation=conversation,
-                                               session=session, stream_requests=False))
-        return Observed(result, time.perf_counter() - started)
+        result = await final_result(bound.watch(run_events(
+            agent, case.prompt, conversation=conversation, session=session,
+            stream_requests=False, interrupt=bound.interrupt)))
+        return Observed(result, time.perf_counter() - started, limit=bound.limit(result))
     shape = case.output
     spec = OutputSpec(shape.name, shape.description, dict(shape.schema_))
     if shape.with_tools:
         spec = spec.with_tools()
     plan = OutputPlan(spec.reserve(), agent.settings.output_retries)
-    result = await final_result(run_events(agent, case.prompt, conversation=conversation,
-                                           session=session, stream_requests=False,
-                                           ending=plan))
+    result = await final_result(bound.watch(run_events(
+        agent, case.prompt, conversation=conversation, session=session, stream_requests=False,
+        ending=plan, interrupt=bound.interrupt)))
     elapsed = time.perf_counter() - started
+    limit = bound.limit(result)
     if plan.succeeded:
-        return Observed(result, elapsed, output=plan.value)
-    why = plan.failure or f"the run stopped ({result.stop_cause}) before answering"
+        return Observed(result, elapsed, output=plan.value, limit=limit)
+    why = plan.failure or f"the run stopped ({limit or result.stop_cause}) before answering"
     if plan.last_error:
         why = f"{why}: {plan.last_error}"
-    return Observed(result, elapsed, output_error=why)
+    return Observed(result, elapsed, output_error=why, limit=limit)
+
+
+class CallBound:
+    """A case's ``expect.max_calls`` as a bound on the run, not only a check after it: the
+    call past the bound is not run (the run's interrupt is set as it is requested, and the
+    gate runs nothing once it is set), so a model that calls a tool again and again ends
+    the run at once, its record saying ``max_calls``, instead of spending every turn."""
+
+    def __init__(self, max_calls: int | None) -> None:
+        self.max_calls = max_calls
+        self.interrupt = asyncio.Event()
+        self.requested = 0
+
+    async def watch(self, events: AsyncIterator[ev.Event]) -> AsyncIterator[ev.Event]:
+        async for event in events:
+            # The run's own calls (a sub-agent's are its own business, as ``ran`` counts).
+            if isinstance(event, ev.ToolCallRequested) and event.path == () \
+                    and self.max_calls is not None:
+                self.requested += 1
+                if self.requested > self.max_calls:
+                    self.interrupt.set()
+            yield event
+
+    def limit(self, result: RunResult) -> str | None:
+        """The bound the run ended at (``max_calls``, ``max_turns``...), None when it ended
+        otherwise (an answer, an error)."""
+        if self.interrupt.is_set() and result.stop_cause == "interrupted":
+            return "max_calls"
+        return str(result.stop_cause) if result.stop_cause in LIMITS else None
+
+
+# The stop causes that are a bound the run reached, not an ending of its own.
+LIMITS = ("max_turns", "output_token_budget", "cost_budget", "repeated_failure")
 
 
 def _record(run: EvalRun, checks: list[Check], seen: Observed, judged: dict[str, Any] | None,
@@ -207,10 +245,10 @@ def _record(run: EvalRun, checks: list[Check], seen: Observed, judged: dict[str,
     error = seen.error
     if result is not None and result.error is not None:
         error = f"{type(result.error).__name__}: {result.error}"
+    stop = seen.limit or (str(result.stop_cause) if result is not None else None)
     return RunRecord(
         run.case.id, run.repeat, all(c.passed for c in checks),
-        tuple(c.to_dict() for c in checks), hit,
-        str(result.stop_cause) if result is not None else None,
+        tuple(c.to_dict() for c in checks), hit, stop,
         result.usage if result is not None else Usage(),
         result.turns if result is not None else 0, seen.elapsed, session_id, error, judged)
 
@@ -250,4 +288,5 @@ def read_runs(path: str | Path, runs: dict[str, EvalRun]) -> list[RunRecord]:
             records[line["id"]] = record
     return list(records.values())
 
-__all__ = ["CaseApprover", "EvalRun", "case_settings", "read_runs", "run_case", "run_suite"]
+__all__ = ["LIMITS", "CallBound", "CaseApprover", "EvalRun", "case_settings", "read_runs",
+           "run_case", "run_suite"]
