@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.servers.http import Canned, LoopbackServer
 from tests.test_batch import WAIT, chat_completion, tether, workspace
 
@@ -178,3 +180,27 @@ def test_a_run_that_ends_at_its_bound_says_which_not_that_its_answer_is_empty(
     stops = {c["id"]: c["repeats"][0]["stop_cause"] for c in report["cases"]}
     assert stops == {"calls-bounded": "max_calls", "turns-bounded": "max_turns"}
     assert "max_calls" in done.stderr and "max_turns" in done.stderr  # the progress lines
+
+
+@pytest.mark.parametrize("profile", ["llama-server", "generic"])
+def test_seed_reaches_a_server_that_takes_one_and_the_report_says_when_not(
+        tmp_path: Path, profile: str) -> None:
+    (tmp_path / "cases.yaml").write_text(SUITE)
+    with LoopbackServer() as server:
+        server.queue(*[chat_completion("sunny") for _ in range(2)])
+        env = workspace(tmp_path, server.url)
+        with (tmp_path / "tether.toml").open("a") as toml:
+            toml.write(f'profile = "{profile}"\n')
+        done = run(tmp_path, env, "cases.yaml", "-c", "1", "--seed", "7", "-o", "report.json",
+                   "--no-log")
+        seeds = sorted(r.body.get("seed", -1) for r in server.requests)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["seed"] == 7
+    if profile == "llama-server":
+        # Each repeat its own seed, the same in every evaluation with --seed 7.
+        assert seeds == [7, 8] and report["seed_sent"] is True
+        assert "takes no seed" not in done.stdout
+    else:
+        assert seeds == [-1, -1] and report["seed_sent"] is False
+        assert "--seed 7: loop:m takes no seed; it shuffled the runs' order only" \
+            in done.stdout

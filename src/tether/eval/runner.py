@@ -86,7 +86,8 @@ async def run_suite(
     ``model`` is one provider for every run, or a function of (case, repeat) giving each
     run its own (a scripted model, which plays its replies once). ``settings`` are the
     agent's (bounds, security, system prompt...), changed per case by its ``system``,
-    ``max_turns`` and ``permission_mode``. ``seed`` shuffles the order the runs start in.
+    ``max_turns`` and ``permission_mode``. ``seed`` shuffles the order the runs start in and
+    is sent with every request where the provider takes one (the report's ``seed_sent``).
     A case passes when at least ``min_pass`` of its repeats pass. ``runs_file`` (JSONL)
     gets each run's record as it ends; ``resume`` skips the runs it already holds.
     ``judge_model`` judges the cases' rubrics (none: not judged). ``session_for`` gives a
@@ -98,6 +99,8 @@ async def run_suite(
     if not isinstance(suite, Suite):
         suite = load_suite(suite)
     base = settings or AgentSettings()
+    if seed is not None:
+        base = replace(base, seed=seed)
     runs = [EvalRun(case, n) for case in suite.cases
             for n in range(1, (repeat or case.repeat or suite.repeat) + 1)]
     if seed is not None:
@@ -117,9 +120,19 @@ async def run_suite(
                                 on_progress=on_progress)
     records = earlier + [RunRecord.from_dict(r.meta) for r in results]
     name = model_name or _model_name(model)
+    meta = {} if seed is None else {"seed_sent": seed_sent(model)}
     return build_report(source, name, records, [c.id for c in suite.cases],
                         {c.id for c in suite.cases if c.attack is not None},
-                        min_pass=min_pass, seed=seed, elapsed=time.perf_counter() - started)
+                        min_pass=min_pass, seed=seed, elapsed=time.perf_counter() - started,
+                        meta=meta)
+
+
+def seed_sent(model: Any) -> bool | None:
+    """Whether a seed reaches ``model``'s sampling: its wire takes one (llama-server, Ollama,
+    vLLM, OpenAI's Chat Completions); None for per-run models (not known here)."""
+    if not _is_provider(model):
+        return None
+    return bool(getattr(model, "takes_seed", False))
 
 
 def _is_provider(value: Any) -> bool:
@@ -157,7 +170,10 @@ async def run_case(run: EvalRun, model: Provider | ModelFor, base: AgentSettings
             case, run.repeat)
         session = session_for(run) if session_for is not None else None
         approver = CaseApprover(case.approve) if case.approve else None
-        agent = Agent.from_settings(provider, case_settings(case, base),
+        settings = case_settings(case, base)
+        if settings.seed is not None:  # each repeat its own seed, the same in every evaluation
+            settings = replace(settings, seed=settings.seed + run.repeat - 1)
+        agent = Agent.from_settings(provider, settings,
                                     tools=case_tools(case), approver=approver)
         seen = await _observe(agent, case, session, started)
     except EvalError as e:
