@@ -211,35 +211,29 @@ def test_the_bundled_chat_template_is_the_measured_one_plus_when_to_call_and_an_
 ) -> None:
     shipped = bundled_chat_template().read_text().splitlines()
     measured = (SHARED / "qwen25-bare.jinja").read_text().splitlines()
-    # Beside the measured template: the tools' preamble and its instruction say to call a
-    # function only when the user asks for a tool and otherwise to answer in words (the
-    # bare-JSON calls make llama-server read any answer's first "{" as a call); the user's
-    # question is kept as the conversation goes; and after tool results the template
-    # restates it and asks for an answer in words, without which the 0.5B model calls the
-    # same tool again and again.
-    added = [line for line in shipped if line not in measured]
-    preamble, instruction, *kept, after_result = added
+    # Three lines differ, nothing else: the tools' preamble and its instruction say to call
+    # a function only when the user asks for a tool and otherwise to answer in words (the
+    # bare-JSON calls make llama-server read any answer's first "{" as a call), and after
+    # tool results the template asks for an answer in words, without which the 0.5B model
+    # calls the same tool again and again.
+    changed = [(a, b) for a, b in zip(measured, shipped, strict=True) if a != b]
+    assert len(changed) == 3
+    preamble, instruction, after_result = (b for _, b in changed)
     assert "when the user asks you to use it" in preamble
     assert "Otherwise answer in plain words." in instruction
-    assert any("set ns.question = message.content" in line for line in kept)
-    assert "'\\nMy question was: ' + ns.question" in after_result
     assert "Use this result to answer my question in words." in after_result
-    # Nothing else added: the kept lines and their {%- endif %} (a line the template has).
-    assert len(shipped) - len(measured) == len(kept) + 1
 
 
-def test_no_example_in_the_bundled_template_holds_an_answer_a_model_could_repeat() -> None:
+def test_no_example_in_the_bundled_template_answers_a_question_a_model_could_repeat() -> None:
     # Its examples held "What is the capital of Italy? Rome.": after "✓ calculator 391" the
-    # 0.5B model answered "The capital of Italy is Rome.", asked to answer "my question".
-    # The examples now show the two kinds of reply with placeholders, no content.
+    # 0.5B model answered "The capital of Italy is Rome.", asked to answer "my question"
+    # (measured at temperature 0; without that example it answers "391").
     text = bundled_chat_template().read_text()
-    examples = text.split("The two kinds of reply:")[1].split("<|im_end|>")[0]
-    for line in examples.split("\\n")[1:]:
-        who, _, said = line.partition(": ")
-        assert who in ("User", "Assistant"), line
-        assert re.fullmatch(r'(<[^<>]+>|\{\\"name\\": <function-name>, \\"arguments\\": '
-                            r'<args-json-object>\})', said), line
-    assert "Italy" not in text and "Rome" not in text and "def double" not in text
+    examples = text.split("Examples:")[1].split("<|im_end|>")[0]
+    asked = [line for line in examples.split("\\n") if line.startswith("User: ")]
+    assert asked == ["User: Say hi.",
+                     "User: Write a Python function that doubles a number."]
+    assert "Italy" not in text and "Rome." not in text
 
 
 def test_a_model_of_your_own_uses_its_own_template(tmp_path: Path) -> None:
