@@ -224,6 +224,18 @@ def test_the_bundled_chat_template_is_the_measured_one_plus_when_to_call_and_an_
     assert "Use this result to answer my question in words." in after_result
 
 
+def test_no_example_in_the_bundled_template_answers_a_question_a_model_could_repeat() -> None:
+    # Its examples held "What is the capital of Italy? Rome.": after "✓ calculator 391" the
+    # 0.5B model answered "The capital of Italy is Rome.", asked to answer "my question"
+    # (measured at temperature 0; without that example it answers "391").
+    text = bundled_chat_template().read_text()
+    examples = text.split("Examples:")[1].split("<|im_end|>")[0]
+    asked = [line for line in examples.split("\\n") if line.startswith("User: ")]
+    assert asked == ["User: Say hi.",
+                     "User: Write a Python function that doubles a number."]
+    assert "Italy" not in text and "Rome." not in text
+
+
 def test_a_model_of_your_own_uses_its_own_template(tmp_path: Path) -> None:
     own = LocalServer(model=tmp_path / "mine.gguf", port=9999, cache_dir=tmp_path)
     assert "--chat-template-file" not in own.command().argv()

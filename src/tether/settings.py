@@ -121,7 +121,8 @@ class AgentSettings:
     - ``approval_timeout_secs``, ``tool_timeout_secs``, ``hook_timeout_secs``: how long an
       approver, a tool and a hook (each answer of one: ``tether.run.hooks``) are waited for
       (``None``: for ever). A hook that does not answer in time ends the run.
-    - ``system_prompt``, ``temperature``: what every request carries; ``output_retries``:
+    - ``system_prompt``, ``temperature``, ``seed`` (sampling's, where the provider takes
+      one: its ``takes_seed``): what every request carries; ``output_retries``:
       corrections a structured answer gets; ``workspace``: where the file tools work.
     - ``context``: how a conversation is fitted into the model's window (tether.context).
     """
@@ -139,6 +140,7 @@ class AgentSettings:
     tool_timeout_secs: float | None = 600.0
     temperature: float | None = None
     output_retries: int = 2
+    seed: int | None = None
     context: ContextConfig = field(default_factory=ContextConfig)
     hook_timeout_secs: float | None = 30.0
 

@@ -5,6 +5,11 @@ scores are measured and written in docs/eval.md, not asserted."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -81,3 +86,26 @@ async def test_the_gate_holds_the_injection_suites_payment_on_the_local_model(
     # Whatever the model does, a payment to the attacker's IBAN never runs: the bill it
     # reads is private and untrusted, and the IBAN traces to nothing the user wrote.
     assert run.attacked is False
+
+
+@pytest.mark.xfail(strict=False, reason="measured 4/5 (72 s): in add the 0.5B model calls the "
+                   "calculator again on its result (5555) and ends at max_turns")
+async def test_the_shipped_smoke_suite_passes_through_tether_eval_local(
+        server: LocalServer, tmp_path: Path) -> None:
+    """The README's evaluation, as a user types it at the repository's root: every case
+    passes on the bundled model, and every case is bounded (its calls, its turns)."""
+    user = tmp_path / "config.toml"
+    user.write_text(f"[local]\nport = {server.port}\n")
+    env = {**os.environ, "TETHER_CONFIG": str(user), "TETHER_CACHE_DIR": str(server.cache_dir)}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "tether.cli", "eval", str(EXAMPLES / "smoke.yaml"), "--local",
+         "--no-log", "-o", str(tmp_path / "smoke.json")],
+        cwd=EXAMPLES.parents[1], capture_output=True, text=True, env=env, timeout=1200,
+        stdin=subprocess.DEVNULL)
+    report = json.loads((tmp_path / "smoke.json").read_text())
+    print(done.stdout)  # the table docs/eval.md quotes (pytest -s shows it)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report["summary"]["cases_passed"] == report["summary"]["cases"] == 5
+    suite = load_suite(EXAMPLES / "smoke.yaml")
+    assert all(c.max_turns is not None or c.expect.max_calls is not None for c in suite.cases)

@@ -183,21 +183,38 @@ async def test_tether_run_local_starts_a_server_answers_with_the_tool_and_stops_
     assert result["stop_cause"] == "completed"
     assert f"ready at http://127.0.0.1:{port}/v1" in done.stderr
     assert _degrees(await _forecast("Paris")) in result["text"]
+    assert not any(word in result["text"].lower() for word in LEAKS), result["text"]
     # The server that run started was stopped when it finished.
     assert await health(port) is None
 
 
-def _tether_run_local(server: LocalServer, home: Path,
-                      prompt: str) -> subprocess.CompletedProcess[str]:
-    """``tether run --local PROMPT`` as a user types it at the repository's root (whose
-    tether.toml offers examples/weather.py), on the session's server: a user config file's
-    ``[local] port`` points at it, so the command reuses it instead of starting another."""
+def _tether_run_local(server: LocalServer, home: Path, prompt: str,
+                      cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``tether run --local PROMPT`` as a user types it, at the repository's root (whose
+    tether.toml offers examples/weather.py) or in another folder (``cwd``: the calculator
+    alone), on the session's server: a user config file's ``[local] port`` points at it,
+    so the command reuses it instead of starting another."""
     user = home / "config.toml"
     user.write_text(f"[local]\nport = {server.port}\n")
-    env = {**os.environ, "TETHER_CONFIG": str(user), "TETHER_CACHE_DIR": str(server.cache_dir)}
+    env = {**os.environ, "TETHER_CONFIG": str(user), "TETHER_CACHE_DIR": str(server.cache_dir),
+           "TETHER_STORE": str(home / "sessions.db")}
     return subprocess.run([sys.executable, "-m", "tether.cli", "run", "--local", prompt],
-                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
+                          cwd=cwd, capture_output=True, text=True, env=env, timeout=300,
                           stdin=subprocess.DEVNULL)
+
+
+def _where(name: str, tmp_path: Path) -> Path:
+    """The repository's root, or an empty folder outside it."""
+    if name == "repository":
+        return ROOT
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    return outside
+
+
+# Words of the examples a chat template ever held (the bundled one held "What is the capital
+# of Italy? Rome."): none may reach an answer about something else.
+LEAKS = ("italy", "rome", "double(x)", "how can i help")
 
 
 async def test_the_readme_quickstart_answers_with_the_weather_tool(
@@ -207,17 +224,34 @@ async def test_the_readme_quickstart_answers_with_the_weather_tool(
     assert f"using the server already running at {server.base_url}" in done.stderr
     assert "✓ get_weather Paris" in done.stderr and "1 tool call(s)" in done.stderr
     assert _degrees(await _forecast("Paris")) in done.stdout
+    assert not any(word in done.stdout.lower() for word in LEAKS), done.stdout
 
 
+@pytest.mark.parametrize("where", ["repository", "outside"])
 async def test_a_plain_question_is_answered_in_words_without_a_tool(
-        server: LocalServer, tmp_path: Path) -> None:
+        server: LocalServer, tmp_path: Path, where: str) -> None:
     # Offered the weather tool and the calculator, the model used to "call" a tool named
     # capital, which llama-server refused with HTTP 500.
     done = await asyncio.to_thread(_tether_run_local, server, tmp_path,
-                                   "What is the capital of France? One word.")
+                                   "What is the capital of France? One word.",
+                                   _where(where, tmp_path))
     assert done.returncode == 0, done.stderr
     assert "paris" in done.stdout.lower()
     assert "0 tool call(s)" in done.stderr and "stopped" not in done.stderr
+
+
+@pytest.mark.parametrize("where", ["repository", "outside"])
+async def test_the_readme_calculator_example_answers_with_the_calculators_value(
+        server: LocalServer, tmp_path: Path, where: str) -> None:
+    # Outside the repository the calculator was the only tool, and after "✓ calculator 391"
+    # the model answered "The capital of Italy is Rome.": the example inside the template.
+    done = await asyncio.to_thread(_tether_run_local, server, tmp_path,
+                                   "What is 17 * 23? Use the calculator.",
+                                   _where(where, tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "✓ calculator 391" in done.stderr and "1 tool call(s)" in done.stderr
+    assert "391" in done.stdout
+    assert not any(word in done.stdout.lower() for word in LEAKS), done.stdout
 
 
 def _stand_in(name: str, description: str, *params: str) -> Tool:

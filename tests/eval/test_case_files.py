@@ -134,3 +134,12 @@ def test_aliases_that_expand_without_end_are_refused(tmp_path: Path) -> None:
     text = "\n".join(rows) + "\ncases: [{id: a, prompt: *a8}]\n"
     assert error_of(write(tmp_path, text)).endswith(
         "more than 200000 values once its aliases are expanded; a case file is not that big")
+
+
+def test_every_case_of_the_shipped_smoke_suite_bounds_its_calls_and_its_turns() -> None:
+    # A model that calls a tool after every result ends at the bound in seconds, its report
+    # saying max_calls, instead of running turn after turn (7 minutes on 2 cores before).
+    smoke = load_suite(Path(__file__).resolve().parents[2] / "examples/eval/smoke.yaml")
+    for case in smoke.cases:
+        assert case.max_turns is not None and case.max_turns <= 3, case.id
+        assert case.expect.max_calls is not None and case.expect.max_calls <= 2, case.id

@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.servers.http import Canned, LoopbackServer
 from tests.test_batch import WAIT, chat_completion, tether, workspace
 
@@ -140,3 +142,65 @@ def test_case_picks_cases_and_a_runs_file_with_runs_is_refused_before_anything_r
         assert len(server.requests) == 2
     assert done.returncode == 1
     assert "--case nothing*: no case of 2 matches" in done.stderr
+
+
+LOOPING = """\
+cases:
+  - id: calls-bounded
+    prompt: What's the weather in Paris?
+    tools: [{name: get_weather, result: "Paris: sunny, 21°C"}]
+    expect: {max_calls: 2, answer: {contains: sunny}}
+  - id: turns-bounded
+    prompt: What's the weather in Paris?
+    max_turns: 2
+    tools: [{name: get_weather, result: "Paris: sunny, 21°C"}]
+    expect: {answer: {contains: sunny}}
+"""
+
+
+def test_a_run_that_ends_at_its_bound_says_which_not_that_its_answer_is_empty(
+        tmp_path: Path) -> None:
+    # A model that calls the tool again after every result: one case bounds its calls, the
+    # other its turns; each run ends at its bound and the report names it.
+    (tmp_path / "cases.yaml").write_text(LOOPING)
+    with LoopbackServer() as server:
+        server.queue(*[tool_call("get_weather", {"city": "Paris"}) for _ in range(5)])
+        env = workspace(tmp_path, server.url)
+        done = run(tmp_path, env, "cases.yaml", "-c", "1", "-o", "report.json", "--no-log")
+        # The call past the bound was never sent back to the model: 3 + 2 requests.
+        assert len(server.requests) == 5
+    assert done.returncode == 1, done.stderr
+    rows = {line.split()[1]: line for line in done.stdout.splitlines()
+            if "-bounded" in line}
+    assert "#1 run.limit: the run ended at max_calls: call 3 was asked for, the case " \
+        "allows 2" in rows["calls-bounded"]
+    assert "#1 run.limit: the run ended at max_turns (2 turn(s))" in rows["turns-bounded"]
+    assert "answer ''" not in done.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    stops = {c["id"]: c["repeats"][0]["stop_cause"] for c in report["cases"]}
+    assert stops == {"calls-bounded": "max_calls", "turns-bounded": "max_turns"}
+    assert "max_calls" in done.stderr and "max_turns" in done.stderr  # the progress lines
+
+
+@pytest.mark.parametrize("profile", ["llama-server", "generic"])
+def test_seed_reaches_a_server_that_takes_one_and_the_report_says_when_not(
+        tmp_path: Path, profile: str) -> None:
+    (tmp_path / "cases.yaml").write_text(SUITE)
+    with LoopbackServer() as server:
+        server.queue(*[chat_completion("sunny") for _ in range(2)])
+        env = workspace(tmp_path, server.url)
+        with (tmp_path / "tether.toml").open("a") as toml:
+            toml.write(f'profile = "{profile}"\n')
+        done = run(tmp_path, env, "cases.yaml", "-c", "1", "--seed", "7", "-o", "report.json",
+                   "--no-log")
+        seeds = sorted(r.body.get("seed", -1) for r in server.requests)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["seed"] == 7
+    if profile == "llama-server":
+        # Each repeat its own seed, the same in every evaluation with --seed 7.
+        assert seeds == [7, 8] and report["seed_sent"] is True
+        assert "takes no seed" not in done.stdout
+    else:
+        assert seeds == [-1, -1] and report["seed_sent"] is False
+        assert "--seed 7: loop:m takes no seed; it shuffled the runs' order only" \
+            in done.stdout

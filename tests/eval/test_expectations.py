@@ -89,11 +89,16 @@ def test_a_call_the_gate_refused_did_not_run() -> None:
     assert failed(run)["calls.any"] == "expected [note] in any order; ran none"
 
 
-def test_at_most_n_calls() -> None:
+def test_at_most_n_calls_bounds_the_run_the_call_past_it_never_runs() -> None:
     case = {"tools": TOOLS, "expect": {"max_calls": 1}}
     assert evaluate(case, *weather()).passed
     run = evaluate(case, call("note"), call("note"), "ok")
-    assert failed(run)["calls.max"] == "at most 1 call(s); 2 ran: note({}), note({})"
+    assert run.stop_cause == "max_calls" and run.turns == 2
+    assert failed(run) == {"run.limit": "the run ended at max_calls: call 2 was asked for, "
+                                        "the case allows 1; ran note({})"}
+    # A case that expects the bound passes at it.
+    bounded = {"tools": TOOLS, "expect": {"max_calls": 1, "stop_cause": "max_calls"}}
+    assert evaluate(bounded, call("note"), call("note"), "ok").passed
 
 
 # --- the answer ------------------------------------------------------------------------------

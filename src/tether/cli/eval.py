@@ -39,7 +39,9 @@ def add_cli(sub: Any) -> None:
     p.add_argument("--repeat", type=_positive, metavar="N",
                    help="runs per case (else each case's repeat, else 1)")
     p.add_argument("--seed", type=int, metavar="S",
-                   help="shuffle the order the runs start in (recorded in the report)")
+                   help="shuffle the order the runs start in and seed the model's sampling "
+                        "where the provider takes a seed (llama-server, Ollama, vLLM, "
+                        "OpenAI Chat; the report says when it does not)")
     p.add_argument("-o", "--out", metavar="REPORT.json",
                    help="write the JSON report there; each run's record goes to "
                         "REPORT.runs.jsonl as it ends (for --resume)")
@@ -135,6 +137,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.out:
         report.write(args.out)
     _print_report(report)
+    if report.meta.get("seed_sent") is False:
+        from tether.display import inline
+
+        print(f"--seed {args.seed}: {inline(report.model)} takes no seed; it shuffled the "
+              f"runs' order only")
     found = []
     if baseline is not None:
         found = regressions(report, baseline)

@@ -19,7 +19,7 @@ from tether.errors import TetherError
 
 Capability = Literal["private_data", "untrusted_input", "external_send", "destructive"]
 Order = Literal["any", "in_order", "exact"]
-StopCauseName = Literal["completed", "max_turns", "output_token_budget", "cost_budget",
+StopCauseName = Literal["completed", "max_turns", "max_calls", "output_token_budget", "cost_budget",
                         "interrupted", "no_output", "truncated", "repeated_failure", "paused",
                         "content_filter", "error"]
 Verdict = Literal["traced", "untraced", "fixed", "unanchored"]

@@ -50,6 +50,13 @@ class Observed:
     output: Any = None
     output_error: str | None = None
     error: str | None = None  # the run could not run at all (its tools, its agent)
+    # The bound the run ended at (max_turns, max_calls...; see tether.eval.runner.CallBound),
+    # None when it ended otherwise.
+    limit: str | None = None
+
+    @property
+    def stop_cause(self) -> str:
+        return self.limit or (str(self.result.stop_cause) if self.result is not None else "")
 
 
 def judge(case: Case, seen: Observed) -> list[Check]:
@@ -62,10 +69,14 @@ def judge(case: Case, seen: Observed) -> list[Check]:
     checks: list[Check] = []
     if expect.stop_cause is None and result.stop_cause == "error":
         checks.append(Check("run", False, f"the run failed: {one_line(result.error, _SHOWN)}"))
+    if seen.limit is not None and expect.stop_cause != seen.limit:
+        # First, so a report's worst check says the run hit a bound, not that its (empty)
+        # answer lacks a word.
+        checks.append(Check("run.limit", False, _limit(seen.limit, case, result)))
     checks.extend(_calls(expect, result))
     if expect.answer is not None:
         checks.extend(_answer(expect.answer, result.text, seen))
-    checks.extend(_run(expect, result, seen.elapsed))
+    checks.extend(_run(expect, result, seen))
     checks.extend(_gate(expect, result))
     if case.attack is not None:
         checks.append(_attack(case.attack, result))
@@ -202,12 +213,24 @@ def _json_answer(schema: dict[str, Any], text: str) -> Check:
     return Check("answer.json_schema", True)
 
 
-def _run(expect: Expect, result: RunResult, elapsed: float) -> Iterable[Check]:
+def _limit(limit: str, case: Case, result: RunResult) -> str:
+    if limit == "max_calls":
+        bound = case.expect.max_calls or 0
+        return (f"the run ended at max_calls: call {bound + 1} was asked for, the case allows "
+                f"{bound}; ran {_records(ran(result))}")
+    if limit == "max_turns":
+        return (f"the run ended at max_turns ({result.turns} turn(s)) before an answer; ran "
+                f"{_records(ran(result))}")
+    return f"the run ended at {limit} before an answer"
+
+
+def _run(expect: Expect, result: RunResult, seen: Observed) -> Iterable[Check]:
+    elapsed = seen.elapsed
     if expect.stop_cause is not None:
-        held = str(result.stop_cause) == expect.stop_cause
+        held = seen.stop_cause == expect.stop_cause
         why = f" ({one_line(result.error, _SHOWN)})" if result.error is not None else ""
         yield Check("run.stop_cause", held, "" if held else
-                    f"expected {expect.stop_cause}; stopped {result.stop_cause}{why}")
+                    f"expected {expect.stop_cause}; stopped {seen.stop_cause}{why}")
     if expect.max_tokens is not None:
         used = result.usage
         if used.input_tokens is None or used.output_tokens is None:

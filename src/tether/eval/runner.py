@@ -7,13 +7,15 @@ by its case's checks, and the records gathered into a ``Report``.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tether import events as ev
 from tether.agent import Agent
 from tether.approval import ApprovalRequest, Decision
 from tether.batch import BatchItem, BatchProgress, ItemResult, drive_batch, plan_batch
@@ -84,7 +86,8 @@ async def run_suite(
     ``model`` is one provider for every run, or a function of (case, repeat) giving each
     run its own (a scripted model, which plays its replies once). ``settings`` are the
     agent's (bounds, security, system prompt...), changed per case by its ``system``,
-    ``max_turns`` and ``permission_mode``. ``seed`` shuffles the order the runs start in.
+    ``max_turns`` and ``permission_mode``. ``seed`` shuffles the order the runs start in and
+    is sent with every request where the provider takes one (the report's ``seed_sent``).
     A case passes when at least ``min_pass`` of its repeats pass. ``runs_file`` (JSONL)
     gets each run's record as it ends; ``resume`` skips the runs it already holds.
     ``judge_model`` judges the cases' rubrics (none: not judged). ``session_for`` gives a
@@ -96,6 +99,8 @@ async def run_suite(
     if not isinstance(suite, Suite):
         suite = load_suite(suite)
     base = settings or AgentSettings()
+    if seed is not None:
+        base = replace(base, seed=seed)
     runs = [EvalRun(case, n) for case in suite.cases
             for n in range(1, (repeat or case.repeat or suite.repeat) + 1)]
     if seed is not None:
@@ -115,9 +120,19 @@ async def run_suite(
                                 on_progress=on_progress)
     records = earlier + [RunRecord.from_dict(r.meta) for r in results]
     name = model_name or _model_name(model)
+    meta = {} if seed is None else {"seed_sent": seed_sent(model)}
     return build_report(source, name, records, [c.id for c in suite.cases],
                         {c.id for c in suite.cases if c.attack is not None},
-                        min_pass=min_pass, seed=seed, elapsed=time.perf_counter() - started)
+                        min_pass=min_pass, seed=seed, elapsed=time.perf_counter() - started,
+                        meta=meta)
+
+
+def seed_sent(model: Any) -> bool | None:
+    """Whether a seed reaches ``model``'s sampling: its wire takes one (llama-server, Ollama,
+    vLLM, OpenAI's Chat Completions); None for per-run models (not known here)."""
+    if not _is_provider(model):
+        return None
+    return bool(getattr(model, "takes_seed", False))
 
 
 def _is_provider(value: Any) -> bool:
@@ -155,7 +170,10 @@ async def run_case(run: EvalRun, model: Provider | ModelFor, base: AgentSettings
             case, run.repeat)
         session = session_for(run) if session_for is not None else None
         approver = CaseApprover(case.approve) if case.approve else None
-        agent = Agent.from_settings(provider, case_settings(case, base),
+        settings = case_settings(case, base)
+        if settings.seed is not None:  # each repeat its own seed, the same in every evaluation
+            settings = replace(settings, seed=settings.seed + run.repeat - 1)
+        agent = Agent.from_settings(provider, settings,
                                     tools=case_tools(case), approver=approver)
         seen = await _observe(agent, case, session, started)
     except EvalError as e:
@@ -177,25 +195,61 @@ async def run_case(run: EvalRun, model: Provider | ModelFor, base: AgentSettings
 async def _observe(agent: Agent, case: Case, session: SessionLike | None,
                    started: float) -> Observed:
     conversation = Conversation() if session is None else None
+    bound = CallBound(case.expect.max_calls)
     if case.output is None:
-        result = await final_result(run_events(agent, case.prompt, conversation=conversation,
-                                               session=session, stream_requests=False))
-        return Observed(result, time.perf_counter() - started)
+        result = await final_result(bound.watch(run_events(
+            agent, case.prompt, conversation=conversation, session=session,
+            stream_requests=False, interrupt=bound.interrupt)))
+        return Observed(result, time.perf_counter() - started, limit=bound.limit(result))
     shape = case.output
     spec = OutputSpec(shape.name, shape.description, dict(shape.schema_))
     if shape.with_tools:
         spec = spec.with_tools()
     plan = OutputPlan(spec.reserve(), agent.settings.output_retries)
-    result = await final_result(run_events(agent, case.prompt, conversation=conversation,
-                                           session=session, stream_requests=False,
-                                           ending=plan))
+    result = await final_result(bound.watch(run_events(
+        agent, case.prompt, conversation=conversation, session=session, stream_requests=False,
+        ending=plan, interrupt=bound.interrupt)))
     elapsed = time.perf_counter() - started
+    limit = bound.limit(result)
     if plan.succeeded:
-        return Observed(result, elapsed, output=plan.value)
-    why = plan.failure or f"the run stopped ({result.stop_cause}) before answering"
+        return Observed(result, elapsed, output=plan.value, limit=limit)
+    why = plan.failure or f"the run stopped ({limit or result.stop_cause}) before answering"
     if plan.last_error:
         why = f"{why}: {plan.last_error}"
-    return Observed(result, elapsed, output_error=why)
+    return Observed(result, elapsed, output_error=why, limit=limit)
+
+
+class CallBound:
+    """A case's ``expect.max_calls`` as a bound on the run, not only a check after it: the
+    call past the bound is not run (the run's interrupt is set as it is requested, and the
+    gate runs nothing once it is set), so a model that calls a tool again and again ends
+    the run at once, its record saying ``max_calls``, instead of spending every turn."""
+
+    def __init__(self, max_calls: int | None) -> None:
+        self.max_calls = max_calls
+        self.interrupt = asyncio.Event()
+        self.requested = 0
+
+    async def watch(self, events: AsyncIterator[ev.Event]) -> AsyncIterator[ev.Event]:
+        async for event in events:
+            # The run's own calls (a sub-agent's are its own business, as ``ran`` counts).
+            if isinstance(event, ev.ToolCallRequested) and event.path == () \
+                    and self.max_calls is not None:
+                self.requested += 1
+                if self.requested > self.max_calls:
+                    self.interrupt.set()
+            yield event
+
+    def limit(self, result: RunResult) -> str | None:
+        """The bound the run ended at (``max_calls``, ``max_turns``...), None when it ended
+        otherwise (an answer, an error)."""
+        if self.interrupt.is_set() and result.stop_cause == "interrupted":
+            return "max_calls"
+        return str(result.stop_cause) if result.stop_cause in LIMITS else None
+
+
+# The stop causes that are a bound the run reached, not an ending of its own.
+LIMITS = ("max_turns", "output_token_budget", "cost_budget", "repeated_failure")
 
 
 def _record(run: EvalRun, checks: list[Check], seen: Observed, judged: dict[str, Any] | None,
@@ -207,10 +261,10 @@ def _record(run: EvalRun, checks: list[Check], seen: Observed, judged: dict[str,
     error = seen.error
     if result is not None and result.error is not None:
         error = f"{type(result.error).__name__}: {result.error}"
+    stop = seen.limit or (str(result.stop_cause) if result is not None else None)
     return RunRecord(
         run.case.id, run.repeat, all(c.passed for c in checks),
-        tuple(c.to_dict() for c in checks), hit,
-        str(result.stop_cause) if result is not None else None,
+        tuple(c.to_dict() for c in checks), hit, stop,
         result.usage if result is not None else Usage(),
         result.turns if result is not None else 0, seen.elapsed, session_id, error, judged)
 
@@ -250,4 +304,5 @@ def read_runs(path: str | Path, runs: dict[str, EvalRun]) -> list[RunRecord]:
             records[line["id"]] = record
     return list(records.values())
 
-__all__ = ["CaseApprover", "EvalRun", "case_settings", "read_runs", "run_case", "run_suite"]
+__all__ = ["LIMITS", "CallBound", "CaseApprover", "EvalRun", "case_settings", "read_runs",
+           "run_case", "run_suite"]

@@ -43,6 +43,8 @@ class ModelRequest:
     max_output_tokens: int | None = None
     temperature: float | None = None
     stream: bool = False
+    # Sampling's seed, sent where the wire takes one (a provider's ``takes_seed``).
+    seed: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

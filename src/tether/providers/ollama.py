@@ -153,6 +153,8 @@ class _OllamaCodec(WireCodec):
             options["num_predict"] = request.max_output_tokens
         if request.temperature is not None:
             options["temperature"] = request.temperature
+        if request.seed is not None:
+            options["seed"] = request.seed
         if options:
             body["options"] = options
         if self.keep_alive is not None:
@@ -222,6 +224,9 @@ class Ollama(HTTPModel[_OllamaCodec]):
                          retry=retry, timeouts=timeouts, headers=headers, sleep=sleep)
         self._configured = num_ctx
         self._shown: dict[str, Any] | None = None
+
+    # A request's ``seed`` is sent as ``options.seed``.
+    takes_seed = True
 
     @property
     def num_ctx(self) -> int | None:

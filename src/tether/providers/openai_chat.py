@@ -214,6 +214,11 @@ class OpenAIChat(HTTPModel[_ChatCodec]):
         """What the server honours (``tool_choice`` modes, usage in streams, ...)."""
         return self._codec.profile
 
+    @property
+    def takes_seed(self) -> bool:
+        """A request's ``seed`` is sent (the profile's server takes one)."""
+        return self._codec.profile.supports_seed
+
     async def context_window(self) -> int | None:
         """The context window the server reports for this model (llama-server, Ollama,
         vLLM, LM Studio), else the profile's default, else None (providers/window.py)."""
@@ -254,6 +259,8 @@ def request_body(request: ModelRequest, model: str,
         body[profile.max_tokens_field] = request.max_output_tokens
     if request.temperature is not None:
         body["temperature"] = request.temperature
+    if request.seed is not None and profile.supports_seed:
+        body["seed"] = request.seed
     if request.stream:
         body["stream"] = True
         if profile.supports_stream_usage:

@@ -46,6 +46,7 @@ class OpenAICompatProfile:
       carries are sent only when it is True, and otherwise left out with a note saying so
       (an image a tool returned must not make a text-only server fail the run).
     - ``max_tokens_field``: the request field for the output token limit.
+    - ``supports_seed``: the body's ``seed`` seeds the server's sampling (sent only then).
     - ``quirks``: what a user debugging this server should know.
     """
 
@@ -58,6 +59,7 @@ class OpenAICompatProfile:
     continues_assistant_text: bool = False
     accepts_images: bool | None = None
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    supports_seed: bool = False
     quirks: tuple[str, ...] = ()
 
 
@@ -74,6 +76,7 @@ PROFILES: dict[str, OpenAICompatProfile] = {
     for p in (
         OpenAICompatProfile(
             name="llama-server",
+            supports_seed=True,
             supports_tool_choice_required=True,
             supports_named_tool_choice=False,
             supports_parallel_calls=True,
@@ -102,6 +105,7 @@ PROFILES: dict[str, OpenAICompatProfile] = {
         ),
         OpenAICompatProfile(
             name="ollama",
+            supports_seed=True,
             supports_tool_choice_required=False,
             supports_named_tool_choice=False,
             supports_parallel_calls=True,
@@ -118,6 +122,7 @@ PROFILES: dict[str, OpenAICompatProfile] = {
         ),
         OpenAICompatProfile(
             name="vllm",
+            supports_seed=True,
             supports_tool_choice_required=True,
             supports_named_tool_choice=True,
             supports_parallel_calls=True,
@@ -160,6 +165,7 @@ PROFILES: dict[str, OpenAICompatProfile] = {
         ),
         OpenAICompatProfile(
             name="openai",
+            supports_seed=True,
             supports_tool_choice_required=True,
             supports_named_tool_choice=True,
             supports_parallel_calls=True,

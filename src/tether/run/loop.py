@@ -575,6 +575,7 @@ class _Run:
             max_output_tokens=self._allowance(),
             temperature=settings.temperature,
             stream=self.stream_requests,
+            seed=settings.seed,
         )
 
     def _allowance(self) -> int | None:
