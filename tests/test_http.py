@@ -34,16 +34,15 @@ from tether.providers.base import (
     TextChunk,
 )
 from tether.providers.failures import classify_status, error_message
-from tether.providers.http import (
-    HTTPTransport,
+from tether.providers.http.decoders import iter_sse, read_stream_errors
+from tether.providers.http.errors import parse_retry_after
+from tether.providers.http.retry import (
     RetryBudget,
     RetryPolicy,
-    iter_sse,
-    parse_retry_after,
-    read_stream_errors,
     retry_before_first_chunk,
     retry_wait,
 )
+from tether.providers.http.transport import HTTPTransport
 
 
 def test_backoff_doubles_from_the_base_delay_up_to_the_max_with_jitter():

@@ -49,15 +49,10 @@ from tether.providers.base import (
     ToolChoice,
 )
 from tether.providers.failures import classify_status, count_field, stated_number
-from tether.providers.http import (
-    RetryPolicy,
-    Sleep,
-    Timeouts,
-    count,
-    cut_short,
-    decode_json,
-    wrong_type,
-)
+from tether.providers.http.bodies import decode_json
+from tether.providers.http.errors import count, cut_short, wrong_type
+from tether.providers.http.retry import RetryPolicy, Sleep
+from tether.providers.http.transport import Timeouts
 from tether.providers.images import images_label, images_note
 from tether.providers.parse_retry import after_parse_error, continue_after_parse_error
 from tether.providers.profiles import OpenAICompatProfile, profile_for

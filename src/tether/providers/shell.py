@@ -42,19 +42,10 @@ from tether.providers.base import (
     StreamChunk,
 )
 from tether.providers.boundary import checked
-from tether.providers.http import (
-    HTTPTransport,
-    RetryBudget,
-    RetryPolicy,
-    Sleep,
-    Timeouts,
-    load_json,
-    read_stream_errors,
-    read_whole,
-    resolve_api_key,
-    retry_before_first_chunk,
-    stream_framing,
-)
+from tether.providers.http.bodies import load_json, read_whole
+from tether.providers.http.decoders import read_stream_errors, stream_framing
+from tether.providers.http.retry import RetryBudget, RetryPolicy, Sleep, retry_before_first_chunk
+from tether.providers.http.transport import HTTPTransport, Timeouts, resolve_api_key
 
 # How long to wait for the end of a body after the terminal event (it normally comes in
 # the same read).
