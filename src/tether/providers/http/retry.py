@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tether.errors import ModelOutputParseError, ProviderError
+from tether.errors import BadRequestError, ModelOutputParseError, ProviderError
 from tether.messages import Message, Text
 from tether.providers.base import Completed, Retrying, StreamChunk, TextChunk, attempt_usage
 
@@ -51,10 +51,28 @@ Resume = Callable[[ProviderError, Any, str], Any | None]
 """The body that asks the server to go on from ``text``, an answer's text that has gone out
 before ``error`` broke it off, or None (it cannot be continued)."""
 
-Resend = Callable[[ProviderError, Any], Any | None]
-"""The body to send at once after ``error`` instead, whatever the retry policy says, or None:
-a server that refused an optional field tether added (``stream_options``) is asked again
-without it."""
+
+@dataclass(frozen=True, slots=True)
+class RetryRules:
+    """What one wire's requests do beyond ``RetryPolicy`` when an attempt fails: its
+    server's quirks, declared once by its codec (``WireCodec.retry_rules``) and read by
+    ``RetryBudget`` alone, never threaded through the transport as callbacks.
+
+    - ``optional_fields``: fields tether adds to a body that a server may refuse (a
+      ``BadRequestError`` whose body or message names one, e.g. ``stream_options``): the
+      request is sent again at once without it, outside ``max_retries``, and the field is
+      in ``RetryBudget.dropped`` (the wire leaves it out of later requests).
+    - ``revise``: the body for the attempt after a retried error (None: the same body);
+      a pure function of the error and the body.
+    - ``resume``: the body that continues an answer broken off after its text went out
+      (None: this wire's answers are never continued).
+
+    The defaults are a wire without quirks.
+    """
+
+    optional_fields: tuple[str, ...] = ()
+    revise: Revise | None = None
+    resume: Resume | None = None
 
 
 def retry_wait(
@@ -90,40 +108,40 @@ class RetryBudget:
     response, ``retry_before_first_chunk`` inside a 200), so the request makes at most
     ``1 + policy.max_retries`` attempts in all and retries a ``ModelOutputParseError`` at
     most once, whichever layer saw the failures. ``attempts`` counts the requests sent.
-    ``revise`` gives the body for the attempt after an error (``OpenAIChat`` withholds the
-    tools after a parse error); without it every attempt sends the same body. ``resend``
-    may answer an error the policy would not retry with a body to send at once instead
-    (it does not count against ``max_retries``). ``resume`` continues an answer whose text
-    went out before it broke off (``resume_after``).
+    ``rules`` are the wire's (``RetryRules``): the body for the attempt after an error
+    (``OpenAIChat`` withholds the tools after a parse error; without a rule every attempt
+    sends the same body), an optional field a server refused sent again at once without it
+    (not counted against ``max_retries``; ``dropped`` names it), and an answer whose text
+    went out before it broke off continued (``resume_after``).
     """
 
-    __slots__ = ("_refused", "_resend", "_resume", "_revise", "attempts", "body",
-                 "parse_retries", "policy")
+    __slots__ = ("_refused", "attempts", "body", "dropped", "parse_retries", "policy",
+                 "rules")
 
-    def __init__(self, policy: RetryPolicy, body: Any, revise: Revise | None = None,
-                 resend: Resend | None = None, resume: Resume | None = None) -> None:
+    def __init__(self, policy: RetryPolicy, body: Any,
+                 rules: RetryRules = RetryRules()) -> None:
         self.policy = policy
         self.body = body
+        self.rules = rules
         self.attempts = 0
         self.parse_retries = 0
-        self._revise = revise
-        self._resend = resend
-        self._resume = resume
+        self.dropped: set[str] = set()
         self._refused: ProviderError | None = None
 
     @property
     def resumable(self) -> bool:
         """Whether an answer broken off after some text can be continued at all."""
-        return self._resume is not None
+        return self.rules.resume is not None
 
     def resume_after(self, error: ProviderError, text: str) -> float | None:
         """The answer broke off with ``error`` after ``text`` went out: seconds to wait
         before asking the server to go on from it, or None to give up (the retry policy
         says no, or the wire cannot continue it)."""
-        if self._resume is None or error is self._refused:
+        resume = self.rules.resume
+        if resume is None or error is self._refused:
             return None
         wait = retry_wait(self.policy, error, self.attempts, self.parse_retries)
-        body = None if wait is None else self._resume(error, self.body, text)
+        body = None if wait is None else resume(error, self.body, text)
         if body is None:
             self._refused = error
             return None
@@ -139,20 +157,33 @@ class RetryBudget:
             # The transport gave up on it and it surfaced through the stream: one verdict
             # per error (a second would also name a Retry-After wait twice).
             return None
-        if self._resend is not None:
-            instead = self._resend(error, self.body)
-            if instead is not None:
-                self.body = instead
-                return 0.0
+        instead = self._without_refused_field(error)
+        if instead is not None:
+            self.body = instead
+            return 0.0
         wait = retry_wait(self.policy, error, self.attempts, self.parse_retries)
         if wait is None:
             self._refused = error
             return None
         if isinstance(error, ModelOutputParseError):
             self.parse_retries += 1
-        if self._revise is not None:
-            self.body = self._revise(error, self.body)
+        if self.rules.revise is not None:
+            self.body = self.rules.revise(error, self.body)
         return wait
+
+    def _without_refused_field(self, error: ProviderError) -> Any | None:
+        """The body without the optional field (``RetryRules.optional_fields``) that
+        ``error`` refuses by name, or None: a server that does not know a field tether added
+        (an older or stricter one) may refuse the request for it, and the field is worth
+        asking for, not worth failing."""
+        if not isinstance(error, BadRequestError) or not isinstance(self.body, dict):
+            return None
+        said = error.body or error.message
+        for field in self.rules.optional_fields:
+            if field in self.body and field in said:
+                self.dropped.add(field)
+                return {k: v for k, v in self.body.items() if k != field}
+        return None
 
 
 async def retry_before_first_chunk(

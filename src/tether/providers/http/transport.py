@@ -30,7 +30,7 @@ from tether.messages import Usage
 from tether.providers.base import Retrying, attempt_usage
 from tether.providers.http.bodies import read_whole
 from tether.providers.http.errors import transport_error
-from tether.providers.http.retry import Resend, Resume, RetryBudget, RetryPolicy, Revise, Sleep
+from tether.providers.http.retry import RetryBudget, RetryPolicy, RetryRules, Sleep
 from tether.textrepair import repair
 
 
@@ -128,10 +128,10 @@ class HTTPTransport:
         if client is not None and (not self._owned or self._loop is _running_loop()):
             await client.aclose()
 
-    def budget(self, body: Any, revise: Revise | None = None, resend: Resend | None = None,
-               resume: Resume | None = None) -> RetryBudget:
-        """A fresh ``RetryBudget`` for one request with this transport's policy."""
-        return RetryBudget(self.retry, body, revise, resend, resume)
+    def budget(self, body: Any, rules: RetryRules = RetryRules()) -> RetryBudget:
+        """A fresh ``RetryBudget`` for one request with this transport's policy and the
+        wire's ``rules``."""
+        return RetryBudget(self.retry, body, rules)
 
     async def send(
         self,
