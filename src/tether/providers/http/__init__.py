@@ -2,9 +2,11 @@
 
 - ``transport``: ``HTTPTransport`` (an httpx client per event loop; a POST retried before
   its response starts), ``Timeouts``, ``resolve_api_key``;
-- ``retry``: ``RetryPolicy`` (the one policy for every adapter), ``RetryBudget`` (one
-  request's attempts, whichever layer retries) and ``retry_before_first_chunk`` (a stream
-  re-opened when it fails before any content);
+- ``retry``: ``RetryPolicy`` (the one policy for every adapter), ``RetryRules`` (what a
+  wire's codec declares beyond it: its server's quirks, as one frozen value),
+  ``RetryBudget`` (one request's attempts, whichever layer retries; the one reader of the
+  rules) and ``retry_before_first_chunk`` (a stream re-opened when it fails before any
+  content);
 - ``decoders``: an answer's stream read as server-sent events or newline-delimited JSON,
   split into lines where the spec splits them, its transport failures typed;
 - ``errors``: tether's typed error for an httpx failure, a stream cut short, a field of
