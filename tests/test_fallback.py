@@ -23,7 +23,7 @@ from tether.errors import BadRequestError, ConfigError, MalformedResponseError
 from tether.providers import OpenAIChat
 from tether.providers.base import Retrying, TextChunk
 from tether.providers.fallback import Fallback
-from tether.providers.http import RetryPolicy
+from tether.providers.http.retry import RetryPolicy
 
 ONCE = RetryPolicy(max_retries=0)
 

@@ -45,7 +45,8 @@ from tether.providers.base import (
     complete,
 )
 from tether.providers.gemini import SKIP_SIGNATURE, Gemini
-from tether.providers.http import RetryPolicy, Timeouts
+from tether.providers.http.retry import RetryPolicy
+from tether.providers.http.transport import Timeouts
 from tether.tools.function import tool
 from tether.tools.spec import ToolSpec
 

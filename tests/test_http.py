@@ -7,6 +7,7 @@ import email.utils
 import json
 import time
 from collections.abc import AsyncGenerator, Mapping
+from dataclasses import FrozenInstanceError
 from typing import Any
 
 import httpx
@@ -34,16 +35,16 @@ from tether.providers.base import (
     TextChunk,
 )
 from tether.providers.failures import classify_status, error_message
-from tether.providers.http import (
-    HTTPTransport,
+from tether.providers.http.decoders import iter_sse, read_stream_errors
+from tether.providers.http.errors import parse_retry_after
+from tether.providers.http.retry import (
     RetryBudget,
     RetryPolicy,
-    iter_sse,
-    parse_retry_after,
-    read_stream_errors,
+    RetryRules,
     retry_before_first_chunk,
     retry_wait,
 )
+from tether.providers.http.transport import HTTPTransport
 
 
 def test_backoff_doubles_from_the_base_delay_up_to_the_max_with_jitter():
@@ -152,13 +153,26 @@ def test_a_budget_counts_parse_retries_and_revises_the_body_only_when_it_retries
     def revise(error: ProviderError, body: Any) -> Any:
         return {**body, "n": body["n"] + 1}
 
-    budget = RetryBudget(RetryPolicy(max_retries=5), {"n": 0}, revise)
+    budget = RetryBudget(RetryPolicy(max_retries=5), {"n": 0}, RetryRules(revise=revise))
     parse = ModelOutputParseError("does not match the expected format")
     budget.attempts = 1
     assert budget.wait_for(parse) is not None
     budget.attempts = 2
     assert budget.wait_for(ModelOutputParseError("again")) is None
     assert budget.parse_retries == 1 and budget.body == {"n": 1}
+
+
+def test_a_budget_sends_again_at_once_without_an_optional_field_a_server_refused_by_name():
+    rules = RetryRules(optional_fields=("extra",))
+    budget = RetryBudget(RetryPolicy(max_retries=0), {"q": 1, "extra": True}, rules)
+    budget.attempts = 1
+    assert budget.wait_for(BadRequestError("unknown field: model")) is None
+    budget = RetryBudget(RetryPolicy(max_retries=0), {"q": 1, "extra": True}, rules)
+    budget.attempts = 1
+    assert budget.wait_for(BadRequestError("p: HTTP 400", body="unknown field: extra")) == 0.0
+    assert budget.body == {"q": 1} and budget.dropped == {"extra"}
+    with pytest.raises(FrozenInstanceError):
+        rules.optional_fields = ()  # type: ignore[misc]
 
 
 # --- errors inside a streamed 200 -----------------------------------------------------------
@@ -271,7 +285,7 @@ async def test_a_revised_body_is_what_both_layers_resend(server: LoopbackServer)
     server.queue(Canned.json(error_event(503), 503),
                  Canned.sse([error_event(503)], done=False), OK)
     http = transport(server, sleep)
-    chunks = await run(http, http.budget({"retry": 0}, revise))
+    chunks = await run(http, http.budget({"retry": 0}, RetryRules(revise=revise)))
     assert isinstance(chunks[-1], Completed)
     assert [b["retry"] for b in server.bodies()] == [0, 1, 2]
 

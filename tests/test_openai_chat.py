@@ -39,7 +39,8 @@ from tether.providers.base import (
     ToolCallChunk,
     complete,
 )
-from tether.providers.http import RetryPolicy, Timeouts
+from tether.providers.http.retry import RetryPolicy
+from tether.providers.http.transport import Timeouts
 from tether.providers.openai_chat import OpenAIChat, is_fence_debris
 from tether.providers.parse_retry import PARSE_RETRY_TEMPERATURE, warmer_after_parse_error
 from tether.providers.profiles import OpenAICompatProfile

@@ -36,7 +36,8 @@ from tether.providers.base import (
     ToolChoice,
     complete,
 )
-from tether.providers.http import RetryPolicy, Timeouts
+from tether.providers.http.retry import RetryPolicy
+from tether.providers.http.transport import Timeouts
 from tether.tools.spec import ToolSpec
 
 WEATHER = ToolSpec("get_weather", "Weather for a city.",

@@ -34,7 +34,8 @@ from tether.errors import (
 from tether.events import Event, ProviderRetry, RunFinished
 from tether.messages import ToolCall, Usage
 from tether.providers.base import Provider, Retrying, TextChunk, ToolCallChunk
-from tether.providers.http import RetryPolicy, Timeouts
+from tether.providers.http.retry import RetryPolicy
+from tether.providers.http.transport import Timeouts
 
 KEY = "sk-contract-0123456789"
 GATEWAY_KEY = "gw-contract-9876543210"

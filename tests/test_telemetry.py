@@ -40,7 +40,7 @@ from tether.errors import ConfigError
 from tether.messages import Message, ToolCall, Usage
 from tether.providers import Reply, Scripted, call
 from tether.providers.base import Completed, ModelRequest, ModelResponse, StreamChunk, TextChunk
-from tether.providers.http import RetryPolicy
+from tether.providers.http.retry import RetryPolicy
 from tether.providers.openai_chat import OpenAIChat
 from tether.telemetry import Instrumentation
 

@@ -38,7 +38,7 @@ from tether.providers.base import (
     StreamChunk,
     TextChunk,
 )
-from tether.providers.http import RetryPolicy
+from tether.providers.http.retry import RetryPolicy
 
 ALL = sorted(WIRES)
 TEXT = "héllo 😀 日本語 e\u0301 ok"

@@ -1,7 +1,7 @@
 """Answers too large to read, and stream lines split only where the SSE spec splits them.
 
 A provider's answer (a whole body, or all of a stream) is read up to
-``tether.providers.http.MAX_RESPONSE_BYTES``, counted as decoded: a server that sends more,
+``tether.providers.http.bodies.MAX_RESPONSE_BYTES``, counted as decoded: a server that sends more,
 without end, or a small gzip that inflates past it, gets a typed ``MalformedResponseError``,
 not the process's memory. Most tests lower the limit so they stay small; the gzip bomb
 meets the real one.
@@ -18,15 +18,15 @@ from tests.faults.test_provider_bytes import ALL, TEXT, body, fails, run, stream
 from tests.providers.helpers import final
 from tests.providers.wires import WIRES
 from tether.errors import MalformedResponseError
-from tether.providers import http
 from tether.providers.base import Provider
+from tether.providers.http import bodies
 
 LIMIT = 64 * 1024
 
 
 @pytest.fixture
 def small_limit(monkeypatch: pytest.MonkeyPatch) -> int:
-    monkeypatch.setattr(http, "MAX_RESPONSE_BYTES", LIMIT)
+    monkeypatch.setattr(bodies, "MAX_RESPONSE_BYTES", LIMIT)
     return LIMIT
 
 
@@ -94,14 +94,14 @@ async def test_an_error_answer_past_the_limit_is_still_a_typed_error(
 async def test_a_gzip_that_inflates_past_the_real_limit_is_refused(
         raw: RawServer, wire: str, streamed: bool) -> None:
     # ~100 KB on the wire, 96 MiB inflated: the limit counts what the body decodes to.
-    bomb = gzip.compress(b" " * (http.MAX_RESPONSE_BYTES + 32 * 1024 * 1024), 9)
+    bomb = gzip.compress(b" " * (bodies.MAX_RESPONSE_BYTES + 32 * 1024 * 1024), 9)
     assert len(bomb) < 200_000
     if streamed:
         raw.queue(chunked([bomb], **{"content-encoding": "gzip"}))
     else:
         raw.queue(whole(bomb, **{"content-encoding": "gzip"}))
     await refused(WIRES[wire].provider(raw.url), streamed,
-                  f"larger than {http.MAX_RESPONSE_BYTES} bytes")
+                  f"larger than {bodies.MAX_RESPONSE_BYTES} bytes")
 
 
 @pytest.mark.parametrize("wire", ALL)
@@ -150,7 +150,7 @@ async def test_an_endless_stream_line_is_refused_at_the_real_limit(raw: RawServe
     # The real limit's worth of one line, in 64 KiB reads: its pieces are kept and joined
     # once (adding each read to the line read so far would copy it 1,000 times over).
     piece = b"a" * 65536
-    raw.queue(chunked([b"data: {\"x\": \""] + [piece] * (http.MAX_RESPONSE_BYTES // 65536 + 1),
+    raw.queue(chunked([b"data: {\"x\": \""] + [piece] * (bodies.MAX_RESPONSE_BYTES // 65536 + 1),
                       end=False))
     await refused(WIRES["openai-chat"].provider(raw.url), True,
-                  f"stream is larger than {http.MAX_RESPONSE_BYTES} bytes")
+                  f"stream is larger than {bodies.MAX_RESPONSE_BYTES} bytes")

@@ -24,7 +24,8 @@ from tether.providers import (
     openai_responses,
 )
 from tether.providers.base import ModelRequest, Provider
-from tether.providers.http import RetryPolicy, Timeouts
+from tether.providers.http.retry import RetryPolicy
+from tether.providers.http.transport import Timeouts
 
 # Retries are tested in tests/test_http.py; here a fault is met once, and a retry that does
 # happen waits no time.

@@ -162,7 +162,7 @@ async def check_providers(config: Config, names: list[str] | None = None
     import httpx
 
     from tether.config.build import key_variable, missing_key_message
-    from tether.providers.http import ResponseTooLarge, decode_json, read_body
+    from tether.providers.http.bodies import ResponseTooLarge, decode_json, read_body
 
     out: list[tuple[bool | None, str, str]] = []
     async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:

@@ -246,7 +246,7 @@ async def _list_models(args: argparse.Namespace) -> int:
     from tether.config.build import base_url
     from tether.config.layers import load_config
     from tether.display import inline
-    from tether.providers.http import decode_json, read_body
+    from tether.providers.http.bodies import decode_json, read_body
     from tether.providers.ollama import pulled_models
 
     settings = settings_from(args)

@@ -31,7 +31,8 @@ from tether.providers.anthropic import Anthropic
 from tether.providers.base import Provider
 from tether.providers.fallback import Fallback
 from tether.providers.gemini import Gemini
-from tether.providers.http import RetryPolicy, Timeouts
+from tether.providers.http.retry import RetryPolicy
+from tether.providers.http.transport import Timeouts
 from tether.providers.ollama import Ollama
 from tether.providers.openai_chat import OpenAIChat
 from tether.providers.openai_responses import OpenAIResponses

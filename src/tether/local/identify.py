@@ -21,7 +21,7 @@ import httpx
 
 from tether.display import inline
 from tether.errors import LocalSetupError
-from tether.providers.http import ResponseTooLarge, decode_json, read_body
+from tether.providers.http.bodies import ResponseTooLarge, decode_json, read_body
 
 HOST = "127.0.0.1"
 

@@ -84,7 +84,7 @@ async def health(port: int, *, timeout: float = 2.0) -> str | None:
     """``ok``, ``loading``, another status word, or None when nothing answers on ``port``."""
     import httpx
 
-    from tether.providers.http import ResponseTooLarge, decode_json, read_body
+    from tether.providers.http.bodies import ResponseTooLarge, decode_json, read_body
 
     try:
         async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client, \

@@ -13,8 +13,8 @@ _EXPORTS: dict[str, str] = {
     "ModelRequest": "tether.providers.base",
     "ModelResponse": "tether.providers.base",
     "NamedToolChoice": "tether.providers.base",
-    "RetryPolicy": "tether.providers.http",
-    "Timeouts": "tether.providers.http",
+    "RetryPolicy": "tether.providers.http.retry",
+    "Timeouts": "tether.providers.http.transport",
     "OpenAIChat": "tether.providers.openai_chat",
     "OpenAICompatProfile": "tether.providers.profiles",
     "profile_for": "tether.providers.profiles",
@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from tether.providers.base import NamedToolChoice as NamedToolChoice
     from tether.providers.base import Provider as Provider
     from tether.providers.gemini import Gemini as Gemini
-    from tether.providers.http import RetryPolicy as RetryPolicy
-    from tether.providers.http import Timeouts as Timeouts
+    from tether.providers.http.retry import RetryPolicy as RetryPolicy
+    from tether.providers.http.transport import Timeouts as Timeouts
     from tether.providers.ollama import Ollama as Ollama
     from tether.providers.openai_chat import OpenAIChat as OpenAIChat
     from tether.providers.openai_responses import OpenAIResponses as OpenAIResponses

@@ -65,17 +65,10 @@ from tether.providers.base import (
     ToolChoice,
 )
 from tether.providers.failures import classify_status, error_message, stated_number
-from tether.providers.http import (
-    RetryPolicy,
-    Sleep,
-    Timeouts,
-    count,
-    cut_short,
-    decode_json,
-    load_json,
-    parse_retry_after,
-    wrong_type,
-)
+from tether.providers.http.bodies import decode_json, load_json
+from tether.providers.http.errors import count, cut_short, parse_retry_after, wrong_type
+from tether.providers.http.retry import RetryPolicy, Sleep
+from tether.providers.http.transport import Timeouts
 from tether.providers.images import images_label
 from tether.providers.shell import HTTPModel, WireCodec
 from tether.tools.spec import ToolSpec

@@ -45,7 +45,7 @@ from tether.providers.base import (
     TextChunk,
     ToolCallChunk,
 )
-from tether.providers.http import transport_error, wrong_type
+from tether.providers.http.errors import transport_error, wrong_type
 from tether.textrepair import SurrogateJoiner, repair, repair_json
 
 # What bad input can raise from plain-dict decoding code. Not a broad ``Exception``: a bug

@@ -26,7 +26,8 @@ from tether.errors import (
     RateLimitError,
     ServerError,
 )
-from tether.providers.http import decode_json, parse_retry_after
+from tether.providers.http.bodies import decode_json
+from tether.providers.http.errors import parse_retry_after
 
 _OVERFLOW_HINTS = (
     "context length", "context_length", "maximum context", "context window", "too many tokens",

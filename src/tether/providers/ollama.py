@@ -64,16 +64,10 @@ from tether.providers.base import (
     ToolCallChunk,
 )
 from tether.providers.failures import classify_status, error_message
-from tether.providers.http import (
-    RetryPolicy,
-    Sleep,
-    Timeouts,
-    count,
-    cut_short,
-    decode_json,
-    read_body,
-    wrong_type,
-)
+from tether.providers.http.bodies import decode_json, read_body
+from tether.providers.http.errors import count, cut_short, wrong_type
+from tether.providers.http.retry import RetryPolicy, Sleep
+from tether.providers.http.transport import Timeouts
 from tether.providers.shell import HTTPModel, WireCodec
 from tether.tools.spec import ToolSpec
 

@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from tether.errors import (
@@ -49,15 +49,10 @@ from tether.providers.base import (
     ToolChoice,
 )
 from tether.providers.failures import classify_status, count_field, stated_number
-from tether.providers.http import (
-    RetryPolicy,
-    Sleep,
-    Timeouts,
-    count,
-    cut_short,
-    decode_json,
-    wrong_type,
-)
+from tether.providers.http.bodies import decode_json
+from tether.providers.http.errors import count, cut_short, wrong_type
+from tether.providers.http.retry import RetryPolicy, RetryRules, Sleep
+from tether.providers.http.transport import Timeouts
 from tether.providers.images import images_label, images_note
 from tether.providers.parse_retry import after_parse_error, continue_after_parse_error
 from tether.providers.profiles import OpenAICompatProfile, profile_for
@@ -97,6 +92,15 @@ _OVERFLOW_PROMPT = (re.compile(r"request \((\d+) tokens\)"),
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
+# The wire's retry rules. After llama-server could not read its model's output, the retry
+# withholds the tools (or samples warmer) and, where the server continues an assistant's
+# text, an answer broken off after its text goes on from it (parse_retry.py). A server that
+# does not know stream_options (an older or stricter one) may refuse the request for it:
+# usage in the stream is worth asking for, not worth failing.
+_RULES = RetryRules(optional_fields=("stream_options",), revise=after_parse_error)
+_CONTINUING = replace(_RULES, resume=continue_after_parse_error)
+
+
 # Code-fence debris: whitespace, runs of backticks, a fence's language word (```json). The
 # group is atomic so a long run of backticks cannot make the match backtrack exponentially.
 _FENCE_DEBRIS = re.compile(r"(?>\s+|`{3,}[\w.+-]*|`+)*")
@@ -104,14 +108,10 @@ _FENCE_DEBRIS = re.compile(r"(?>\s+|`{3,}[\w.+-]*|`+)*")
 
 @dataclass(frozen=True, slots=True)
 class _ChatCodec(WireCodec):
-    """The Chat Completions wire, shaped to what ``profile`` says the server honours.
-
-    ``refused`` holds the optional fields this server refused (``stream_options``): they
-    are left out of every later request to it."""
+    """The Chat Completions wire, shaped to what ``profile`` says the server honours."""
 
     name: ClassVar[str] = NAME
     profile: OpenAICompatProfile
-    refused: set[str] = field(default_factory=set)
 
     def model_name(self, model: str, base_url: str) -> str:
         if not model:
@@ -131,28 +131,11 @@ class _ChatCodec(WireCodec):
         return "/chat/completions", None
 
     def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
-        body = request_body(request, model, self.profile)
-        for refused in self.refused:
-            body.pop(refused, None)
-        return body
+        return request_body(request, model, self.profile)
 
-    def revise(self, error: ProviderError, body: Any) -> Any:
-        return after_parse_error(error, body)
-
-    def resumes(self) -> bool:
-        return self.profile.continues_assistant_text
-
-    def resume(self, error: ProviderError, body: Any, text: str) -> Any | None:
-        return continue_after_parse_error(error, body, text)
-
-    def resend(self, error: ProviderError, body: Any) -> Any | None:
-        # A server that does not know stream_options (an older or stricter one) may refuse
-        # the request for it: usage in the stream is worth asking for, not worth failing.
-        if (isinstance(error, BadRequestError) and "stream_options" in body
-                and "stream_options" in (error.body or error.message)):
-            self.refused.add("stream_options")
-            return {k: v for k, v in body.items() if k != "stream_options"}
-        return None
+    @property
+    def retry_rules(self) -> RetryRules:
+        return _CONTINUING if self.profile.continues_assistant_text else _RULES
 
     def completion(self, data: Any, request: ModelRequest, model: str) -> ModelResponse:
         return _completion(data, len(request.messages), model)

@@ -42,19 +42,16 @@ from tether.providers.base import (
     StreamChunk,
 )
 from tether.providers.boundary import checked
-from tether.providers.http import (
-    HTTPTransport,
+from tether.providers.http.bodies import load_json, read_whole
+from tether.providers.http.decoders import read_stream_errors, stream_framing
+from tether.providers.http.retry import (
     RetryBudget,
     RetryPolicy,
+    RetryRules,
     Sleep,
-    Timeouts,
-    load_json,
-    read_stream_errors,
-    read_whole,
-    resolve_api_key,
     retry_before_first_chunk,
-    stream_framing,
 )
+from tether.providers.http.transport import HTTPTransport, Timeouts, resolve_api_key
 
 # How long to wait for the end of a body after the terminal event (it normally comes in
 # the same read).
@@ -90,7 +87,8 @@ class WireCodec(ABC):
     """What one wire protocol says, without any I/O: ``HTTPModel`` sends and reads.
 
     ``name`` is the wire's (``Provider.name``). The defaults suit a wire without quirks:
-    no headers of its own, any model name, the same body on every attempt.
+    no headers of its own, any model name, the same body on every attempt (no
+    ``retry_rules``).
     """
 
     name: ClassVar[str]
@@ -115,24 +113,11 @@ class WireCodec(ABC):
     def request_body(self, request: ModelRequest, model: str) -> dict[str, Any]:
         """The JSON body sent for ``request``."""
 
-    def revise(self, error: ProviderError, body: Any) -> Any:
-        """The body for the attempt after ``error`` (``body`` itself: sent again as it was)."""
-        return body
-
-    def resend(self, error: ProviderError, body: Any) -> Any | None:
-        """A body to send at once instead after ``error``, which would otherwise end the
-        request (None: none). For an optional field the server refused."""
-        return None
-
-    def resumes(self) -> bool:
-        """Whether ``resume`` can ever continue an answer (checked once per request, so the
-        stream keeps its text only where it can)."""
-        return False
-
-    def resume(self, error: ProviderError, body: Any, text: str) -> Any | None:
-        """The body that asks the server to go on from ``text``, the text of an answer that
-        ``error`` broke off after it went out (None: it cannot be continued)."""
-        return None
+    @property
+    def retry_rules(self) -> RetryRules:
+        """What this wire's requests do beyond the retry policy when an attempt fails: its
+        server's quirks, declared as one frozen value (read by ``RetryBudget`` alone)."""
+        return _NO_QUIRKS
 
     @abstractmethod
     def completion(self, data: Any, request: ModelRequest, model: str) -> ModelResponse:
@@ -150,6 +135,8 @@ class WireCodec(ABC):
         """What ``__repr__`` shows beside ``base_url`` and ``model`` (never a key)."""
         return {}
 
+
+_NO_QUIRKS = RetryRules()
 
 Codec = TypeVar("Codec", bound=WireCodec)
 
@@ -186,6 +173,9 @@ class HTTPModel(Generic[Codec]):
             wire_headers.update(codec.auth(key))
         wire_headers.update(headers or {})
         self._secrets = _secrets(key, headers or {})
+        # The optional fields this server refused (``RetryRules.optional_fields``): left out
+        # of every later request to it (a copy by ``with_model`` shares them: one server).
+        self._refused: set[str] = set()
         self._transport = HTTPTransport(
             base_url=self.base_url, headers=wire_headers, provider=codec.name,
             classify=codec.classify, retry=retry, timeouts=timeouts, sleep=sleep,
@@ -209,7 +199,10 @@ class HTTPModel(Generic[Codec]):
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this adapter sends for ``request`` (public for tests and debugging)."""
-        return self._codec.request_body(request, self.model)
+        body = self._codec.request_body(request, self.model)
+        for refused in self._refused:
+            body.pop(refused, None)
+        return body
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Send ``request``; yield text, reasoning and tool-call deltas as they arrive (when
@@ -219,9 +212,7 @@ class HTTPModel(Generic[Codec]):
         or inside a 200 (an error event before the first delta, an error object in a 200
         body, a stream cut short): see ``retry_before_first_chunk``.
         """
-        codec = self._codec
-        budget = self._transport.budget(self.request_body(request), codec.revise, codec.resend,
-                                        codec.resume if codec.resumes() else None)
+        budget = self._transport.budget(self.request_body(request), self._codec.retry_rules)
         name, secrets = self.name, self._secrets
         attempts = retry_before_first_chunk(
             lambda: checked(self._attempt(request, budget), name, request.stream),
@@ -240,6 +231,8 @@ class HTTPModel(Generic[Codec]):
             if secrets and isinstance(error, ProviderError):
                 _hide_in(error, self._hide)
             raise
+        finally:
+            self._refused |= budget.dropped
 
     async def _attempt(
         self, request: ModelRequest, budget: RetryBudget

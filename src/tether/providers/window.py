@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 import httpx
 
-from tether.providers.http import decode_json, read_body
+from tether.providers.http.bodies import decode_json, read_body
 
 # The window to assume when the server does not say: llama-server as `tether local`
 # starts it (-c 4096), Ollama's own default, LM Studio's default load.

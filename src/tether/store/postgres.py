@@ -47,14 +47,19 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from tether.display import mask_url
 from tether.store.base import (
     SessionConflict,
-    SessionInfo,
-    SessionNotFound,
     SessionRecord,
     StoreError,
-    fold,
     search_text,
 )
-from tether.textrepair import repair
+from tether.store.sql import (
+    INFO_COLUMNS,
+    POSTGRES,
+    SQLStore,
+    dumps,
+    fill_search,
+    info,
+    info_columns,
+)
 from tether.trust import Taint
 
 if TYPE_CHECKING:
@@ -66,27 +71,6 @@ T = TypeVar("T")
 SCHEMES = ("postgresql://", "postgres://")
 
 
-
-def _fill_search(conn: psycopg.Connection[Any], chunk: int = 500) -> None:
-    """v3: the search text of every message stored before there was one, a chunk of
-    messages at a time (a large database is never read whole into memory)."""
-    after: tuple[str, int] = ("", -1)
-    while rows := conn.execute(
-            "SELECT session_id, seq, message FROM tether.messages WHERE (session_id, seq) > "
-            "(%s, %s) ORDER BY session_id, seq LIMIT %s", (*after, chunk)).fetchall():
-        with conn.cursor() as cur:
-            cur.executemany("UPDATE tether.messages SET search = %s WHERE session_id = %s AND "
-                            "seq = %s",
-                            [(_text(_search(raw)), sid, seq) for sid, seq, raw in rows])
-        after = (rows[-1][0], rows[-1][1])
-
-
-def _search(raw: str) -> str:
-    try:
-        message = json.loads(raw)
-    except ValueError:
-        return ""
-    return search_text(message) if isinstance(message, dict) else ""
 
 
 # Each entry upgrades the schema by one version (tether.schema_version counts them): SQL
@@ -164,7 +148,7 @@ MIGRATIONS: list[tuple[str | Callable[[psycopg.Connection[Any]], None], ...]] = 
     # a `tether batch` item's session names its batch and item.
     (
         "ALTER TABLE tether.messages ADD COLUMN search TEXT NOT NULL DEFAULT ''",
-        _fill_search,
+        lambda conn: fill_search(conn, POSTGRES),
         "ALTER TABLE tether.sessions ADD COLUMN batch TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE tether.sessions ADD COLUMN batch_item TEXT NOT NULL DEFAULT ''",
         "CREATE INDEX sessions_by_batch ON tether.sessions (batch) WHERE batch <> ''",
@@ -202,7 +186,7 @@ def _secrets(url: str) -> list[str]:
 # --- the store --------------------------------------------------------------------------------
 
 
-class PostgresStore:
+class PostgresStore(SQLStore):
     """Sessions in a PostgreSQL database that many processes and machines share.
 
     ``url`` is a libpq connection URI (``postgresql://user[:password]@host:port/db?...``;
@@ -214,6 +198,8 @@ class PostgresStore:
     ``timeout`` bounds the wait for a pooled connection, ``connect_timeout`` the first one.
     """
 
+    dialect = POSTGRES
+
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 4,
                  connect_timeout: float = 10.0, timeout: float = 30.0,
                  retries: int = 3) -> None:
@@ -221,7 +207,7 @@ class PostgresStore:
             raise StoreError(f"{mask_url(url)!r} is not a PostgreSQL URL (postgresql://...)")
         self.retries = retries
         self._secrets = _secrets(url)
-        self.where = self._scrub(mask_url(url))
+        self._where = self._scrub(mask_url(url))
         try:
             import psycopg
             from psycopg_pool import ConnectionPool
@@ -256,6 +242,11 @@ class PostgresStore:
         return kwargs
 
     @property
+    def where(self) -> str:
+        """The database's URL, its password masked."""
+        return self._where
+
+    @property
     def schema_version(self) -> int:
         with self._connection() as conn:
             return _schema_version(conn)
@@ -286,6 +277,12 @@ class PostgresStore:
         with self._errors(), self._pool.connection() as conn:
             yield conn
 
+    @property
+    def _taken(self) -> type[Exception]:
+        from psycopg import errors
+
+        return errors.UniqueViolation
+
     def _write(self, fn: Callable[[psycopg.Connection[Any]], T], *,
                transaction: bool = False) -> T:
         """``fn`` on a pooled connection: one statement commits by itself (autocommit);
@@ -308,24 +305,6 @@ class PostgresStore:
 
     # --- writes ---------------------------------------------------------------------------
 
-    def create_session(self, info: SessionInfo) -> None:
-        from psycopg import errors
-
-        def write(conn: psycopg.Connection[Any]) -> None:
-            try:
-                conn.execute(
-                    "INSERT INTO tether.sessions (id, created, updated, provider, model, "
-                    "workspace, title, private, untrusted, batch, batch_item) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    (_key(info.id), info.created, info.updated, _text(info.provider),
-                     _text(info.model), _text(info.workspace), _text(info.title),
-                     info.taint.private, info.taint.untrusted, _text(info.batch),
-                     _text(info.batch_item)))
-            except errors.UniqueViolation:
-                raise SessionConflict(f"a session with id {info.id!r} already exists") from None
-
-        self._write(write)
-
     def append_message(self, session_id: str, seq: int, message: dict[str, Any],
                        taint: Taint) -> None:
         from psycopg import errors
@@ -344,7 +323,7 @@ class PostgresStore:
                     f"%(role)s, %(message)s, %(private)s, %(untrusted)s, %(now)s, %(search)s "
                     f"FROM s",
                     {**_touch_params(session_id, now, taint), "seq": seq,
-                     "role": _text(str(message.get("role", ""))), "message": _dumps(message),
+                     "role": _text(str(message.get("role", ""))), "message": dumps(message),
                      "search": searched})
             except errors.UniqueViolation:
                 raise SessionConflict(
@@ -365,7 +344,7 @@ class PostgresStore:
                 conn.execute("INSERT INTO tether.events (session_id, run_id, kind, event, "
                              "created) VALUES (%s, %s, %s, %s, %s)",
                              (_key(session_id), _key(run_id), _text(str(event.get("kind", ""))),
-                              _dumps(event), now))
+                              dumps(event), now))
             except errors.ForeignKeyViolation:
                 raise self._not_found(session_id) from None
 
@@ -397,14 +376,14 @@ class PostgresStore:
             conn.execute("INSERT INTO tether.outcomes (session_id, run_id, stop_cause, "
                          "outcome, created) VALUES (%s, %s, %s, %s, %s)",
                          (key, _key(run_id), _text(str(outcome.get("stop_cause", ""))),
-                          _dumps(outcome), now))
+                          dumps(outcome), now))
             if pending is None:
                 conn.execute("DELETE FROM tether.pending WHERE session_id = %s", (key,))
             else:
                 conn.execute("INSERT INTO tether.pending (session_id, state, created) "
                              "VALUES (%s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET "
                              "state = EXCLUDED.state, created = EXCLUDED.created",
-                             (key, _dumps(pending), now))
+                             (key, dumps(pending), now))
 
         self._write(write, transaction=True)
 
@@ -430,9 +409,6 @@ class PostgresStore:
 
         return self._write(write)
 
-    def _not_found(self, session_id: str) -> SessionNotFound:
-        return SessionNotFound(f"no session {session_id!r} in {self.where} (deleted?)")
-
     # --- reads (each one statement: one snapshot) -------------------------------------------
 
     def load(self, session_id: str) -> SessionRecord:
@@ -457,10 +433,10 @@ class PostgresStore:
                 "FROM tether.sessions s WHERE s.id = %s", (_key(session_id),)).fetchone()
         if row is None:
             raise self._missing(session_id)
-        info = _info(row)
-        messages, mp, mu, tp, tu, approvals, pending, outcomes = row[_INFO_COLUMNS:]
-        taint = info.taint | Taint(mp, mu) | Taint(tp, tu)
-        return SessionRecord(info, [json.loads(m) for m in messages], taint, list(approvals),
+        found = info(row)
+        messages, mp, mu, tp, tu, approvals, pending, outcomes = row[INFO_COLUMNS:]
+        taint = found.taint | Taint(mp, mu) | Taint(tp, tu)
+        return SessionRecord(found, [json.loads(m) for m in messages], taint, list(approvals),
                              json.loads(pending) if pending is not None else None,
                              [json.loads(o) for o in outcomes])
 
@@ -476,30 +452,9 @@ class PostgresStore:
             raise self._missing(session_id)
         return [{"run_id": r, **json.loads(e)} for r, e in rows if e is not None]
 
-    def list(self, limit: int = 50, *, text: str | None = None, model: str | None = None,
-             batch: str | None = None) -> list[SessionInfo]:
-        where, params = ["TRUE"], []
-        if model is not None:
-            where.append("(s.model = %s OR s.provider || ':' || s.model = %s)")
-            params += [_text(model), _text(model)]
-        if batch is not None:
-            where.append("s.batch = %s")
-            params.append(_text(batch))
-        if text is not None:
-            # strpos: a plain substring (LIKE would read % and _ as patterns).
-            where.append("EXISTS (SELECT 1 FROM tether.messages m WHERE m.session_id = s.id "
-                         "AND strpos(m.search, %s) > 0)")
-            params.append(_text(fold(text)))
+    def _rows(self, query: str, params: Sequence[Any]) -> list[Any]:
         with self._connection() as conn:
-            rows = conn.execute(f"SELECT {_INFO} FROM tether.sessions s "
-                                f"WHERE {' AND '.join(where)} "
-                                f"ORDER BY s.updated DESC, s.id LIMIT %s",
-                                (*params, limit if limit >= 0 else None)).fetchall()
-        return [_info(r) for r in rows]
-
-    def _missing(self, session_id: str) -> SessionNotFound:
-        return SessionNotFound(f"no session {session_id!r} in {self.where} "
-                               f"(`tether sessions list` shows them)")
+            return conn.execute(query, params).fetchall()
 
     @property
     def closed(self) -> bool:
@@ -543,20 +498,7 @@ def _touch_params(session_id: str, now: float, taint: Taint) -> dict[str, Any]:
             "untrusted": taint.untrusted}
 
 
-_INFO = ("s.id, s.created, s.updated, s.provider, s.model, s.workspace, s.title, s.private, "
-         "s.untrusted, "
-         "(SELECT COUNT(*) FROM tether.messages m WHERE m.session_id = s.id), "
-         "(SELECT o.stop_cause FROM tether.outcomes o WHERE o.session_id = s.id "
-         " ORDER BY o.id DESC LIMIT 1), "
-         "EXISTS (SELECT 1 FROM tether.pending p WHERE p.session_id = s.id), "
-         "s.batch, s.batch_item")
-_INFO_COLUMNS = 14
-
-
-def _info(row: Sequence[Any]) -> SessionInfo:
-    return SessionInfo(row[0], row[1], row[2], row[3], row[4], row[5], row[6], int(row[9]),
-                       Taint(bool(row[7]), bool(row[8])), row[10], bool(row[11]), row[12],
-                       row[13])
+_INFO = info_columns(POSTGRES)
 
 
 # --- schema -----------------------------------------------------------------------------------
@@ -613,18 +555,7 @@ def _server_version(conn: psycopg.Connection[Any]) -> str:
 # --- values -----------------------------------------------------------------------------------
 
 
-def _dumps(value: Any) -> str:
-    # As the SQLite store: a lone surrogate is stored as U+FFFD rather than failing the
-    # write. A NUL is escaped by JSON itself (\u0000), so any text round-trips.
-    return repair(json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":")))
-
-
-def _text(value: str) -> str:
-    """A text column's value. PostgreSQL text holds neither a NUL nor a lone surrogate
-    (UTF-8): they are written as ``\\x00`` and ``\\udXXX``, as the SQLite store writes a
-    surrogate."""
-    return value.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
-
+_text = POSTGRES.text
 
 # Ids are written and looked up the same way, so an id with a NUL still finds its session.
 _key = _text

@@ -21,37 +21,16 @@ from tether.paths import default_store
 from tether.store.base import (
     SessionConflict,
     SessionInfo,
-    SessionNotFound,
     SessionRecord,
     StoreError,
-    fold,
     search_text,
 )
-from tether.textrepair import repair
+from tether.store.sql import SQLITE, SQLStore, dumps, fill_search, info, info_columns
 from tether.trust import Taint
 
 T = TypeVar("T")
 
 
-
-def _fill_search(conn: sqlite3.Connection, chunk: int = 500) -> None:
-    """v3: the search text of every message stored before there was one, a chunk of
-    messages at a time (a large store is never read whole into memory)."""
-    after: tuple[str, int] = ("", -1)
-    while rows := conn.execute(
-            "SELECT session_id, seq, message FROM messages WHERE (session_id, seq) > (?, ?) "
-            "ORDER BY session_id, seq LIMIT ?", (*after, chunk)).fetchall():
-        conn.executemany("UPDATE messages SET search = ? WHERE session_id = ? AND seq = ?",
-                         [(_text(_search(raw)), sid, seq) for sid, seq, raw in rows])
-        after = (rows[-1][0], rows[-1][1])
-
-
-def _search(raw: str) -> str:
-    try:
-        message = json.loads(raw)
-    except ValueError:
-        return ""
-    return search_text(message) if isinstance(message, dict) else ""
 
 
 # Each entry upgrades the schema by one version (PRAGMA user_version counts them): SQL
@@ -120,13 +99,15 @@ MIGRATIONS: list[tuple[str | Callable[[sqlite3.Connection], None], ...]] = [
     # a `tether batch` item's session names its batch and item.
     (
         "ALTER TABLE messages ADD COLUMN search TEXT NOT NULL DEFAULT ''",
-        _fill_search,
+        lambda conn: fill_search(conn, SQLITE),
         "ALTER TABLE sessions ADD COLUMN batch TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE sessions ADD COLUMN batch_item TEXT NOT NULL DEFAULT ''",
         "CREATE INDEX sessions_by_batch ON sessions (batch) WHERE batch != ''",
     ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+
+_INFO = info_columns(SQLITE)
 
 _BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED (extended codes are masked to these)
 
@@ -181,7 +162,7 @@ def _is_busy(error: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-class SQLiteStore:
+class SQLiteStore(SQLStore):
     """The embedded store: one SQLite file in WAL mode.
 
     Writers take the write lock at the start of each (short) transaction (``BEGIN
@@ -189,6 +170,8 @@ class SQLiteStore:
     several processes can write one file. ``synchronous=NORMAL``: a commit survives the
     process being killed; an OS crash may lose the last moments.
     """
+
+    dialect = SQLITE
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 5000,
                  retries: int = 5) -> None:
@@ -253,6 +236,10 @@ class SQLiteStore:
                 delay = min(delay * 4, 1.0)
         raise AssertionError("unreachable")
 
+    @property
+    def _taken(self) -> type[Exception]:
+        return sqlite3.IntegrityError
+
     def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         def attempt() -> T:
             with self._lock:
@@ -289,22 +276,6 @@ class SQLiteStore:
 
     # --- writes ---------------------------------------------------------------------------
 
-    def create_session(self, info: SessionInfo) -> None:
-        def write(conn: sqlite3.Connection) -> None:
-            try:
-                conn.execute(
-                    "INSERT INTO sessions (id, created, updated, provider, model, workspace, "
-                    "title, private, untrusted, batch, batch_item) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (_text(info.id), info.created, info.updated, _text(info.provider),
-                     _text(info.model), _text(info.workspace), _text(info.title),
-                     info.taint.private, info.taint.untrusted, _text(info.batch),
-                     _text(info.batch_item)))
-            except sqlite3.IntegrityError:
-                raise SessionConflict(f"a session with id {info.id!r} already exists") from None
-
-        self._write(write)
-
     def append_message(self, session_id: str, seq: int, message: dict[str, Any],
                        taint: Taint) -> None:
         now = time.time()
@@ -316,7 +287,7 @@ class SQLiteStore:
                 conn.execute(
                     "INSERT INTO messages (session_id, seq, role, message, private, untrusted, "
                     "created, search) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (session_id, seq, str(message.get("role", "")), _dumps(message),
+                    (session_id, seq, str(message.get("role", "")), dumps(message),
                      taint.private, taint.untrusted, now, searched))
             except sqlite3.IntegrityError:
                 raise SessionConflict(
@@ -332,11 +303,10 @@ class SQLiteStore:
             try:
                 conn.execute("INSERT INTO events (session_id, run_id, kind, event, created) "
                              "VALUES (?, ?, ?, ?, ?)",
-                             (session_id, run_id, str(event.get("kind", "")), _dumps(event),
+                             (session_id, run_id, str(event.get("kind", "")), dumps(event),
                               now))
             except sqlite3.IntegrityError:  # the foreign key: no such session
-                raise SessionNotFound(f"no session {session_id!r} in {self.path} "
-                                      f"(deleted?)") from None
+                raise self._not_found(session_id) from None
 
         self._write(write)
 
@@ -360,11 +330,11 @@ class SQLiteStore:
             conn.execute("INSERT INTO outcomes (session_id, run_id, stop_cause, outcome, "
                          "created) VALUES (?, ?, ?, ?, ?)",
                          (session_id, run_id, str(outcome.get("stop_cause", "")),
-                          _dumps(outcome), now))
+                          dumps(outcome), now))
             conn.execute("DELETE FROM pending WHERE session_id = ?", (session_id,))
             if pending is not None:
                 conn.execute("INSERT INTO pending (session_id, state, created) VALUES (?, ?, ?)",
-                             (session_id, _dumps(pending), now))
+                             (session_id, dumps(pending), now))
 
         self._write(write)
 
@@ -372,7 +342,7 @@ class SQLiteStore:
         def write(conn: sqlite3.Connection) -> None:
             if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() \
                     is None:
-                raise SessionNotFound(f"no session {session_id!r} in {self.path} (deleted?)")
+                raise self._not_found(session_id)
             conn.execute("DELETE FROM approvals WHERE session_id = ?", (session_id,))
             conn.executemany("INSERT INTO approvals (session_id, tool) VALUES (?, ?)",
                              [(session_id, t) for t in sorted(set(tools))])
@@ -391,7 +361,7 @@ class SQLiteStore:
                            "untrusted = MAX(untrusted, ?) WHERE id = ?",
                            (now, taint.private, taint.untrusted, session_id))
         if cur.rowcount == 0:
-            raise SessionNotFound(f"no session {session_id!r} in {self.path} (deleted?)")
+            raise self._not_found(session_id)
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -432,43 +402,15 @@ class SQLiteStore:
 
         return self._read(read)
 
-    def list(self, limit: int = 50, *, text: str | None = None, model: str | None = None,
-             batch: str | None = None) -> list[SessionInfo]:
-        where, params = ["1"], []
-        if model is not None:
-            where.append("(s.model = ? OR s.provider || ':' || s.model = ?)")
-            params += [_text(model), _text(model)]
-        if batch is not None:
-            where.append("s.batch = ?")
-            params.append(_text(batch))
-        if text is not None:
-            # instr: a plain substring (LIKE would read % and _ as patterns).
-            where.append("EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id AND "
-                         "instr(m.search, ?) > 0)")
-            params.append(_text(fold(text)))
-
-        def read(conn: sqlite3.Connection) -> list[SessionInfo]:
-            ids = [r[0] for r in conn.execute(
-                f"SELECT s.id FROM sessions s WHERE {' AND '.join(where)} "
-                f"ORDER BY s.updated DESC, s.id LIMIT ?", (*params, limit))]
-            return [self._info(conn, i) for i in ids]
-
-        return self._read(read)
+    def _rows(self, query: str, params: Sequence[Any]) -> list[Any]:
+        return self._read(lambda conn: conn.execute(query, params).fetchall())
 
     def _info(self, conn: sqlite3.Connection, session_id: str) -> SessionInfo:
-        row = conn.execute(
-            "SELECT id, created, updated, provider, model, workspace, title, private, untrusted, "
-            "(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id), "
-            "(SELECT stop_cause FROM outcomes o WHERE o.session_id = s.id "
-            " ORDER BY o.id DESC LIMIT 1), "
-            "EXISTS (SELECT 1 FROM pending p WHERE p.session_id = s.id), batch, batch_item "
-            "FROM sessions s WHERE id = ?", (session_id,)).fetchone()
+        row = conn.execute(f"SELECT {_INFO} FROM sessions s WHERE s.id = ?",
+                           (session_id,)).fetchone()
         if row is None:
-            raise SessionNotFound(f"no session {session_id!r} in {self.path} "
-                                  f"(`tether sessions list` shows them)")
-        return SessionInfo(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[9],
-                           Taint(bool(row[7]), bool(row[8])), row[10], bool(row[11]), row[12],
-                           row[13])
+            raise self._missing(session_id)
+        return info(row)
 
     def close(self) -> None:
         with self._lock:
@@ -482,12 +424,5 @@ class SQLiteStore:
         self.close()
 
 
-def _dumps(value: Any) -> str:
-    # A lone surrogate (a command-line argument that was not UTF-8, a tool's output) cannot
-    # be stored as UTF-8 text: it is stored as U+FFFD rather than failing the write.
-    return repair(json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":")))
 
-
-def _text(value: str) -> str:
-    """A text column's value: a lone surrogate (SQLite stores UTF-8) written as ``\\udXXX``."""
-    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+_text = SQLITE.text
