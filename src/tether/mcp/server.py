@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from tether import __version__
 from tether.display import inline
 from tether.errors import ConfigError, ToolError
 from tether.events import Notice
@@ -41,6 +40,7 @@ from tether.mcp.stdio import stdio_server_streams
 from tether.tools.tool import Tool, ToolContext, ToolOutput
 from tether.tools.toolsets import PrefixedToolset
 from tether.trust import NO_CAPABILITIES, Capabilities
+from tether.version import __version__
 
 if TYPE_CHECKING:
     import anyio
