@@ -195,8 +195,8 @@ async def test_a_provider_error_raises_from_run_with_the_result_attached() -> No
     model = Scripted([RateLimitError("slow down", retry_after=3)])
     with pytest.raises(RateLimitError) as info:
         await Agent(model).run("Hi")
-    result = info.value.result  # type: ignore[attr-defined]
-    assert result.stop_cause == "error"
+    result = info.value.result
+    assert result is not None and result.stop_cause == "error"
 
 
 async def test_a_provider_error_ends_a_stream_with_an_error_stop_cause() -> None:
@@ -365,7 +365,8 @@ async def test_an_interrupt_abandons_a_model_answer_in_progress() -> None:
         events.append(event)
         if isinstance(event, ev.TextDelta):
             interrupt.set()
-    result = events[-1].result  # type: ignore[union-attr]
+    assert isinstance(events[-1], ev.RunFinished)
+    result = events[-1].result
     assert result.stop_cause == "interrupted"
     assert closed.is_set()
     assert [m.role for m in result.conversation.messages] == ["user"]  # partial answer dropped
@@ -449,7 +450,8 @@ async def test_what_a_broken_stream_says_after_the_interrupt_is_not_the_runs_fai
         events.append(event)
         if isinstance(event, ev.TextDelta):
             interrupt.set()
-    result = events[-1].result  # type: ignore[union-attr]
+    assert isinstance(events[-1], ev.RunFinished)
+    result = events[-1].result
     assert result.stop_cause == "interrupted" and result.error is None
     assert not [e for e in events if isinstance(e, ev.ProviderRetry)]
 

@@ -708,7 +708,8 @@ async def test_an_agent_runs_one_tool_call_through_anthropic(server, streamed):
     agent = Agent(claude(server), tools=[get_weather], system_prompt="Be brief.")
     if streamed:
         events = [e async for e in agent.stream("Weather in Paris?")]
-        result = events[-1].result  # type: ignore[union-attr]
+        assert isinstance(events[-1], RunFinished)
+        result = events[-1].result
         deltas = "".join(e.text for e in events if e.kind == "text_delta")  # type: ignore[union-attr]
         assert deltas == "Checking.It is sunny in Paris."
     else:

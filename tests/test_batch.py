@@ -96,7 +96,7 @@ def test_concurrency_is_bounded() -> None:
     inflight = peak = 0
 
     class Counting(Scripted):
-        async def stream(self, request: ModelRequest) -> Any:  # type: ignore[override]
+        async def stream(self, request: ModelRequest) -> Any:
             nonlocal inflight, peak
             inflight += 1
             peak = max(peak, inflight)
@@ -186,7 +186,7 @@ def test_cancelling_keeps_the_results_written_and_reports_interrupted(tmp_path: 
         return answering(request)
 
     class Stalling(Scripted):
-        async def stream(self, request: ModelRequest) -> Any:  # type: ignore[override]
+        async def stream(self, request: ModelRequest) -> Any:
             if _prompt(request).startswith("slow"):
                 await stall.wait()  # never set: only cancellation ends it
             async for chunk in super().stream(request):

@@ -57,7 +57,7 @@ class Browser:
             self.landed.append(await browser.get(authorize.headers["location"]))
 
 
-def table(entries: dict[str, Sequence[str]]):  # type: ignore[no-untyped-def]
+def table(entries: dict[str, Sequence[str]]):
     async def resolve(host: str, port: int) -> Sequence[str]:
         if host in entries:
             return entries[host]
