@@ -192,7 +192,7 @@ async def test_a_hook_adds_instructions_and_drops_a_tool_for_one_request() -> No
     class Narrow:
         async def before_model_request(self, request: RequestView) -> AmendRequest | None:
             if request.turn == 1:
-                return AmendRequest("Answer in French.", drop_tools={"add", "no_such"},
+                return AmendRequest("Answer in French.", drop_tools=frozenset({"add", "no_such"}),
                                     reason="first turn")
             return None
 

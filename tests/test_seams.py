@@ -30,7 +30,7 @@ from tether import (
 from tether import events as ev
 from tether.approval import ApprovalRequest, Approver
 from tether.errors import OutputFailure, RunRecord, TetherError
-from tether.messages import Message, Text, Usage
+from tether.messages import Message, StopReason, Text, Usage
 from tether.outcome import StopCause
 from tether.providers import Scripted, call
 from tether.providers.base import (
@@ -72,7 +72,7 @@ class BareProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         message = self.replies.pop(0)
-        stop = "tool_calls" if message.tool_calls else "end_turn"
+        stop: StopReason = "tool_calls" if message.tool_calls else "end_turn"
         yield Completed(ModelResponse(message, stop, Usage(1, 1, requests=1)))
 
     async def aclose(self) -> None:
@@ -284,7 +284,7 @@ def test_reading_the_tools_changes_nothing() -> None:
 
 
 def test_pending_means_waiting_for_a_decision_and_unanswered_means_no_result_yet() -> None:
-    conv = Conversation([Message.user("go"), Message("assistant", call("ping").calls)])
+    conv = Conversation([Message.user("go"), Message("assistant", tuple(call("ping").calls))])
     assert [c.name for c in conv.unanswered_calls] == ["ping"]
     assert conv.pending == []  # no run paused on it
 

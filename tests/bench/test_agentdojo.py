@@ -43,7 +43,8 @@ ground_truth = bench.agentdojo_ground_truth
 
 
 def _suites() -> dict[str, Any]:
-    return get_suites(bench.BENCHMARK_VERSION)
+    suites: dict[str, Any] = get_suites(bench.BENCHMARK_VERSION)
+    return suites
 
 
 def _pair(suite: str, user_task: str, injection_task: str) -> Any:

@@ -175,7 +175,7 @@ async def test_a_stream_that_ends_without_completing_is_a_typed_error_result() -
     assert [m.role for m in result.conversation.messages] == ["user"]  # nothing half-kept
     with pytest.raises(MalformedResponseError) as info:
         await Agent(Chunks([TextChunk("Half")])).run("go")
-    assert info.value.result.stop_cause == "error"  # type: ignore[attr-defined]
+    assert info.value.result is not None and info.value.result.stop_cause == "error"
 
 
 async def test_an_interrupt_after_a_response_with_tool_calls_runs_none_of_them() -> None:
