@@ -2,7 +2,9 @@
 
 Every decision of the gate is an event, so a host can log exactly what ran and why.
 Events of a sub-agent reach the parent's stream with ``path`` naming the delegating call
-ids, outermost first (``()`` for the top-level run).
+ids, outermost first (``()`` for the top-level run). ``RunResult`` and ``ToolCallRecord``
+are defined here too (a result holds its events, ``RunFinished`` holds the result); their
+home is ``tether.result``.
 """
 
 from __future__ import annotations
@@ -342,6 +344,9 @@ Event: TypeAlias = (
 )
 
 
+# A run's result holds the run's events, and the last of them (RunFinished) holds the
+# result: one module, so neither names the other from a floor away. People (and the
+# package) import both from ``tether.result``.
 @dataclass(frozen=True, slots=True)
 class ToolCallRecord:
     """What became of one tool call: ``status`` is ok, error, denied, blocked, unknown_tool
