@@ -29,7 +29,7 @@ from tether.errors import (
     RateLimitError,
     ServerError,
 )
-from tether.events import ProviderRetry, RunFinished
+from tether.events import ProviderRetry, RunFinished, TextDelta
 from tether.messages import Image, Message, Reasoning, Text, ToolCall, ToolResult
 from tether.providers.anthropic import Anthropic
 from tether.providers.base import (
@@ -709,8 +709,9 @@ async def test_an_agent_runs_one_tool_call_through_anthropic(server, streamed):
     agent = Agent(claude(server), tools=[get_weather], system_prompt="Be brief.")
     if streamed:
         events = [e async for e in agent.stream("Weather in Paris?")]
-        result = events[-1].result  # type: ignore[union-attr]
-        deltas = "".join(e.text for e in events if e.kind == "text_delta")  # type: ignore[union-attr]
+        assert isinstance(events[-1], RunFinished)
+        result = events[-1].result
+        deltas = "".join(e.text for e in events if isinstance(e, TextDelta))
         assert deltas == "Checking.It is sunny in Paris."
     else:
         result = await agent.run("Weather in Paris?")

@@ -60,8 +60,9 @@ def lines(path: Path) -> list[dict[str, Any]]:
 def test_failures_in_some_items_become_failed_result_lines_and_the_rest_finish(
         tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
-    items = ["one", {"id": "f", "prompt": "please fail", "meta": {"k": 1}}, "two",
-             {"id": "c", "prompt": "crash now"}, "three"]
+    items: list[str | dict[str, Any]] = [
+        "one", {"id": "f", "prompt": "please fail", "meta": {"k": 1}}, "two",
+        {"id": "c", "prompt": "crash now"}, "three"]
     results = asyncio.run(run_batch(echo_agent(), items, concurrency=2, out=out))
     assert len(results) == 5
     by_id = {r["id"]: r for r in lines(out)}
@@ -96,7 +97,7 @@ def test_concurrency_is_bounded() -> None:
     inflight = peak = 0
 
     class Counting(Scripted):
-        async def stream(self, request: ModelRequest) -> Any:  # type: ignore[override]
+        async def stream(self, request: ModelRequest) -> Any:
             nonlocal inflight, peak
             inflight += 1
             peak = max(peak, inflight)
@@ -186,7 +187,7 @@ def test_cancelling_keeps_the_results_written_and_reports_interrupted(tmp_path: 
         return answering(request)
 
     class Stalling(Scripted):
-        async def stream(self, request: ModelRequest) -> Any:  # type: ignore[override]
+        async def stream(self, request: ModelRequest) -> Any:
             if _prompt(request).startswith("slow"):
                 await stall.wait()  # never set: only cancellation ends it
             async for chunk in super().stream(request):

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.servers.http import LoopbackServer
+from tests.servers.http import Canned, LoopbackServer
 from tests.test_cli import completion, tool_call, workspace
 from tests.test_cli_first_hour import tether
 
 
-def cut(text: str) -> object:
+def cut(text: str) -> Canned:
     """An answer that ``finish_reason: "length"`` says the server's limit cut."""
     return completion({"content": text}, "length")
 

@@ -593,7 +593,10 @@ def test_sessions_show_prints_an_untrusted_result_without_its_wrapper(tmp_path: 
     session = Session.create(store, id="web")
     Agent(Scripted([call("fetch_page", url="https://example.com"), "ok"]),
           tools=[fetch_page]).run_sync("read it", session=session)
-    assert "untrusted-data" in session.messages[2].parts[0].content  # what the model got
+    from tether.messages import ToolResult
+
+    got = session.messages[2].parts[0]
+    assert isinstance(got, ToolResult) and "untrusted-data" in got.content  # what the model got
     store.close()
     shown = tether(ws, "sessions", "show", "web")
     assert shown.returncode == 0, shown.stderr

@@ -63,7 +63,8 @@ def model_request(body: dict[str, Any]) -> ModelRequest:
     if wire_choice["type"] == "tool":
         choice = NamedToolChoice(wire_choice["name"])
     else:
-        choice = {"auto": "auto", "none": "none", "any": "required"}[wire_choice["type"]]
+        named: dict[str, ToolChoice] = {"auto": "auto", "none": "none", "any": "required"}
+        choice = named[wire_choice["type"]]
     return ModelRequest(messages=tether_messages(body["messages"]), system=body.get("system"),
                         tools=tools, tool_choice=choice, max_output_tokens=body["max_tokens"],
                         stream=bool(body.get("stream")))

@@ -72,7 +72,7 @@ async def test_deps_never_reach_the_model_the_store_the_events_or_telemetry(
     provider.add_span_processor(SimpleSpanProcessor(spans))
     model = Scripted([call("count"), "done"])
     store = SQLiteStore(tmp_path / "s.db")
-    agent = Agent(model, [count], instrument=Instrumentation(tracer_provider=provider,
+    agent: Agent[Db] = Agent(model, [count], instrument=Instrumentation(tracer_provider=provider,
                                                             include_content=True))
     result = await agent.run("count", deps=db(), session=Session.create(store))
     assert result.tool_calls[0].output == "1"
@@ -93,17 +93,18 @@ async def test_a_structured_run_a_stream_and_a_resume_hand_on_their_deps() -> No
 
     spec = OutputSpec("answer", "The fruit.", {"type": "object", "properties": {
         "fruit": {"type": "string"}}, "required": ["fruit"]}).with_tools()
-    agent = Agent(Scripted([call("lookup", key="a"), lambda r: _answer(r)]), [lookup])
+    agent: Agent[Db] = Agent(Scripted([call("lookup", key="a"), lambda r: _answer(r)]),
+                             [lookup])
     report = await agent.prepare("which fruit?", output=spec, deps=db()).output()
     assert report.value == {"fruit": "apple"}
 
-    streamed = Agent(Scripted([call("lookup", key="a"), "done"]), [lookup])
+    streamed: Agent[Db] = Agent(Scripted([call("lookup", key="a"), "done"]), [lookup])
     events = [e async for e in streamed.stream("look", deps=db())]
     assert [e.result.content for e in events if isinstance(e, ev.ToolFinished)] == ["apple"]
 
     gated = tool(needs_approval=True, name="gated_lookup")(_gated_lookup)
-    paused_agent = Agent(Scripted([call("gated_lookup", key="a"), "done"]), [gated],
-                         approver=DeferringApprover())
+    paused_agent: Agent[Db] = Agent(Scripted([call("gated_lookup", key="a"), "done"]), [gated],
+                                    approver=DeferringApprover())
     paused = await paused_agent.run("look", deps=db())
     resumed = await paused_agent.resume(paused.conversation,
                                         {paused.pending[0]: Decision.allow()}, deps=db())
@@ -126,8 +127,8 @@ def _answer(request: Any) -> Any:
 async def test_a_sub_agent_runs_with_its_parents_deps() -> None:
     child = Scripted([call("lookup", key="a"), "the child found apple"])
     profile = SubagentProfile("finder", "Finds keys.", tools=["lookup"], provider="kid")
-    parent = Agent(Scripted([call("finder", task="find a"), "done"]), [lookup],
-                   subagents=[profile], providers={"kid": child})
+    parent: Agent[Db] = Agent(Scripted([call("finder", task="find a"), "done"]), [lookup],
+                              subagents=[profile], providers={"kid": child})
     result = await parent.run("delegate", deps=db())
     inner = [e for e in result.events if isinstance(e, ev.ToolFinished) and e.path]
     assert [e.result.content for e in inner] == ["apple"]

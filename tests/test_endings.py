@@ -44,7 +44,8 @@ def tool_results(result: object) -> list[ToolResult]:
 
 async def test_a_cut_answer_stops_the_run_as_truncated_not_completed() -> None:
     result = await Agent(Scripted([cut("The capital of France is")])).run("Capital?")
-    assert result.stop_cause == StopCause.TRUNCATED == "truncated"
+    assert result.stop_cause == StopCause.TRUNCATED
+    assert str(result.stop_cause) == "truncated"
     assert result.text == "The capital of France is"  # what was written, for what it is
     notices = [e for e in result.events if isinstance(e, ev.Notice)]
     assert [n.level for n in notices] == ["warning"]
@@ -112,7 +113,8 @@ def filtered(text: str = "", *calls: ToolCall) -> Reply:
 
 async def test_a_filtered_answer_stops_the_run_as_content_filter_not_completed() -> None:
     result = await Agent(Scripted([filtered("I can't help with that.")])).run("Hi")
-    assert result.stop_cause == StopCause.CONTENT_FILTER == "content_filter"
+    assert result.stop_cause == StopCause.CONTENT_FILTER
+    assert str(result.stop_cause) == "content_filter"
     assert result.text == "I can't help with that."
     notices = [e for e in result.events if isinstance(e, ev.Notice)]
     assert [n.level for n in notices] == ["warning"]
@@ -183,7 +185,8 @@ REPEAT_NOTE = "has failed 3 times in this run. Do not make it again"
 async def test_a_call_failing_three_times_is_told_and_made_again_ends_the_run() -> None:
     model = Scripted([call("lookup", key="k")] * 4 + ["never asked"])
     result = await Agent(model, tools=[lookup]).run("Look k up.")
-    assert result.stop_cause == StopCause.REPEATED_FAILURE == "repeated_failure"
+    assert result.stop_cause == StopCause.REPEATED_FAILURE
+    assert str(result.stop_cause) == "repeated_failure"
     assert ran == ["k"] * 3 and len(model.requests) == 4
     assert [r.status for r in result.tool_calls] == ["error"] * 3
     told = [r.content for r in tool_results(result)]

@@ -99,7 +99,9 @@ async def test_the_last_providers_failure_is_the_runs_error(
     server.queue(error(503))
     backup.queue(error(503))
     model = Fallback([("main", chat(server.url)), ("backup", chat(backup.url))])
-    result = [e async for e in Agent(model).stream("hi")][-1].result  # type: ignore[attr-defined]
+    finished = [e async for e in Agent(model).stream("hi")][-1]
+    assert isinstance(finished, ev.RunFinished)
+    result = finished.result
     assert result.stop_cause == "error" and "down" in str(result.error)
     await model.aclose()
 

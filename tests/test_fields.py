@@ -193,6 +193,7 @@ def test_a_hostile_output_schema_or_structured_content_labels_nothing_it_does_no
     for _ in range(500):
         deep = {"a": deep}
     looping = {"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/A"}}}
+    schema: object
     for schema in ("nonsense", None, [], looping, {"properties": "x"},
                    {"properties": {"a": {"x-tether-written-by": ["user"]}}},
                    {"properties": {"a": {"x-tether-written-by": "root"}}},

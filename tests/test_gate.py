@@ -153,7 +153,7 @@ async def test_an_approver_answering_something_else_than_a_decision_denies() -> 
             return True
 
     model = Scripted([call("deploy"), "ok"])
-    result = await Agent(model, tools=[deploy], approver=Sloppy()).run("ship")  # type: ignore[arg-type]
+    result = await Agent(model, tools=[deploy], approver=Sloppy()).run("ship")
     assert statuses(result) == ["denied"]
 
 

@@ -8,6 +8,7 @@ wait through a fake ``sleep`` that only records.
 from __future__ import annotations
 
 import threading
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -525,6 +526,7 @@ async def test_closing_a_stream_early_releases_the_connection_cleanly(
     stream = model.stream(ask(stream=True))
     try:
         assert await anext(stream) == TextChunk("Hel")
+        assert isinstance(stream, AsyncGenerator)
         await stream.aclose()  # what cancelling a run does to the adapter's generator
     finally:
         release.set()

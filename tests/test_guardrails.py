@@ -24,6 +24,7 @@ from tether.messages import ToolResult
 from tether.outcome import StopCause
 from tether.providers import Reply, Scripted, call
 from tether.providers.base import ModelRequest
+from tether.result import RunResult
 from tether.store import Session
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
@@ -92,7 +93,7 @@ async def test_a_secret_in_the_answer_is_withheld_from_the_result_the_conversati
     else:
         with pytest.raises(GuardrailTripped) as tripped:
             await agent.run(prompt, session=session)
-        assert tripped.value.result is not None
+        assert isinstance(tripped.value.result, RunResult)
         result = tripped.value.result
     assert isinstance(result.error, GuardrailTripped)
     assert result.error.reason == "the answer holds what looks like an AWS access key id"

@@ -33,6 +33,7 @@ from tether.messages import ToolResult
 from tether.outcome import StopCause
 from tether.providers import Scripted, call, calls
 from tether.providers.base import ModelResponse
+from tether.result import RunResult
 from tether.run.hooks import NO_HOOKS, Hooks
 
 ran: list[str] = []
@@ -191,7 +192,7 @@ async def test_a_hook_adds_instructions_and_drops_a_tool_for_one_request() -> No
     class Narrow:
         async def before_model_request(self, request: RequestView) -> AmendRequest | None:
             if request.turn == 1:
-                return AmendRequest("Answer in French.", drop_tools={"add", "no_such"},
+                return AmendRequest("Answer in French.", drop_tools=frozenset({"add", "no_such"}),
                                     reason="first turn")
             return None
 
@@ -261,7 +262,7 @@ async def test_a_hook_that_raises_ends_the_run_with_a_hook_error_wherever_it_run
     error = raised.value
     assert error.point == point and "the audit log is down" in str(error)
     result = error.result
-    assert result is not None and result.stop_cause == StopCause.ERROR
+    assert isinstance(result, RunResult) and result.stop_cause == StopCause.ERROR
     assert [e.verdict for e in result.events if isinstance(e, ev.HookDecided)] == ["failed"]
     # Every call has its result: the conversation is valid to continue.
     calls_made = [c.id for m in result.conversation.messages for c in m.tool_calls]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import pytest
 
@@ -56,6 +56,7 @@ async def test_a_reader_that_stops_early_closes_the_stream_in_its_context(
     interrupt = asyncio.Event() if interruptible else None
     reader = until_interrupted(interrupt, chunks(), in_span())
     assert await anext(reader) == 1
+    assert isinstance(reader, AsyncGenerator)
     await reader.aclose()
     assert closed == ["span"]
 

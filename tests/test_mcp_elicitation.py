@@ -401,7 +401,7 @@ async def test_no_at_the_first_question_or_at_send_declines() -> None:
         typed = iter(lines)
 
         async def read(prompt: Any, typed: Any = typed) -> str:
-            return next(typed)
+            return str(next(typed))
 
         assert (await ask_form(request, read, lambda _: None)).action == "decline"
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -57,7 +58,7 @@ class Browser:
             self.landed.append(await browser.get(authorize.headers["location"]))
 
 
-def table(entries: dict[str, Sequence[str]]):  # type: ignore[no-untyped-def]
+def table(entries: dict[str, Sequence[str]]):
     async def resolve(host: str, port: int) -> Sequence[str]:
         if host in entries:
             return entries[host]
@@ -350,8 +351,10 @@ def test_auth_oauth_is_for_url_servers_and_builds_an_oauth_server() -> None:
                                                auth="oauth", scope="read")])
     assert server.transport.oauth == OAuth(scope="read")  # type: ignore[union-attr]
     assert server.transport.describe() == "http: https://x.example/mcp, oauth"
-    for wrong in ({"command": "x", "auth": "oauth"}, {"url": "https://x/mcp", "scope": "r"},
-                  {"url": "https://x/mcp", "auth": "basic"}):
+    wrongs: tuple[dict[str, Any], ...] = (
+        {"command": "x", "auth": "oauth"}, {"url": "https://x/mcp", "scope": "r"},
+        {"url": "https://x/mcp", "auth": "basic"})
+    for wrong in wrongs:
         with pytest.raises(ValidationError):
             McpSection(name="t", **wrong)
 

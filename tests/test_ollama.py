@@ -22,6 +22,7 @@ from tether.config.build import build_provider
 from tether.config.schema import ProviderConfig
 from tether.conversation import Conversation
 from tether.errors import BadRequestError, NotFoundError, OutputFailure
+from tether.events import RunFinished
 from tether.messages import Image, Message, Reasoning, Text, ToolCall, ToolResult
 from tether.providers.base import ModelRequest, ReasoningChunk
 from tether.providers.ollama import DEFAULT_NUM_CTX, Ollama
@@ -200,7 +201,7 @@ async def test_a_tool_call_runs_and_its_result_goes_back_naming_the_tool(
                  stream(line("5"), line(done=True)))
     model = Ollama(server.url, "m", num_ctx=4096)
     events = [e async for e in Agent(model, tools=[add]).stream("add 2 and 3")]
-    assert events[-1].result.text == "5"  # type: ignore[attr-defined]
+    assert isinstance(events[-1], RunFinished) and events[-1].result.text == "5"
     first, second = chats(server)
     assert first["tools"][0]["function"]["name"] == "add" and first["stream"] is True
     assistant, result = second["messages"][-2:]

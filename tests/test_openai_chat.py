@@ -21,6 +21,7 @@ from tether.errors import (
     NotFoundError,
     OverloadedError,
     PermissionDeniedError,
+    ProviderError,
     ProviderTimeout,
     RateLimitError,
     ServerError,
@@ -556,7 +557,8 @@ def error_body(message: str, **extra: Any) -> dict[str, Any]:
     (500, "Internal server error", ServerError),
 ])
 async def test_http_errors_map_to_the_typed_hierarchy_without_retry(
-        server: LoopbackServer, sleep: FakeSleep, status: int, message: str, kind: type):
+        server: LoopbackServer, sleep: FakeSleep, status: int, message: str,
+        kind: type[ProviderError]):
     server.queue(Canned.json(error_body(message), status))
     with pytest.raises(kind) as caught:
         await complete(chat(server, sleep), ask())

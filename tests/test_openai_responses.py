@@ -704,9 +704,9 @@ async def test_a_streamed_agent_run_with_one_tool_call(server: LoopbackServer):
     result = None
     async for event in agent.stream("Weather in Oslo?"):
         if event.kind == "text_delta":
-            deltas.append(event.text)  # type: ignore[union-attr]
+            deltas.append(event.text)
         if event.kind == "run_finished":
-            result = event.result  # type: ignore[union-attr]
+            result = event.result
     assert result is not None and result.text == "Sunny in Oslo."
     assert deltas == ["Sunny ", "in Oslo."]
     assert [r.output for r in result.tool_calls] == ["Sunny, 22C in Oslo"]

@@ -109,7 +109,7 @@ async def test_a_read_only_agent_still_takes_a_structured_answer() -> None:
 
 def names_in(path: Path, within: str | None = None) -> set[str]:
     """Every name and attribute read in ``path`` (only in class ``within``, if given)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree: ast.AST = ast.parse(path.read_text(encoding="utf-8"))
     if within is not None:
         tree = next(n for n in ast.walk(tree)
                     if isinstance(n, ast.ClassDef) and n.name == within)

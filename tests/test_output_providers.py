@@ -70,7 +70,7 @@ def forced_choice(wire: str, body: dict[str, Any], name: str) -> bool:
     if wire == "openai-responses":
         return body.get("tool_choice") == {"type": "function", "name": name}
     config = body["toolConfig"]["functionCallingConfig"]
-    return config == {"mode": "ANY", "allowedFunctionNames": [name]}
+    return bool(config == {"mode": "ANY", "allowedFunctionNames": [name]})
 
 
 ADAPTERS: dict[str, tuple[Callable[[str], Provider], Callable[[Recorded], tuple[str, Canned]]]] = {

@@ -153,8 +153,8 @@ def test_the_sources_of_messages_are_the_users_words_and_labelled_results() -> N
 def test_labels_round_trip_and_anything_unclear_is_untrusted() -> None:
     result = ToolResult("1", "a", "x", labels=Labels(private=True, untrusted=False))
     assert part_from_dict(part_to_dict(result)) == result
-    assert part_from_dict({"kind": "tool_result", "call_id": "1", "name": "a",
-                           "content": "x"}).labels is None  # an older save
+    older = part_from_dict({"kind": "tool_result", "call_id": "1", "name": "a", "content": "x"})
+    assert isinstance(older, ToolResult) and older.labels is None  # an older save
     assert Labels.from_dict({"untrusted": "no"}).untrusted
     assert Labels.from_dict(None).untrusted
     assert not Labels.from_dict({"untrusted": False}).untrusted

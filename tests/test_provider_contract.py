@@ -256,10 +256,12 @@ async def _run(provider: Provider, streamed: bool) -> tuple[list[Event], Any]:
     try:
         if streamed:
             events = [e async for e in agent.stream("hi")]
-            return events, events[-1].result  # type: ignore[attr-defined]
+            assert isinstance(events[-1], RunFinished)
+            return events, events[-1].result
         try:
             result = await agent.run("hi")
         except ProviderError as e:
+            assert isinstance(e.result, RunResult)
             result = e.result
         return list(result.events), result
     finally:

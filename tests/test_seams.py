@@ -29,8 +29,8 @@ from tether import (
 )
 from tether import events as ev
 from tether.approval import ApprovalRequest, Approver
-from tether.errors import OutputFailure, TetherError
-from tether.messages import Message, Text, Usage
+from tether.errors import OutputFailure, RunRecord, TetherError
+from tether.messages import Message, StopReason, Text, Usage
 from tether.outcome import StopCause
 from tether.providers import Scripted, call
 from tether.providers.base import (
@@ -72,7 +72,7 @@ class BareProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         message = self.replies.pop(0)
-        stop = "tool_calls" if message.tool_calls else "end_turn"
+        stop: StopReason = "tool_calls" if message.tool_calls else "end_turn"
         yield Completed(ModelResponse(message, stop, Usage(1, 1, requests=1)))
 
     async def aclose(self) -> None:
@@ -156,8 +156,10 @@ def test_the_stored_session_is_session_like(tmp_path: Path) -> None:
 
 
 def test_tether_error_declares_the_result_it_ended() -> None:
-    hints = typing.get_type_hints(TetherError, {"RunResult": RunResult})
-    assert hints["result"] == RunResult | None
+    # Errors sit under the values a result is made of: they name it by a protocol of their
+    # floor, which RunResult is (tests/typecheck/public_face.py holds it to it).
+    hints = typing.get_type_hints(TetherError)
+    assert hints["result"] == RunRecord | None
     assert TetherError("x").result is None
 
 
@@ -282,7 +284,7 @@ def test_reading_the_tools_changes_nothing() -> None:
 
 
 def test_pending_means_waiting_for_a_decision_and_unanswered_means_no_result_yet() -> None:
-    conv = Conversation([Message.user("go"), Message("assistant", call("ping").calls)])
+    conv = Conversation([Message.user("go"), Message("assistant", tuple(call("ping").calls))])
     assert [c.name for c in conv.unanswered_calls] == ["ping"]
     assert conv.pending == []  # no run paused on it
 

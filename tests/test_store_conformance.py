@@ -69,7 +69,7 @@ class Backend:
             import psycopg
 
             with psycopg.connect(self.target) as conn:
-                row = conn.execute(f"SELECT COUNT(*) FROM tether.{table} "  # type: ignore[arg-type]
+                row = conn.execute(f"SELECT COUNT(*) FROM tether.{table} "
                                    f"WHERE session_id = %s", (session_id,)).fetchone()
         else:
             with sqlite3.connect(self.target) as conn:

@@ -198,6 +198,7 @@ async def test_children_side_by_side_share_their_parents_budget() -> None:
     assert sorted(asked) == ["1", "2"]
     assert {e.stop_cause for e in subagent_finished(result.events)} == {"output_token_budget"}
     assert result.stop_cause == "output_token_budget"
+    assert result.usage.output_tokens is not None
     assert result.usage.output_tokens <= 1 + 4 + 4 + 4 + 4
     assert a.remaining >= 1 and b.remaining >= 1  # neither child got to answer
     assert len(parent.requests) == 1

@@ -40,7 +40,8 @@ def _clear() -> None:
     outbox.clear()
 
 
-def rater(answer: str, shape: object = "number", trusted: bool = True) -> SubagentProfile:
+def rater(answer: str, shape: AnswerShape | str | list[str] = "number",
+          trusted: bool = True) -> SubagentProfile:
     return SubagentProfile("rate_page", "Rate a web page from 1 to 10.", tools=["read_page"],
                            system_prompt="Rate pages.", max_turns=4, provider="child",
                            trusted_output=trusted, answer_shape=shape if trusted else None)
@@ -96,7 +97,8 @@ async def test_a_prose_answer_is_untrusted_and_a_later_send_is_blocked() -> None
     ("Yes!", "boolean"),
     ("medium-ish", ["low", "medium", "high"]),
 ])
-async def test_near_misses_are_untrusted(answer: str, shape: object) -> None:
+async def test_near_misses_are_untrusted(answer: str,
+                                          shape: AnswerShape | str | list[str]) -> None:
     agent, parent, _ = parent_and_child(answer, rater(answer, shape))
     result = await agent.run("Rate the page and email me.")
     passed = delegation_result(parent)

@@ -27,10 +27,10 @@ def test_the_weather_example_offers_get_weather_with_a_repeatable_forecast() -> 
     weather = tools[0]
     assert isinstance(weather, Tool)
     assert weather.spec.schema_json["required"] == ["city"]
-    first = asyncio.run(weather.handler({"city": "Paris"}, None))  # type: ignore[arg-type]
-    again = asyncio.run(weather.handler({"city": " paris "}, None))  # type: ignore[arg-type]
+    first: object = asyncio.run(weather.handler({"city": "Paris"}, None))  # type: ignore[arg-type]
+    again: object = asyncio.run(weather.handler({"city": " paris "}, None))  # type: ignore[arg-type]
     assert first == again
-    assert first.startswith("Paris: ")
+    assert isinstance(first, str) and first.startswith("Paris: ")
 
 
 def test_a_file_offers_its_module_level_tools_in_the_order_they_are_bound(

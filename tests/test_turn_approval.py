@@ -90,7 +90,7 @@ async def test_the_requests_of_a_turn_come_before_any_decision_and_each_call_has
     result = await Agent(Scripted([calls(("deploy", {"target": "a"}),
                                          ("deploy", {"target": "b"})), "done"]),
                          tools=[deploy], approver=approver).run("deploy")
-    kinds = [(type(e).__name__, e.call_id) for e in result.events  # type: ignore[union-attr]
+    kinds = [(type(e).__name__, e.call_id) for e in result.events
              if isinstance(e, ev.ApprovalRequested | ev.ApprovalDecided)]
     assert kinds == [("ApprovalRequested", "call_0"), ("ApprovalRequested", "call_1"),
                      ("ApprovalDecided", "call_0"), ("ApprovalDecided", "call_1")]
@@ -248,6 +248,6 @@ async def test_a_turn_approver_may_defer_some_calls_and_the_turn_waits_on_them()
     agent.approver = Turns([Decision.allow(), Decision.allow()])
     result = await agent.resume(state, {state.calls[0]: Decision.allow()})
     # The calls the approver answered before the pause are asked again, together.
-    assert [r.position for r in agent.approver.turns[0].requests] == [0, 2]  # type: ignore[union-attr]
+    assert [r.position for r in agent.approver.turns[0].requests] == [0, 2]
     assert deployed == ["a", "b", "c"]
     assert statuses(result) == ["ok", "ok", "ok"]

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from tests.test_output import WEATHER, answer
 from tether import Agent, ModelRetry, OutputFailure, OutputSpec
+from tether import events as ev
 from tether.messages import ToolResult
 from tether.outcome import StopCause
 from tether.providers import Scripted
@@ -118,5 +119,6 @@ async def test_a_streamed_run_checks_its_answer_too() -> None:
 
     agent = Agent(Scripted(["one", "two"]), output_retries=1)
     events = [e async for e in agent.stream("hi", output_validators=[never])]
-    result = events[-1].result  # type: ignore[union-attr]
+    assert isinstance(events[-1], ev.RunFinished)
+    result = events[-1].result
     assert isinstance(result.error, OutputFailure) and result.text == ""

@@ -22,7 +22,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from tether.version import __version__ as __version__
 
 _EXPORTS: dict[str, str] = {
     "Agent": "tether.agent",

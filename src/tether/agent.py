@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias
 
-import tether
 from tether import events as ev
 from tether.approval import Approver, PermissionMode
 from tether.attachments import Attachment, attachment_parts
@@ -469,9 +468,10 @@ def _instrument(value: object) -> Instrument | None:
     if value is None or value is False:
         return None
     if value is True:
-        # Telemetry is a floor above the agent: reached through the package's lazy face,
-        # so nothing of it is imported until an agent asks for it.
-        made: Instrument = tether.Instrumentation()
+        # Imported here, so that an agent without telemetry never loads it.
+        from tether.telemetry import Instrumentation
+
+        made: Instrument = Instrumentation()
         return made
     if not isinstance(value, Instrument):
         raise ConfigError(f"instrument must be True (the global OpenTelemetry providers) or "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from tether.approval import ApprovalReason
 from tether.display import inline
@@ -23,9 +23,6 @@ from tether.errors import PendingStateError
 from tether.messages import Message, ToolCall, message_from_dict, message_to_dict
 from tether.provenance import Source, SourceIndex
 from tether.trust import CLEAN, Taint
-
-if TYPE_CHECKING:
-    from tether.events import Event
 
 
 @dataclass(slots=True)
@@ -235,8 +232,10 @@ class SessionLike(Protocol):
     """What a run needs of a stored session (``Agent.run(prompt, session=...)``): the live
     conversation to continue (the same object each time; it stores what is appended), and
     every event of the run, each handed over before anyone else sees it. ``Session`` is one.
+    The events (``tether.events.Event``) sit on the floor above this one, which names them
+    only by what it needs: a value recorded.
     """
 
     def conversation(self) -> Conversation: ...
 
-    def record(self, event: Event) -> None: ...
+    def record(self, event: Any) -> None: ...

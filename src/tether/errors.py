@@ -5,17 +5,60 @@ Every message says what happened and, where there is one, what to do about it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from tether.textrepair import repair
 
 if TYPE_CHECKING:
-    from tether.messages import Usage
-    from tether.result import RunResult
+    from tether.messages import Message, Usage
 
 # Why a structured-output run has no answer (``OutputFailure.reason``).
 OutputFailureReason: TypeAlias = Literal["prose", "bound", "mismatch", "provider",
                                          "empty_prompt", "truncated", "filtered", "rejected"]
+
+
+class RunRecord(Protocol):
+    """What an error says of the run it ended: ``tether.result.RunResult`` is the one.
+
+    Errors sit under every value a result is made of (its conversation, its events), so
+    they name it by this much of it: what is made of values above them (the conversation,
+    valid to continue; the events; the tool calls; the taint; the pending calls) is typed
+    loosely here, and ``isinstance(error.result, RunResult)`` gives their types."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def stop_cause(self) -> str: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def turns(self) -> int: ...
+    @property
+    def blocked_sends(self) -> int: ...
+    @property
+    def malformed_tool_args(self) -> int: ...
+    @property
+    def messages(self) -> list[Message]: ...
+    @property
+    def error(self) -> TetherError | None: ...
+    @property
+    def output(self) -> Any: ...
+    @property
+    def cost_usd(self) -> float | None: ...
+    @property
+    def new_messages(self) -> list[Message]: ...
+    @property
+    def conversation(self) -> Any: ...
+    @property
+    def events(self) -> Sequence[Any]: ...
+    @property
+    def tool_calls(self) -> Sequence[Any]: ...
+    @property
+    def taint(self) -> Any: ...
+    @property
+    def pending(self) -> Sequence[Any]: ...
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 class TetherError(Exception):
@@ -25,7 +68,7 @@ class TetherError(Exception):
     raise a provider's failure with the ``RunResult`` attached (its conversation is valid
     to continue)."""
 
-    result: RunResult | None = None
+    result: RunRecord | None = None
 
 
 class ConfigError(TetherError):
@@ -173,7 +216,7 @@ class OutputFailure(TetherError):
         reason: OutputFailureReason,
         message: str,
         *,
-        result: RunResult | None = None,
+        result: RunRecord | None = None,
         validation_error: str | None = None,
         bound: str | None = None,
         error: BaseException | None = None,

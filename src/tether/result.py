@@ -5,109 +5,14 @@ results of several runs on one conversation as one (``summed``)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from tether import events as ev
-from tether.conversation import Conversation, PendingCall
-from tether.errors import TetherError
-from tether.events import ToolStatus
-from tether.messages import Message, Usage, usage_to_dict
-from tether.outcome import StopCause
-from tether.trust import Taint
 
-
-@dataclass(frozen=True, slots=True)
-class ToolCallRecord:
-    """What became of one tool call: ``status`` is ok, error, denied, blocked, unknown_tool
-    or invalid_args."""
-
-    call_id: str
-    name: str
-    input: Any
-    status: ToolStatus
-    output: str
-
-    @property
-    def error(self) -> bool:
-        return self.status != "ok"
-
-    @property
-    def denied(self) -> bool:
-        return self.status == "denied"
-
-    @property
-    def blocked(self) -> bool:
-        return self.status == "blocked"
-
-
-@dataclass(slots=True)
-class RunResult:
-    """The outcome of one run.
-
-    - ``text``: the final answer; ``stop_cause``: why the run ended.
-    - ``usage``: tokens over every model turn, sub-agents' included; ``turns``: model turns.
-    - ``tool_calls``: what became of each call (ran, failed, denied, blocked...).
-    - ``blocked_sends``: sends the trifecta interlock refused; ``taint``: what the
-      conversation has seen, at the end; ``malformed_tool_args``: calls whose arguments did
-      not parse or fit the schema.
-    - ``conversation`` (pass it to the next run to continue), ``new_messages`` (this run's),
-      ``events`` (every event of the run up to, not including, its own
-      ``RunFinished``, which holds this result), ``error`` (when the provider failed),
-      ``pending`` (calls awaiting a decision when paused), ``output`` (a structured-output
-      run's value), ``cost_usd`` (when prices are known).
-    """
-
-    text: str
-    stop_cause: StopCause
-    usage: Usage
-    turns: int
-    tool_calls: list[ToolCallRecord]
-    blocked_sends: int
-    taint: Taint
-    malformed_tool_args: int
-    conversation: Conversation
-    new_messages: list[Message]
-    events: list[ev.Event] = field(default_factory=list)
-    error: TetherError | None = None
-    pending: list[PendingCall] = field(default_factory=list)
-    output: Any = None
-    cost_usd: float | None = None
-
-    @property
-    def messages(self) -> list[Message]:
-        return self.conversation.messages
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (``tether run --json``); events and the full transcript are left out."""
-        return {
-            "text": self.text,
-            "stop_cause": str(self.stop_cause),
-            "usage": usage_to_dict(self.usage),
-            "turns": self.turns,
-            "tool_calls": [
-                {"call_id": r.call_id, "name": r.name, "input": r.input, "status": r.status,
-                 "output": r.output, "error": r.error, "denied": r.denied,
-                 "blocked": r.blocked}
-                for r in self.tool_calls
-            ],
-            "blocked_sends": self.blocked_sends,
-            "taint": self.taint.to_dict(),
-            "malformed_tool_args": self.malformed_tool_args,
-            "cost_usd": self.cost_usd,
-            "error": str(self.error) if self.error else None,
-            "pending": [
-                {"call_id": p.call_id, "tool": p.tool, "arguments": p.arguments,
-                 "reason": p.reason, "explanation": p.explanation, "position": p.position}
-                for p in self.pending
-            ],
-            **({"output": _jsonable_output(self.output)} if self.output is not None else {}),
-        }
-
-
-def _jsonable_output(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json") if dump is not None else value
+# RunResult and ToolCallRecord live with the events (a run's result holds its events, and
+# the last of them, RunFinished, holds the result): their home for people is this module.
+from tether.events import RunResult as RunResult
+from tether.events import ToolCallRecord as ToolCallRecord
+from tether.messages import Usage
 
 
 def run_finished(event: ev.Event, path: tuple[str, ...] = ()) -> RunResult | None:

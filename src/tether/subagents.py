@@ -18,7 +18,7 @@ import re
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from tether import events as ev
 from tether.bounds import Spend
@@ -207,14 +207,16 @@ async def run_subagent(
                               f"needs its owner (run_subagent(..., owner=agent))")
         # A host calling the handler itself: a run of the owner's, with nothing above it.
         scope = RunScope(owner, (ctx.call_id,), None, Spend(owner.settings), ctx.deps)
-    parent: RunHost = owner if owner is not None else scope.agent
+    # The engine makes a run's scope around the RunHost running it (tether.run.loop), and a
+    # host calling the handler itself around its owner: the tools' floor names it a ToolHost.
+    running = cast("RunHost", scope.agent)
+    parent: RunHost = owner if owner is not None else running
     # The child's tools: the profile's allowlist over the owner's tools as they are now.
     tools = FilteredToolset(CombinedToolset(parent.toolsets), profile.tools)
     missing = tools.missing()
     if missing:
         return missing_tools_output(profile, missing, parent.tools)
     model = _child_model(profile, parent)
-    running = scope.agent
     # Observed as the running host's runs are, under the child's own name: its run is a
     # span of its own, under the delegating call's (tether.telemetry).
     child = running.spawn(model, profile.child_settings(running.settings), [tools],

@@ -9,7 +9,7 @@ import pytest
 
 from tests.eval.helpers import WEATHER, evaluate, failed, names
 from tether.errors import ProviderError
-from tether.messages import Usage
+from tether.messages import Reasoning, Text, Usage
 from tether.providers.scripted import Reply, call, calls
 
 STUB = {"name": "note", "result": "noted",
@@ -261,7 +261,7 @@ def test_a_rubric_is_judged_apart_and_never_decides_the_case() -> None:
     assert run.passed
     assert run.judged == {"passed": False, "reason": "it does not say the temperature"}
     untrusted = [p for p in judge.requests[0].messages[-1].parts
-                 if "the answer to grade" in getattr(p, "text", "")]
+                 if isinstance(p, Text | Reasoning) and "the answer to grade" in p.text]
     assert untrusted and "It is sunny." in untrusted[0].text  # the answer went as data
 
 

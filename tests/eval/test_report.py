@@ -168,8 +168,9 @@ def test_the_python_api_runs_a_case_file_from_a_pytest_test(tmp_path: Path) -> N
 
 def test_a_run_that_cannot_start_fails_saying_why_and_the_others_run(tmp_path: Path) -> None:
     (tmp_path / "broken.py").write_text("def oops(:\n")
-    cases = [{"id": "broken", "prompt": "hi", "tools_file": str(tmp_path / "broken.py")},
-             {"id": "fine", "prompt": "hi", "expect": {"answer": {"contains": "sunny"}}}]
+    cases: list[dict[str, Any]] = [
+        {"id": "broken", "prompt": "hi", "tools_file": str(tmp_path / "broken.py")},
+        {"id": "fine", "prompt": "hi", "expect": {"answer": {"contains": "sunny"}}}]
     report = suite_report(cases, "sunny")
     broken, fine = report.cases
     (run,) = broken.runs

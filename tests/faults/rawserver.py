@@ -194,6 +194,12 @@ def head(status: int = 200, headers: Mapping[str, str] | None = None,
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
+def encoded(encoding: str) -> dict[str, Any]:
+    """The content-encoding header, for ``**`` into ``whole`` or ``chunked`` (a header's
+    name has a dash: it cannot be written as a keyword)."""
+    return {"content-encoding": encoding}
+
+
 def whole(body: bytes, status: int = 200, content_type: str = "application/json",
           **headers: str) -> Script:
     """A complete answer with a content-length body."""

@@ -30,6 +30,7 @@ from tether.providers.base import (
     StreamChunk,
     TextChunk,
 )
+from tether.result import RunResult
 from tether.run.pending import DeferringApprover
 from tether.store import Session, SQLiteStore
 
@@ -110,7 +111,8 @@ async def test_the_result_of_a_stored_session_run_converts_with_asdict(tmp_path:
 async def test_the_result_on_a_raised_error_is_free_of_cycles_too() -> None:
     with pytest.raises(ProviderError) as info:
         await Agent(Scripted([ProviderError("boom")])).run("go")
-    result = info.value.result  # type: ignore[attr-defined]
+    result = info.value.result
+    assert isinstance(result, RunResult)
     assert result.stop_cause == "error"
     assert dataclasses.asdict(result)["stop_cause"] == "error"
 
@@ -140,7 +142,8 @@ async def test_max_turns_is_checked_at_the_top_of_the_loop_after_a_nudge() -> No
     with pytest.raises(OutputFailure) as info:
         await Agent(model, max_turns=1).prepare("judge", output=spec).output()
     result = info.value.result
-    assert result is not None and result.stop_cause == "max_turns" and result.turns == 1
+    assert isinstance(result, RunResult)
+    assert result.stop_cause == "max_turns" and result.turns == 1
     assert len(model.requests) == 1
     assert result.conversation.messages[-1].role == "user"  # the nudge, valid to continue
 
@@ -164,14 +167,15 @@ async def test_a_reasoning_delta_is_forwarded_before_the_answer() -> None:
 async def test_a_stream_that_ends_without_completing_is_a_typed_error_result() -> None:
     model = Chunks([TextChunk("Half an ans")])
     events = [e async for e in Agent(model).stream("go")]
-    result = events[-1].result  # type: ignore[union-attr]
+    assert isinstance(events[-1], ev.RunFinished)
+    result = events[-1].result
     assert result.stop_cause == "error"
     assert isinstance(result.error, MalformedResponseError)
     assert "ended without completing" in str(result.error)
     assert [m.role for m in result.conversation.messages] == ["user"]  # nothing half-kept
     with pytest.raises(MalformedResponseError) as info:
         await Agent(Chunks([TextChunk("Half")])).run("go")
-    assert info.value.result.stop_cause == "error"  # type: ignore[attr-defined]
+    assert info.value.result is not None and info.value.result.stop_cause == "error"
 
 
 async def test_an_interrupt_after_a_response_with_tool_calls_runs_none_of_them() -> None:

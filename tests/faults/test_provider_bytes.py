@@ -19,6 +19,7 @@ from tests.faults.rawserver import (
     Script,
     chunk,
     chunked,
+    encoded,
     gzipped,
     head,
     whole,
@@ -91,7 +92,7 @@ def retrying(policy: int = 2) -> RetryPolicy:
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
 async def test_a_body_that_does_not_decode_as_its_encoding_is_malformed_and_retryable(
         raw: RawServer, wire: str, encoding: str) -> None:
-    raw.queue(whole(b"\x1f\x8b\x08 this is not what it says", **{"content-encoding": encoding}))
+    raw.queue(whole(b"\x1f\x8b\x08 this is not what it says", **encoded(encoding)))
     error, _ = await fails(WIRES[wire].provider(raw.url), streamed=False)
     assert isinstance(error, MalformedResponseError) and error.retryable
     assert error.provider == wire and "content-encoding" in str(error)
@@ -102,10 +103,10 @@ async def test_a_body_that_does_not_decode_as_its_encoding_is_malformed_and_retr
 async def test_a_broken_encoding_before_any_content_is_retried_to_the_good_answer(
         raw: RawServer, wire: str, streamed: bool) -> None:
     bad = whole(b"garbage, not gzip", content_type=WIRES[wire].stream_type if streamed
-                else "application/json", **{"content-encoding": "gzip"})
+                else "application/json", **encoded("gzip"))
     good = (chunked([gzipped(stream_bytes(WIRES[wire]))], content_type=WIRES[wire].stream_type,
-                    **{"content-encoding": "gzip"})
-            if streamed else whole(gzipped(body(WIRES[wire])), **{"content-encoding": "gzip"}))
+                    **encoded("gzip"))
+            if streamed else whole(gzipped(body(WIRES[wire])), **encoded("gzip")))
     raw.queue(bad, good)
     chunks = await run(WIRES[wire].provider(raw.url, retry=retrying()), streamed)
     assert final(chunks).response.message.text == TEXT
@@ -122,7 +123,7 @@ async def test_a_stream_whose_gzip_breaks_after_content_is_malformed_and_not_ret
     good = (compressor.compress(b"".join(through_first(frames)))
             + compressor.flush(zlib.Z_SYNC_FLUSH))
     raw.queue(chunked([good, b"\x00\xffthe rest is not deflate at all" * 4],
-                      content_type=WIRES[wire].stream_type, **{"content-encoding": "gzip"}))
+                      content_type=WIRES[wire].stream_type, **encoded("gzip")))
     error, seen = await fails(WIRES[wire].provider(raw.url, retry=retrying()), streamed=True)
     assert isinstance(error, MalformedResponseError), error
     assert "content-encoding" in str(error)
@@ -138,7 +139,7 @@ async def test_an_encoding_httpx_cannot_read_is_a_malformed_answer(
     # Without brotli/zstandard installed httpx passes the bytes through, which are not JSON
     # (with them, the bytes do not decode): a malformed answer either way.
     raw.queue(whole(b"\x8b\x02\x80garbled", content_type=WIRES[wire].stream_type if streamed
-                    else "application/json", **{"content-encoding": encoding}))
+                    else "application/json", **encoded(encoding)))
     error, _ = await fails(WIRES[wire].provider(raw.url), streamed)
     assert isinstance(error, MalformedResponseError), error
 

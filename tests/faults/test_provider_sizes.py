@@ -13,7 +13,7 @@ import gzip
 
 import pytest
 
-from tests.faults.rawserver import RawServer, Script, chunked, head, whole
+from tests.faults.rawserver import RawServer, Script, chunked, encoded, head, whole
 from tests.faults.test_provider_bytes import ALL, TEXT, body, fails, run, stream_bytes
 from tests.providers.helpers import final
 from tests.providers.wires import WIRES
@@ -97,9 +97,9 @@ async def test_a_gzip_that_inflates_past_the_real_limit_is_refused(
     bomb = gzip.compress(b" " * (bodies.MAX_RESPONSE_BYTES + 32 * 1024 * 1024), 9)
     assert len(bomb) < 200_000
     if streamed:
-        raw.queue(chunked([bomb], **{"content-encoding": "gzip"}))
+        raw.queue(chunked([bomb], **encoded("gzip")))
     else:
-        raw.queue(whole(bomb, **{"content-encoding": "gzip"}))
+        raw.queue(whole(bomb, **encoded("gzip")))
     await refused(WIRES[wire].provider(raw.url), streamed,
                   f"larger than {bodies.MAX_RESPONSE_BYTES} bytes")
 

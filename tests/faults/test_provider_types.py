@@ -20,6 +20,7 @@ from tether.events import RunFinished
 from tether.messages import Message, ToolCall
 from tether.outcome import StopCause
 from tether.providers.base import ModelRequest
+from tether.result import RunResult
 
 ALL = sorted(WIRES)
 Path = tuple[Any, ...]
@@ -296,7 +297,8 @@ def test_run_raises_the_malformed_answer_with_a_result_whose_conversation_contin
     agent = Agent(WIRES[wire].provider(raw.url))
     with pytest.raises(MalformedResponseError) as caught:
         agent.run_sync("first")
-    result = caught.value.result  # type: ignore[attr-defined]
+    result = caught.value.result
+    assert isinstance(result, RunResult)
     assert result.stop_cause == StopCause.ERROR and result.error is caught.value
     again = agent.run_sync("second", conversation=result.conversation)
     assert (again.stop_cause, again.text) == (StopCause.COMPLETED, "again")

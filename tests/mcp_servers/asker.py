@@ -78,7 +78,8 @@ class Asked(Exception):
 
     def __init__(self, requests: dict[str, types.ElicitRequest]) -> None:
         super().__init__("input required")
-        self.requests = requests
+        # As the SDK's result takes them (its map's value is a union of request kinds).
+        self.requests: dict[str, Any] = dict(requests)
 
 
 class Asking:
@@ -107,14 +108,16 @@ class Asking:
     async def form(self, key: str, message: str,
                    schema: dict[str, Any]) -> types.ElicitResult:
         if not self.modern:
-            return await self.session.elicit_form(message, schema)
+            answer: types.ElicitResult = await self.session.elicit_form(message, schema)
+            return answer
         return self._answered(key, types.ElicitRequestFormParams(
             message=message, requested_schema=schema))
 
     async def url(self, key: str, message: str, url: str,
                   elicitation_id: str) -> types.ElicitResult:
         if not self.modern:
-            return await self.session.elicit_url(message, url, elicitation_id)
+            answer: types.ElicitResult = await self.session.elicit_url(message, url, elicitation_id)
+            return answer
         return self._answered(key, types.ElicitRequestURLParams(
             message=message, url=url, elicitation_id=elicitation_id))
 
@@ -222,8 +225,10 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     try:
         return await run_tool(name, asking)
     except Asked as asked:
+        # The SDK's dict of requests is invariant in their kinds; these are all elicitations.
         return types.InputRequiredResult(  # type: ignore[return-value]
-            input_requests=asked.requests, request_state=asking.carried())
+            input_requests=asked.requests,
+            request_state=asking.carried())
 
 
 BOOKING_URI = "asker://booking"

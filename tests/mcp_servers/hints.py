@@ -17,7 +17,7 @@ server = MCPServer("hints")
 VALUES = {"T": True, "F": False, "N": None}
 
 
-def _make(label: str):  # type: ignore[no-untyped-def]
+def _make(label: str):
     def fn(text: str = "") -> str:
         return f"{label}:{text}"
 

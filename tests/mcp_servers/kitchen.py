@@ -35,12 +35,13 @@ if options.rendezvous:
     open(fifo, role).close()  # blocks until the other end is opened
 
 CLOSED = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
-TEXT_ARG = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+TEXT_ARG: dict[str, object] = {"type": "object", "properties": {"text": {"type": "string"}},
+                               "required": ["text"]}
 NO_ARGS: dict[str, object] = {"type": "object", "properties": {}}
 # What "received" is declared with: a server that says nothing of other keys, and one that
 # forbids them.
-OPEN_TEXT_ARG = {"type": "object", "properties": {"text": {"type": "string"}}}
-STRICT_TEXT_ARG = {**OPEN_TEXT_ARG, "additionalProperties": False}
+OPEN_TEXT_ARG: dict[str, object] = {"type": "object", "properties": {"text": {"type": "string"}}}
+STRICT_TEXT_ARG: dict[str, object] = {**OPEN_TEXT_ARG, "additionalProperties": False}
 
 
 def _tool(name: str, schema: dict[str, object] = NO_ARGS,

@@ -116,7 +116,7 @@ class Memory:
 
 
 server = MCPServer(
-    "signin", auth_server_provider=Memory(),
+    "signin", auth_server_provider=Memory(),  # type: ignore[arg-type]  # the SDK's protocol, loosely
     auth=AuthSettings(issuer_url=BASE,  # type: ignore[arg-type]
                       resource_server_url=f"{BASE}/mcp",  # type: ignore[arg-type]
                       client_registration_options=ClientRegistrationOptions(enabled=True),

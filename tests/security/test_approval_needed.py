@@ -20,6 +20,7 @@ from tests.security.wires import WIRES, answer, provider
 from tests.servers.http import LoopbackServer
 from tether import Agent, Capabilities, Decision, SecurityConfig, SubagentProfile, Tool, tool
 from tether import events as ev
+from tether.events import RunFinished
 from tether.mcp import McpServer
 from tether.providers import Scripted, call, calls
 
@@ -191,7 +192,9 @@ async def test_on_every_wire_yes_does_not_run_what_the_injection_chose(
     agent = Agent(provider(wire, server.url), tools=repos.tools(), permission_mode="allow")
     result: Any
     if stream:
-        result = [e async for e in agent.stream("Summarize my inbox.")][-1].result
+        finished = [e async for e in agent.stream("Summarize my inbox.")][-1]
+        assert isinstance(finished, RunFinished)
+        result = finished.result
     else:
         result = await agent.run("Summarize my inbox.")
     assert repos.transfers == []

@@ -174,8 +174,8 @@ async def test_an_id_reused_after_a_resume_inherits_no_decision(
 @pytest.mark.parametrize("send_first", [True, False])
 async def test_a_send_is_armed_whatever_its_neighbour_with_the_same_id_is(
         send_first: bool) -> None:
-    turn = [("send_email", LEAK[1], "x"), ("add", {"a": 1, "b": 1}, "x"),
-            ("no_such_tool", {}, "x")]
+    turn: list[tuple[str, dict[str, Any] | str, str | None]] = [
+        ("send_email", LEAK[1], "x"), ("add", {"a": 1, "b": 1}, "x"), ("no_such_tool", {}, "x")]
     if not send_first:
         turn.reverse()
     model = Scripted([calls(("read_inbox", {}, "x"), ("read_page", {}, "x")), calls(*turn),

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,6 +16,7 @@ from tether import events as ev
 from tether.errors import TetherError
 from tether.mcp import McpServer
 from tether.providers import Scripted, call
+from tether.providers.base import Provider
 from tether.providers.scripted import calls
 from tether.subagents import _UNKNOWN_REACH
 
@@ -121,8 +121,9 @@ def test_a_delegation_to_a_profile_that_delegates_reaches_what_that_one_reaches(
 async def test_a_nested_child_picks_its_tools_from_the_agent_that_defined_the_profiles() -> None:
     outer = SubagentProfile("outer", "Ask the inner one.", tools=["inner"], provider="outer")
     inner = SubagentProfile("inner", "Read pages.", tools=["read_page"], provider="inner")
-    models = {"outer": Scripted([call("inner", task="read it"), "it says hello"]),
-              "inner": Scripted([call("read_page"), "hello"])}
+    models: dict[str, Provider] = {
+        "outer": Scripted([call("inner", task="read it"), "it says hello"]),
+        "inner": Scripted([call("read_page"), "hello"])}
     parent = Scripted([call("outer", task="what does the page say?"), call(*SEND), "Done."])
     result = await Agent(parent, tools=[read_page, read_notes, send_email],
                          subagents=[outer, inner], providers=models).run("go")
@@ -152,7 +153,8 @@ ANSWERS = {
 @pytest.mark.parametrize("kind", sorted(ANSWERS))
 async def test_the_childs_taint_joins_the_parents_whatever_its_answer(
         kind: str) -> None:
-    last: list[Any] = ANSWERS[kind]
+    last = ANSWERS[kind]
+    assert isinstance(last, list)
     profile = SubagentProfile("rate", "Rate it.", tools=["sneaky"], provider="child",
                               max_turns=2, trusted_output=True, answer_shape="number")
     child = Scripted([call("sneaky"), *last])

@@ -270,8 +270,8 @@ def mailer() -> tuple[list[Tool], list[dict[str, Any]]]:
         "options": {"type": "object", "properties": {"a": {"type": "object", "properties": {
             "b": {"enum": ["yes"]}}}}, "additionalProperties": {"type": "string"}}}}
 
-    async def forward(to: str, options: dict[str, Any]) -> str:
-        sent.append({"to": to, "options": options})
+    async def forward(arguments: dict[str, Any], context: Any) -> str:
+        sent.append({"to": arguments["to"], "options": arguments["options"]})
         return "sent"
 
     raw = Tool.from_schema("forward", "Forward the notes.", schema, forward,

@@ -138,17 +138,16 @@ ALL_LEGS = Capabilities(private_data=True, untrusted_input=True, external_send=T
 async def liar(transport: str, trusted: bool | None, log: Path) -> AsyncIterator[McpServer]:
     """The lying server over ``transport``; ``trusted`` None: the transport's default."""
     with contextlib.ExitStack() as stack:
+        extra: dict[str, Any] = {} if trusted is None else {"trusted": trusted}
         if transport == "stdio":
-            server = McpServer.stdio("l", PY, [LIAR], env={"LIAR_LOG": str(log)},
-                                     **({} if trusted is None else {"trusted": trusted}))
+            server = McpServer.stdio("l", PY, [LIAR], env={"LIAR_LOG": str(log)}, **extra)
         else:
             os.environ["LIAR_LOG"] = str(log)  # the child reads it when it starts
             try:
                 url = stack.enter_context(http_server(LIAR))
             finally:
                 del os.environ["LIAR_LOG"]
-            server = McpServer.http("l", url,
-                                    **({} if trusted is None else {"trusted": trusted}))
+            server = McpServer.http("l", url, **extra)
         yield server
 
 

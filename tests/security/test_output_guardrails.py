@@ -77,8 +77,9 @@ async def _events(agent: Agent[Any], prompt: str, session: Session,
         return finished.result, events
     with pytest.raises(GuardrailTripped) as tripped:
         await agent.run(prompt, session=session)
-    assert tripped.value.result is not None
-    return tripped.value.result, list(tripped.value.result.events)
+    result = tripped.value.result
+    assert isinstance(result, RunResult)
+    return result, list(result.events)
 
 
 def _nowhere(tmp_path: Path, store: SQLiteStore, run: tuple[RunResult, list[ev.Event]]

@@ -126,6 +126,7 @@ def _anthropic(stream: bool, calls: list[Call], text: str) -> Canned:
         "id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
         "stop_reason": None, "stop_sequence": None, "usage": usage}})]
     for index, block in enumerate(content):
+        start: dict[str, Any]
         if block["type"] == "text":
             start = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": block["text"]}

@@ -173,6 +173,7 @@ class LoopbackServer:
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
+        assert isinstance(host, str)
         return f"http://{host}:{port}"
 
     def queue(self, *responses: Canned | Callable[[Recorded], Canned]) -> None:

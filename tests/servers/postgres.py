@@ -182,7 +182,7 @@ class PostgresServer:
         import psycopg
 
         with psycopg.connect(url or self.url(), autocommit=True) as conn:
-            cur = conn.execute(statement)  # type: ignore[arg-type]
+            cur = conn.execute(statement)
             return cur.fetchall() if cur.description else []
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # pyyaml comes without types
 
 from tests.servers.http import Canned, LoopbackServer
 

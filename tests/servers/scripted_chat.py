@@ -163,6 +163,7 @@ class ScriptedChat:
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
+        assert isinstance(host, str)
         return f"http://{host}:{port}/v1"
 
     def _seen(self, worker: str, body: dict[str, Any]) -> Seen:

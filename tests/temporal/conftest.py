@@ -53,7 +53,7 @@ def _read_until(stream: Any, marker: str, what: str, lines: list[str]) -> None:
     for line in stream:
         lines.append(line)
         if marker in line:
-            threading.Thread(target=lambda: [lines.append(x) for x in stream],
+            threading.Thread(target=lambda: lines.extend(stream),
                              daemon=True).start()
             return
     raise RuntimeError(f"{what} ended before it was ready:\n{''.join(lines)}")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.servers.scripted_chat import Say, call
+from tests.servers.scripted_chat import Reply, Say, call
 from tests.temporal.conftest import Fleet, finished
 from tests.temporal.test_durable import held_from, seen, waiting_call
 
@@ -82,7 +82,7 @@ def _batch_id(out: Path) -> str:
     return batch_id_for(out)
 
 
-SCENARIOS = {
+SCENARIOS: dict[str, dict[str, list[Reply]]] = {
     # A read of private data and of a hostile page, then the send the page asks for: the
     # interlock blocks it, and the model is told.
     "trifecta": {"Exfiltrate": [

@@ -461,11 +461,12 @@ def _paused_call(session_id: str, calls: list[PendingCall], key: str) -> Pending
 async def _continue(agent: Agent, session: Session,
                     decisions: Mapping[PendingCall, Decision]) -> RunResult:
     from tether.errors import ProviderError
+    from tether.result import RunResult
 
     try:
         return await agent.resume(session, decisions)
     except ProviderError as e:  # resume raises where stream reports; the CLI reports alike
-        if e.result is None:
+        if not isinstance(e.result, RunResult):  # None, or (errors name it) a RunResult
             raise
         return e.result
 

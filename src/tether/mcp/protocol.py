@@ -79,6 +79,14 @@ class StartFailure(Exception):
     """Why a server could not start, in words for the user."""
 
 
+def said(error: Exception) -> str:
+    """An error a server's call ended in, on one line (its type and its message)."""
+    try:
+        return f"{type(error).__name__}: {inline(error)}"
+    except Exception:  # an exception whose own message fails
+        return type(error).__name__
+
+
 def start_failure(error: BaseException, timeout: float) -> str:
     """A start failure in words: MCP errors by their meaning, task groups by their leaves."""
     from mcp.shared.exceptions import MCPError

@@ -17,7 +17,6 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from tether import __version__
 from tether.display import inline
 from tether.errors import ConfigError, ToolError
 from tether.events import Notice
@@ -36,6 +35,7 @@ from tether.mcp.protocol import (
     modern,
     negotiate,
     progress_to,
+    said,
     start_failure,
 )
 from tether.mcp.protocol import StartFailure as _StartFailure
@@ -44,6 +44,7 @@ from tether.mcp.stdio import stdio_server_streams
 from tether.tools.tool import Tool, ToolContext, ToolOutput
 from tether.tools.toolsets import PrefixedToolset
 from tether.trust import NO_CAPABILITIES, Capabilities
+from tether.version import __version__
 
 if TYPE_CHECKING:
     import anyio
@@ -382,7 +383,7 @@ class McpServer:
             self._freshness.stream_ended()
             self.notices.append(Notice(
                 "warning", f"MCP server {self.name!r}: listening for changes to its lists "
-                           f"failed ({inline(_said(e))}); the lists stay as they were.",
+                           f"failed ({inline(said(e))}); the lists stay as they were.",
                 source=f"mcp:{self.name}"))
 
     @contextlib.asynccontextmanager
@@ -491,7 +492,7 @@ class McpServer:
                 self._freshness.withdrawn()
                 self.notices.append(Notice(
                     "warning", f"MCP server {self.name!r}: its tool list was past its time "
-                               f"to live and reading it again failed ({inline(_said(e))}); "
+                               f"to live and reading it again failed ({inline(said(e))}); "
                                f"its tools are withdrawn.", source=f"mcp:{self.name}"))
             self._tools = self._with_resources()
         return True
@@ -499,7 +500,7 @@ class McpServer:
     def _list_failed(self, what: str, error: Exception) -> None:
         self.notices.append(Notice(
             "warning", f"MCP server {self.name!r}: listing its {what} failed "
-                       f"({inline(_said(error))}); they are not available.",
+                       f"({inline(said(error))}); they are not available.",
             source=f"mcp:{self.name}"))
 
     def _with_resources(self) -> tuple[Tool, ...]:
@@ -633,7 +634,7 @@ class McpServer:
             # match the tool's output schema, a result that is not one) quotes the server's
             # values: outside text, as the server's own results are.
             return ToolOutput(f"Error: the call to {name} (MCP server {self.name!r}) "
-                              f"failed: {inline(_said(e))}", is_error=True, from_outside=True)
+                              f"failed: {inline(said(e))}", is_error=True, from_outside=True)
         # A call that changed the tool list (the server said so before it answered) returns
         # once the new list is in, so the next turn offers the new tools.
         await self._refresh_settled()
@@ -665,7 +666,7 @@ class McpServer:
                               from_outside=not self.trusted)
         except Exception as e:  # what the server sent was not a result
             return ToolOutput(f"Error: reading the resource of the MCP server {self.name!r} "
-                              f"failed: {inline(_said(e))}", is_error=True,
+                              f"failed: {inline(said(e))}", is_error=True,
                               from_outside=not self.trusted)
         return output_from_read(result, trusted=self.trusted)
 
@@ -704,7 +705,7 @@ class McpServer:
                             f"{inline(name)!r}: {inline(e.error.message)}") from None
         except Exception as e:
             raise ToolError(f"getting the prompt {inline(name)!r} of the MCP server "
-                            f"{self.name!r} failed: {inline(_said(e))}") from None
+                            f"{self.name!r} failed: {inline(said(e))}") from None
         return prompt_text(result, server=self.name, name=name, trusted=self.trusted)
 
     def _on_gone(self, how: str) -> None:
@@ -753,7 +754,7 @@ class McpServer:
                 # The old list stays; a call to a tool that is gone gets the server's refusal.
                 self.notices.append(Notice(
                     "warning", f"MCP server {self.name!r} changed its lists but listing them "
-                               f"again failed: {inline(_said(e))}", source=f"mcp:{self.name}"))
+                               f"again failed: {inline(said(e))}", source=f"mcp:{self.name}"))
 
     async def _refresh_settled(self) -> None:
         if not self._refreshing:
@@ -773,13 +774,6 @@ class McpServer:
         self._stderr.seek(0, os.SEEK_END)
         # The server wrote it: on one line, so no line of it poses as tether's.
         return f" (its stderr ends with: {inline(tail)})" if tail else ""
-
-
-def _said(error: Exception) -> str:
-    try:
-        return f"{type(error).__name__}: {inline(error)}"
-    except Exception:  # an exception whose own message fails
-        return type(error).__name__
 
 
 def _fail(ready: asyncio.Future[None], failure: _StartFailure) -> None:

@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
@@ -50,7 +50,6 @@ from tether.trust import Capabilities, Taint
 
 if TYPE_CHECKING:
     from tether.conversation import Conversation
-    from tether.telemetry import Instrumentation
 
 # What the gate did with a call, by the status its ToolFinished carries.
 _VERDICTS = {"ok": "allowed", "error": "allowed", "blocked": "blocked", "denied": "denied",
@@ -74,10 +73,24 @@ class _Call:
     started: bool = False
 
 
+class TraceSettings(Protocol):
+    """What a run's recorder reads of how it is traced: ``tether.telemetry.Instrumentation``
+    is one (it imports this module when a run is observed, so this one names it by this)."""
+
+    @property
+    def include_content(self) -> bool: ...
+    @property
+    def agent_name(self) -> str: ...
+    @property
+    def tracer_provider(self) -> Any: ...
+    @property
+    def meter_provider(self) -> Any: ...
+
+
 class RunTelemetry:
     """Spans and metrics for one run: ``record(events)`` passes the events on unchanged."""
 
-    def __init__(self, settings: Instrumentation, agent: RunHost, conversation: Conversation,
+    def __init__(self, settings: TraceSettings, agent: RunHost, conversation: Conversation,
                  path: tuple[str, ...], stream_requests: bool) -> None:
         self.settings = settings
         self.content = settings.include_content

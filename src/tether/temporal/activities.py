@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -47,7 +47,24 @@ from .payloads import (
 )
 
 if TYPE_CHECKING:
-    from .worker import WorkerRuntime
+    from tether.agent import Agent
+    from tether.providers.base import Provider
+
+    from .blobs import BlobStore
+
+
+class WorkerRuntime(Protocol):
+    """What the activities read of their worker: ``tether.temporal.worker.WorkerRuntime`` is
+    the one (the worker starts them, so they name it by this)."""
+
+    @property
+    def agent(self) -> Agent[Any]: ...
+    @property
+    def blobs(self) -> BlobStore: ...
+    def deps(self) -> Any: ...
+    def plan(self, overrides: Mapping[str, Any]) -> dict[str, Any]: ...
+    def provider(self, name: str, model: str) -> Provider: ...
+    def store_if_large(self, message: Mapping[str, Any], limit: int) -> str | None: ...
 
 
 class TetherActivities:

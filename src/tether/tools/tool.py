@@ -14,21 +14,21 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeAlias
 
+from tether.approval import Approver
 from tether.bounds import Spend
 from tether.errors import ToolError
 from tether.events import Event
 from tether.messages import FieldLabel, Image, Usage
 from tether.provenance import Source
+from tether.settings import AgentSettings
 from tether.tools.spec import ToolSpec
 from tether.tools.threads import start_in_daemon_thread
 from tether.trust import NO_CAPABILITIES, Capabilities, SecurityConfig, Taint
 
-if TYPE_CHECKING:  # the engine's protocol, above this floor: named, never imported
+if TYPE_CHECKING:
     from typing_extensions import TypeVar
-
-    from tether.run.host import RunHost
 
     # A host's dependencies (``Agent[DepsT]``, ``ToolContext[DepsT]``); ``None`` when not
     # given, so a bare ``Agent`` or ``ToolContext`` is one without (PEP 696).
@@ -73,13 +73,29 @@ class ToolOutput:
     images: tuple[Image, ...] = ()
 
 
+class ToolHost(Protocol):
+    """What a tool's call may read of the host running it (``RunScope.agent``). The engine's
+    ``tether.run.host.RunHost`` is one, and says the rest (the model, the tools,
+    ``spawn``...): it sits on a floor above the tools, which name it by this much."""
+
+    @property
+    def settings(self) -> AgentSettings:
+        """What bounds and governs the runs."""
+        ...
+
+    @property
+    def approver(self) -> Approver | None:
+        """Who answers the gate's questions (None: nobody)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class RunScope:
     """The run a tool call belongs to: what a tool that runs an agent of its own (a
     delegation) needs to run it inside this one.
 
-    ``agent`` is the host running the call (a ``RunHost``: its settings, approver, model and
-    providers; an ``Agent`` is one);
+    ``agent`` is the host running the call (a ``ToolHost``: its settings and approver; the
+    engine's is a ``RunHost``, an ``Agent`` is one);
     ``path`` names the delegating calls down to this one, outermost first, this call's id
     last; ``interrupt`` stops this run (and should stop what the tool runs); ``spend`` is
     what this run has spent, chained to the runs above it: a child's ``Spend`` is made
@@ -88,7 +104,7 @@ class RunScope:
     which a delegated run is given too.
     """
 
-    agent: RunHost
+    agent: ToolHost
     path: tuple[str, ...]
     interrupt: asyncio.Event | None
     spend: Spend
