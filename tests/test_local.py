@@ -221,7 +221,7 @@ def test_the_bundled_chat_template_is_the_measured_one_plus_when_to_call_and_an_
     preamble, instruction, after_result = (b for _, b in changed)
     assert "when the user asks you to use it" in preamble
     assert "Otherwise answer in plain words." in instruction
-    assert "Use this result to answer my question in words." in after_result
+    assert "Reply to my request in one plain sentence that states it." in after_result
 
 
 def test_no_example_in_the_bundled_template_answers_a_question_a_model_could_repeat() -> None:
