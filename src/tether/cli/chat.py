@@ -113,29 +113,38 @@ async def chat(args: argparse.Namespace, stdin: TextIO, err: Console,
 
 async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
                 state: dict[str, Any]) -> int:
+    from tether.cli.common import local_serving, telemetry_export
+
+    talk = _open(args, err, state)
+    _greet(talk, err)
+    reader = _Reader(stdin, stdin.isatty())
+    try:
+        async with local_serving(args):
+            with telemetry_export(talk.cfg):
+                async with talk.agent:
+                    if talk.session is not None and talk.session.pending is not None:
+                        err.print("[yellow]this session paused waiting for approval; "
+                                  "deciding now[/]")
+                        await _resume_paused(talk.agent, talk.session, err)
+                    await _converse(reader, talk, err, state)
+    finally:
+        reader.close()
+    if talk.session is not None:
+        err.print(f"[dim]saved; continue with: tether chat --session {talk.session.id}[/]")
+    elif talk.store is not None:
+        err.print("[dim]nothing said: no session stored[/]")
+    return 0
+
+
+def _open(args: argparse.Namespace, err: Console, state: dict[str, Any]) -> _Chat:
+    """The chat's store, agent and config, and the stored session it continues, if any."""
     from tether.cli.approver import ConsoleApprover
-    from tether.cli.common import local_serving, make_agent, telemetry_export, workspace_of
-    from tether.cli.sessions import (
-        latest_session,
-        open_session,
-        prefer_session_provider,
-        store_for,
-    )
+    from tether.cli.common import make_agent, workspace_of
+    from tether.cli.sessions import open_session, store_for
     from tether.conversation import Conversation
 
-    interactive = stdin.isatty()
     store = None if args.no_store else store_for(args.workspace)
-    session_id: str | None = args.session
-    if store is not None and args.continue_last:
-        from tether.config.layers import load_config
-
-        session_id = latest_session(store, load_config(args.workspace).tools.workspace
-                                    or args.workspace)
-    if store is not None and session_id:
-        # The exact id, as `tether run --session`: a new id names the session the first
-        # message creates, so it cannot mean a session whose id it happens to begin.
-        args.session_id = session_id
-        prefer_session_provider(args, store)
+    session_id = _session_id(args, store)
     # Chat always has a person to ask: at a terminal, or the next piped line.
     approver = ConsoleApprover(err)
     agent, cfg = make_agent(args, approver=approver)
@@ -147,52 +156,67 @@ async def _chat(args: argparse.Namespace, stdin: TextIO, err: Console,
     conversation = session.conversation() if session is not None else Conversation()
     talk = _Chat(args, agent, cfg, store, session, conversation)
     talk.args.session = session_id
+    return talk
 
+
+def _session_id(args: argparse.Namespace, store: Any) -> str | None:
+    """The session to continue: ``--session ID``, or with ``-c`` the workspace's latest.
+    Its provider is preferred (``args.session_id`` set) when there is one to store in."""
+    from tether.cli.sessions import latest_session, prefer_session_provider
+
+    session_id: str | None = args.session
+    if store is not None and args.continue_last:
+        from tether.config.layers import load_config
+
+        session_id = latest_session(store, load_config(args.workspace).tools.workspace
+                                    or args.workspace)
+    if store is not None and session_id:
+        # The exact id, as `tether run --session`: a new id names the session the first
+        # message creates, so it cannot mean a session whose id it happens to begin.
+        args.session_id = session_id
+        prefer_session_provider(args, store)
+    return session_id
+
+
+def _greet(talk: _Chat, err: Console) -> None:
+    """The first line: the model, where the chat is stored; and a continued chat's size."""
+    session, conversation = talk.session, talk.conversation
     where = (f"session {session.id}" if session else
-             "not stored" if store is None else "stored from the first message")
-    err.print(f"[bold]tether chat[/] [dim]· {_model_name(agent)} · {where} · /help for "
+             "not stored" if talk.store is None else "stored from the first message")
+    err.print(f"[bold]tether chat[/] [dim]· {_model_name(talk.agent)} · {where} · /help for "
               f"commands[/]")
     if conversation.messages:
         err.print(f"[dim]continuing: {len(conversation.messages)} messages, taint "
                   f"{_taint_words(conversation.taint)}[/]")
 
-    reader = _Reader(stdin, interactive)
-    try:
-        async with local_serving(args):
-            with telemetry_export(cfg):
-                async with agent:
-                    if session is not None and session.pending is not None:
-                        err.print("[yellow]this session paused waiting for approval; "
-                                  "deciding now[/]")
-                        await _resume_paused(agent, session, err)
-                    while True:
-                        message = await reader.message(err)
-                        if message is None:
-                            break
-                        if not message.strip():
-                            continue
-                        said: Any = message
-                        if message.split(" ", 1)[0].lower() == "/prompt" and "\n" not in message:
-                            said = await _server_prompt(message, talk, err)
-                            if said is None:
-                                continue
-                        elif message.startswith("/") and "\n" not in message:
-                            if not await _command(message.strip(), talk, err):
-                                break
-                            continue
-                        if talk.session is None and talk.store is not None:
-                            talk.session = open_session(args, cfg, talk.args.session, talk.store,
-                                                        title=_title(message))
-                            talk.conversation = talk.session.conversation()
-                            state["session"] = talk.session
-                        await _turn(agent, said, talk.conversation, talk.session, err, talk)
-    finally:
-        reader.close()
-    if talk.session is not None:
-        err.print(f"[dim]saved; continue with: tether chat --session {talk.session.id}[/]")
-    elif store is not None:
-        err.print("[dim]nothing said: no session stored[/]")
-    return 0
+
+async def _converse(reader: _Reader, talk: _Chat, err: Console, state: dict[str, Any]) -> None:
+    """Message after message, until the end of input or ``/exit``: a command is done at
+    once; a message (or a server's prompt) is a turn, stored in the session the first one
+    opens (titled with it)."""
+    from tether.cli.sessions import open_session
+
+    while True:
+        message = await reader.message(err)
+        if message is None:
+            break
+        if not message.strip():
+            continue
+        said: Any = message
+        if message.split(" ", 1)[0].lower() == "/prompt" and "\n" not in message:
+            said = await _server_prompt(message, talk, err)
+            if said is None:
+                continue
+        elif message.startswith("/") and "\n" not in message:
+            if not await _command(message.strip(), talk, err):
+                break
+            continue
+        if talk.session is None and talk.store is not None:
+            talk.session = open_session(talk.args, talk.cfg, talk.args.session, talk.store,
+                                        title=_title(message))
+            talk.conversation = talk.session.conversation()
+            state["session"] = talk.session
+        await _turn(talk.agent, said, talk.conversation, talk.session, err, talk)
 
 
 def _stored(store: Any, session_id: str) -> bool:

@@ -147,27 +147,47 @@ def prompt_parts(prompt: str, outside: str | None, attached: Sequence[Any] = ())
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The configuration layer a command's flags make (over tether.toml and the rest)."""
     # `--local` (tether.cli.local.serving_for_run) points the local provider at its server.
     out: dict[str, Any] = copy.deepcopy(getattr(args, "local_config", None) or {})
-    provider, model = getattr(args, "provider", None), getattr(args, "model", None)
-    if provider or model:
-        from tether.config.layers import load_config
+    _provider_and_model(args, out)
+    _agent_flags(args, out)
+    _permission_flags(args, out)
+    if getattr(args, "otel", False):
+        out.setdefault("telemetry", {})["enabled"] = True
+    from tether.cli.selection import tool_overrides
 
-        base = load_config(args.workspace, out or None)
-        if provider:
-            base.provider_config(provider)  # an unknown name: an error naming the known ones
-        if model:
-            prefix, sep, rest = model.partition(":")
-            if sep and rest and prefix in base.providers:
-                if provider and provider != prefix:
-                    raise ConfigError(f"--model {model} picks provider {prefix!r} but "
-                                      f"--provider says {provider!r}; choose one")
-                provider, model = prefix, rest
-        if provider:
-            out["default_provider"] = provider
-        if model:
-            name, _ = base.provider_config(provider)
-            out.setdefault("providers", {}).setdefault(name, {})["model"] = model
+    tool_overrides(args, out)  # last: --no-tools wins over --local's tool list
+    return out
+
+
+def _provider_and_model(args: argparse.Namespace, out: dict[str, Any]) -> None:
+    """``--provider`` and ``--model`` into ``out``: a ``PROVIDER:`` prefix naming a
+    configured provider picks it (and must agree with ``--provider``)."""
+    provider, model = getattr(args, "provider", None), getattr(args, "model", None)
+    if not (provider or model):
+        return
+    from tether.config.layers import load_config
+
+    base = load_config(args.workspace, out or None)
+    if provider:
+        base.provider_config(provider)  # an unknown name: an error naming the known ones
+    if model:
+        prefix, sep, rest = model.partition(":")
+        if sep and rest and prefix in base.providers:
+            if provider and provider != prefix:
+                raise ConfigError(f"--model {model} picks provider {prefix!r} but "
+                                  f"--provider says {provider!r}; choose one")
+            provider, model = prefix, rest
+    if provider:
+        out["default_provider"] = provider
+    if model:
+        name, _ = base.provider_config(provider)
+        out.setdefault("providers", {}).setdefault(name, {})["model"] = model
+
+
+def _agent_flags(args: argparse.Namespace, out: dict[str, Any]) -> None:
+    """The ``[agent]`` flags: turns, system prompt, context, sampling, output bound."""
     if getattr(args, "max_turns", None) is not None:
         out.setdefault("agent", {})["max_turns"] = args.max_turns
     if getattr(args, "system", None):
@@ -178,18 +198,17 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         out.setdefault("agent", {})["temperature"] = args.temperature
     if getattr(args, "max_tokens", None) is not None:
         out.setdefault("agent", {})["max_output_tokens"] = args.max_tokens
-    if getattr(args, "yes", False) and getattr(args, "read_only", False):
-        raise ConfigError("--yes and --read-only contradict each other; choose one")
-    if getattr(args, "yes", False):
-        out.setdefault("tools", {})["permission_mode"] = "allow"
-    if getattr(args, "read_only", False):
-        out.setdefault("tools", {})["permission_mode"] = "read-only"
-    if getattr(args, "otel", False):
-        out.setdefault("telemetry", {})["enabled"] = True
-    from tether.cli.selection import tool_overrides
 
-    tool_overrides(args, out)  # last: --no-tools wins over --local's tool list
-    return out
+
+def _permission_flags(args: argparse.Namespace, out: dict[str, Any]) -> None:
+    """``--yes`` or ``--read-only``: the tools' permission mode (both: an error)."""
+    yes, read_only = getattr(args, "yes", False), getattr(args, "read_only", False)
+    if yes and read_only:
+        raise ConfigError("--yes and --read-only contradict each other; choose one")
+    if yes:
+        out.setdefault("tools", {})["permission_mode"] = "allow"
+    if read_only:
+        out.setdefault("tools", {})["permission_mode"] = "read-only"
 
 
 def make_agent(args: argparse.Namespace, **agent_kwargs: Any) -> tuple[Any, Any]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any, TextIO
+from collections.abc import Callable
+from typing import Any, ClassVar, TextIO
 
 from rich.console import Console
 
@@ -237,100 +238,177 @@ class EventRenderer:
     # --- events -------------------------------------------------------------------------------
 
     def __call__(self, event: ev.Event) -> None:
-        pad = self._indent(event)
-        err = self.err
-        top = not event.path
-        if isinstance(event, ev.TextDelta):
-            if self.show_text and top and event.text:
-                # The answer itself, as text: escapes and hidden characters made visible.
-                self._write(event.text)
+        # One dict lookup per event (this runs on every streamed delta). The events in
+        # ``_ALONG`` go along with the answer's text; any other ends the text and stops the
+        # spinner first, then prints its line (if its kind has one, in ``_LINES``).
+        along = self._ALONG.get(type(event))
+        if along is not None:
+            along(self, event)
             return
-        if isinstance(event, ev.TurnStarted) and top:
-            self._streamed = False
-            self._spin("thinking…")
-            return
-        if isinstance(event, ev.ReasoningDelta | ev.UsageUpdated | ev.RunStarted):
-            return
-        if isinstance(event, ev.ProviderRetry) and event.fallback is not None:
-            # Another provider answers: a line of its own, and the usage line names it.
-            if top:
-                self._answered_by = event.fallback
-            err.print(shown(pad, (f"falling back to provider {inline(event.fallback)}: ",
-                                  "yellow"), (one_line(event.error, 200), "dim")))
-            return
-        if isinstance(event, ev.ProviderRetry):
-            # Always a line of its own, at a terminal too (a spinner's text goes away): the
-            # request is sent again, and what the failed attempt spent is in the usage
-            # line. It says why (a status, a parse error), piped or at a terminal; the
-            # run's error, if it fails, once.
-            again = (f"retrying in {event.wait_secs:.1f}s" if event.wait_secs >= 0.05
-                     else "resending")
-            err.print(shown(pad, (f"{again} (attempt {event.attempt}): "
-                                  f"{event.reason or 'the request failed'}", "yellow")))
-            self._spin(f"{again} (attempt {event.attempt})")
-            return
-        if isinstance(event, ev.ToolCallRequested):
-            self._arguments[event.call.id] = event.call.arguments
-            return
-        if isinstance(event, ev.ModelResponded):
-            if top and not self._streamed and self.show_text and event.message.text:
-                # A server that answered a streamed request with one JSON body sent no deltas.
-                self._write(event.message.text)
-            if not top and event.message.text:
-                err.print(shown(pad, (f"│ {_short(event.message.text)}", "dim")))
-            return
+        self._break_flow()
+        line = self._LINES.get(type(event))
+        if line is not None:
+            line(self, event)
+
+    def _break_flow(self) -> None:
+        """The answer's text ended and the spinner stopped: a line of tether's own follows."""
         self._end_text()
         self._stop_status()
-        if isinstance(event, ev.ToolStarted):
-            name = _named(event.display_name, event.tool)
-            err.print(shown(pad, (f"→ {name}", "cyan"), " ", (_short(event.arguments), "dim")))
-            if top:
-                self._spin(f"running {name}…")
-        elif isinstance(event, ev.ToolFinished):
-            self._progressed.pop(event.call_id, None)
-            self._tool_finished(event, pad)
-        elif isinstance(event, ev.ToolProgress):
-            self._progress(event, pad)
-        elif isinstance(event, ev.TrifectaWaived):
-            err.print(shown(pad, ("trifecta waived", "yellow"), f" {inline(event.tool)} ",
-                            ("([security] trifecta = \"allow\")", "dim")))
-        elif isinstance(event, ev.TrifectaBlocked):
-            # Named for the taint the run has: a call refused for untrusted text alone is
-            # no "trifecta" (that needs private data too).
-            f = event.forecast
-            taint = "+".join(n for n, v in (("private", f.private), ("untrusted", f.untrusted))
-                             if v) or "clean"
-            word = "⛔ trifecta" if f.private and f.untrusted else "⛔ blocked"
-            err.print(shown(pad, (word, "bold red"), f" {inline(event.tool)} ",
-                            (f"(taint: {taint})", "dim"), f": {inline(event.reason)}"))
-        elif isinstance(event, ev.ApprovalDecided):
-            if event.by != "approver" or not event.allowed:
-                word = "allowed" if event.allowed else "refused"
-                why = f": {inline(event.reason)}" if event.reason else ""
-                err.print(shown(pad, (f"approval {word}", "yellow"), f" {inline(event.tool)} ",
-                                (f"({event.by}{why})", "dim")))
-        elif isinstance(event, ev.SubagentStarted):
-            err.print(shown(pad, (f"⇢ sub-agent {inline(event.profile)}", "magenta"), " ",
-                            (_short(event.task), "dim")))
-        elif isinstance(event, ev.SubagentFinished):
-            trust = ("trusted", "green") if event.trusted else ("untrusted", "yellow")
-            err.print(shown(pad, (f"⇠ {inline(event.profile)}", "magenta"), " ", trust, " ",
-                            (f"({inline(event.reason)})", "dim")))
-        elif isinstance(event, ev.Notice):
-            style = {"info": "dim", "warning": "yellow", "error": "red"}[event.level]
-            err.print(shown(pad, (inline(event.message), style)))
-        elif isinstance(event, ev.ContextFitted):
-            err.print(shown(pad, (context_line(event), "yellow" if event.note else "dim")))
-        elif isinstance(event, ev.HookDecided):
-            why = f": {inline(event.reason)}" if event.reason else ""
-            err.print(shown(pad, (f"hook {inline(event.hook)} {event.verdict}", "yellow"),
-                            why, (f" ({event.point})", "dim")))
-        elif isinstance(event, ev.RunPaused):
-            err.print(shown((f"paused: waiting for decisions on "
-                             f"{', '.join(inline(i) for i in event.pending_call_ids)}",
-                             "yellow")))
-        elif isinstance(event, ev.RunFinished) and top:
+
+    # Events that go along with the answer's text (no line break before them).
+
+    def _on_text(self, event: ev.TextDelta) -> None:
+        if self.show_text and not event.path and event.text:
+            # The answer itself, as text: escapes and hidden characters made visible.
+            self._write(event.text)
+
+    def _on_turn(self, event: ev.TurnStarted) -> None:
+        if event.path:  # a sub-agent's turn: as any other event, the text ends
+            self._break_flow()
+            return
+        self._streamed = False
+        self._spin("thinking…")
+
+    def _on_nothing(self, event: ev.Event) -> None:
+        """Reasoning, usage so far, the run's start: nothing shown."""
+
+    def _on_retry(self, event: ev.ProviderRetry) -> None:
+        if event.fallback is not None:
+            self._falling_back(event, event.fallback)
+        else:
+            self._resending(event)
+
+    def _falling_back(self, event: ev.ProviderRetry, fallback: str) -> None:
+        # Another provider answers: a line of its own, and the usage line names it.
+        if not event.path:
+            self._answered_by = fallback
+        self.err.print(shown(self._indent(event),
+                             (f"falling back to provider {inline(fallback)}: ", "yellow"),
+                             (one_line(event.error, 200), "dim")))
+
+    def _resending(self, event: ev.ProviderRetry) -> None:
+        # Always a line of its own, at a terminal too (a spinner's text goes away): the
+        # request is sent again, and what the failed attempt spent is in the usage
+        # line. It says why (a status, a parse error), piped or at a terminal; the
+        # run's error, if it fails, once.
+        again = (f"retrying in {event.wait_secs:.1f}s" if event.wait_secs >= 0.05
+                 else "resending")
+        self.err.print(shown(self._indent(event), (f"{again} (attempt {event.attempt}): "
+                                                   f"{event.reason or 'the request failed'}",
+                                                   "yellow")))
+        self._spin(f"{again} (attempt {event.attempt})")
+
+    def _on_call_requested(self, event: ev.ToolCallRequested) -> None:
+        self._arguments[event.call.id] = event.call.arguments
+
+    def _on_responded(self, event: ev.ModelResponded) -> None:
+        top = not event.path
+        if top and not self._streamed and self.show_text and event.message.text:
+            # A server that answered a streamed request with one JSON body sent no deltas.
+            self._write(event.message.text)
+        if not top and event.message.text:
+            self.err.print(shown(self._indent(event),
+                                 (f"│ {_short(event.message.text)}", "dim")))
+
+    # Events shown by a line of their own (after the answer's text and the spinner end).
+
+    def _on_tool_started(self, event: ev.ToolStarted) -> None:
+        name = _named(event.display_name, event.tool)
+        self.err.print(shown(self._indent(event), (f"→ {name}", "cyan"), " ",
+                             (_short(event.arguments), "dim")))
+        if not event.path:
+            self._spin(f"running {name}…")
+
+    def _on_tool_finished(self, event: ev.ToolFinished) -> None:
+        self._progressed.pop(event.call_id, None)
+        self._tool_finished(event, self._indent(event))
+
+    def _on_progress(self, event: ev.ToolProgress) -> None:
+        self._progress(event, self._indent(event))
+
+    def _on_waived(self, event: ev.TrifectaWaived) -> None:
+        self.err.print(shown(self._indent(event), ("trifecta waived", "yellow"),
+                             f" {inline(event.tool)} ",
+                             ("([security] trifecta = \"allow\")", "dim")))
+
+    def _on_blocked(self, event: ev.TrifectaBlocked) -> None:
+        # Named for the taint the run has: a call refused for untrusted text alone is
+        # no "trifecta" (that needs private data too).
+        f = event.forecast
+        taint = "+".join(n for n, v in (("private", f.private), ("untrusted", f.untrusted))
+                         if v) or "clean"
+        word = "⛔ trifecta" if f.private and f.untrusted else "⛔ blocked"
+        self.err.print(shown(self._indent(event), (word, "bold red"), f" {inline(event.tool)} ",
+                             (f"(taint: {taint})", "dim"), f": {inline(event.reason)}"))
+
+    def _on_approval(self, event: ev.ApprovalDecided) -> None:
+        if event.by == "approver" and event.allowed:
+            return  # the call's own lines (→, then ✓ or ✗) follow an approver's yes
+        word = "allowed" if event.allowed else "refused"
+        why = f": {inline(event.reason)}" if event.reason else ""
+        self.err.print(shown(self._indent(event), (f"approval {word}", "yellow"),
+                             f" {inline(event.tool)} ", (f"({event.by}{why})", "dim")))
+
+    def _on_subagent_started(self, event: ev.SubagentStarted) -> None:
+        self.err.print(shown(self._indent(event),
+                             (f"⇢ sub-agent {inline(event.profile)}", "magenta"), " ",
+                             (_short(event.task), "dim")))
+
+    def _on_subagent_finished(self, event: ev.SubagentFinished) -> None:
+        trust = ("trusted", "green") if event.trusted else ("untrusted", "yellow")
+        self.err.print(shown(self._indent(event), (f"⇠ {inline(event.profile)}", "magenta"),
+                             " ", trust, " ", (f"({inline(event.reason)})", "dim")))
+
+    def _on_notice(self, event: ev.Notice) -> None:
+        style = {"info": "dim", "warning": "yellow", "error": "red"}[event.level]
+        self.err.print(shown(self._indent(event), (inline(event.message), style)))
+
+    def _on_context(self, event: ev.ContextFitted) -> None:
+        self.err.print(shown(self._indent(event),
+                             (context_line(event), "yellow" if event.note else "dim")))
+
+    def _on_hook(self, event: ev.HookDecided) -> None:
+        why = f": {inline(event.reason)}" if event.reason else ""
+        self.err.print(shown(self._indent(event),
+                             (f"hook {inline(event.hook)} {event.verdict}", "yellow"),
+                             why, (f" ({event.point})", "dim")))
+
+    def _on_paused(self, event: ev.RunPaused) -> None:
+        self.err.print(shown((f"paused: waiting for decisions on "
+                              f"{', '.join(inline(i) for i in event.pending_call_ids)}",
+                              "yellow")))
+
+    def _on_finished(self, event: ev.RunFinished) -> None:
+        if not event.path:  # the run's own end: the usage line
             self.finish(event)
+
+    # Each kind of event to its method (events are final dataclasses: the exact type is
+    # the kind). A kind in neither table is shown by no line.
+    _ALONG: ClassVar[dict[type, Callable[[EventRenderer, Any], None]]] = {
+        ev.TextDelta: _on_text,
+        ev.TurnStarted: _on_turn,
+        ev.ReasoningDelta: _on_nothing,
+        ev.UsageUpdated: _on_nothing,
+        ev.RunStarted: _on_nothing,
+        ev.ProviderRetry: _on_retry,
+        ev.ToolCallRequested: _on_call_requested,
+        ev.ModelResponded: _on_responded,
+    }
+    _LINES: ClassVar[dict[type, Callable[[EventRenderer, Any], None]]] = {
+        ev.ToolStarted: _on_tool_started,
+        ev.ToolFinished: _on_tool_finished,
+        ev.ToolProgress: _on_progress,
+        ev.TrifectaWaived: _on_waived,
+        ev.TrifectaBlocked: _on_blocked,
+        ev.ApprovalDecided: _on_approval,
+        ev.SubagentStarted: _on_subagent_started,
+        ev.SubagentFinished: _on_subagent_finished,
+        ev.Notice: _on_notice,
+        ev.ContextFitted: _on_context,
+        ev.HookDecided: _on_hook,
+        ev.RunPaused: _on_paused,
+        ev.RunFinished: _on_finished,
+    }
 
     def _progress(self, event: ev.ToolProgress, pad: str) -> None:
         """A line per call at most each ``PROGRESS_EVERY_SECS`` (and the last): the
