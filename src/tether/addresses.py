@@ -365,18 +365,31 @@ _MOST = 32
 
 
 def _word_places(word: str) -> list[tuple[str, str]]:
-    """Every place in one word, with its host ("" for none)."""
+    """Every place in one word, with its host ("" for none): its links, the paths after
+    slashes no link holds, its addresses, its host names. A word with more than ``_MOST``
+    places of one reading is also one place as written."""
     if not _MARKED.search(_trim(word)):
         return []  # its only mark ends it ("name:", "hotel.")
     out: list[tuple[str, str]] = []
     linked: set[int] = set()
+    if not _links(word, out, linked) or not _relative_paths(word, out, linked):
+        return [*out, (word, "")]
+    _addresses(word, out, linked)
+    if not _hosts(word, out):
+        return [*out, (word, "")]
+    return out
+
+
+def _links(word: str, out: list[tuple[str, str]], linked: set[int]) -> bool:
+    """Add the word's links (a scheme and what follows it) to ``out``, where each link's
+    scheme ends to ``linked``; False if there are more than ``_MOST``."""
     for match in _SCHEME.finditer(word):
         scheme = match.group(1).lower()
         after = word[match.end():match.end() + 1]
         if not (after in ("/", "\\") or scheme in _SPECIAL or scheme in _OPAQUE):
             continue
         if len(linked) == _MOST:
-            return [*out, (word, "")]
+            return False
         token = _trim(word[match.start():])
         if len(token) <= match.end() - match.start():
             continue
@@ -385,6 +398,12 @@ def _word_places(word: str) -> list[tuple[str, str]]:
             out.extend(_mailto(token, match.end() - match.start()))
         else:
             out.append(_url(token, scheme, match.end() - match.start()))
+    return True
+
+
+def _relative_paths(word: str, out: list[tuple[str, str]], linked: set[int]) -> bool:
+    """Add the places after slashes that no link holds (``//host/path``) to ``out``; False
+    if there are more than ``_MOST``."""
     relative = 0
     for match in _SLASHES.finditer(word):
         if match.start() in linked:
@@ -393,8 +412,13 @@ def _word_places(word: str) -> list[tuple[str, str]]:
         if len(token) > match.end() - match.start():
             relative += 1
             if relative > _MOST:
-                return [*out, (word, "")]
+                return False
             out.append(_url(token, "", 0))
+    return True
+
+
+def _addresses(word: str, out: list[tuple[str, str]], linked: set[int]) -> None:
+    """Add the word's mail addresses (each local part it may have, at its host) to ``out``."""
     at = word.find("@")
     while at != -1:
         domain_match = _DOMAIN.match(word, at + 1)
@@ -404,6 +428,11 @@ def _word_places(word: str) -> list[tuple[str, str]]:
             locals_ = _locals(word, at, in_link=bool(linked) and min(linked) < at)
             out.extend((f"{local}@{resolved}", resolved) for local in locals_)
         at = word.find("@", at + 1)
+
+
+def _hosts(word: str, out: list[tuple[str, str]]) -> bool:
+    """Add the word's host names and bare numbers (with the path that follows one) to
+    ``out``; False if there are more than ``_MOST``."""
     hosts = 0
     for match in (*_HOSTNAME.finditer(word), *_BARE_NUMBER.finditer(word)):
         name = match.group(0)
@@ -412,13 +441,13 @@ def _word_places(word: str) -> list[tuple[str, str]]:
             continue
         hosts += 1
         if hosts > _MOST:
-            return [*out, (word, "")]
+            return False
         resolved = host(name)
         if word[match.start() - 1:match.start()] == "@":
             rest = None  # an address's domain: mail goes to the host, whatever follows
         path = _trim(rest.group(0)) if rest else ""
         out.append((resolved + (path if path != "/" else ""), resolved))
-    return out
+    return True
 
 
 # Inside a link, these end a local part: the link's own parser reads them as delimiters

@@ -152,31 +152,80 @@ def validate(call: ToolCall, tool: Tool) -> dict[str, Any] | Refuse:
                                       f"with corrected arguments.")
 
 
+# --- the policy ladder ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What a check holds against a call, in the words each reader is given. ``why`` is
+    one clause (what could go wrong); ``said`` (what the model is told of the detail: never
+    a value, the values are in the call it wrote) and ``logged`` (the detail for the host,
+    values and all) are one sentence each without its closing period, or empty;
+    ``remedy`` is the whole sentences a refusal ends with (what to do instead). ``check``
+    names the check to the approver ("Trifecta" check), ``topic`` to the model when nobody
+    can be asked ("provenance"; empty: the reason goes untold)."""
+
+    check: str
+    why: str
+    remedy: str
+    said: str = ""
+    logged: str = ""
+    topic: str = ""
+
+
+def by_policy(call: ToolCall, tool: Tool, arguments: dict[str, Any], turn: TurnView,
+              found: Finding, first: tuple[ev.Event, ...] = ()) -> Checked:
+    """The one ladder of every check that blocks, asks or waives, as ``security.trifecta``
+    says: ``block`` refuses the call (the model is told why, and what to do instead),
+    ``ask`` asks the approver, ``allow`` runs it and records the waiver. ``first`` are the
+    check's own events, before the ladder's."""
+    policy = turn.security.trifecta
+    why, said, logged = found.why, found.said, found.logged
+    if policy == "block":
+        return Checked(
+            Refuse("blocked", f"Blocked by policy: {_then(why, said)}. It was not run. "
+                              f"{found.remedy}"),
+            (*first, ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy,
+                                        _reason(why, logged))))
+    if policy == "ask":
+        told = f"{found.topic}: {_then(why, said)}" if found.topic else ""
+        return Checked(
+            Ask(tool, arguments, "trifecta", f"{found.check} check: {_then(why, logged)}.",
+                told=told),
+            (*first, ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy,
+                                        _reason(f"{why}; asking the approver", logged))))
+    return Checked(Run(tool, arguments),
+                   (*first, ev.TrifectaWaived(call.id, call.name, turn.forecast,
+                                              _reason(why, logged))))
+
+
+def _then(clause: str, detail: str) -> str:
+    """A clause and the sentence of detail that follows it (if any), without the closing
+    period: the caller ends the sentence, or puts it in parentheses."""
+    return f"{clause}. {detail}" if detail else clause
+
+
+def _reason(clause: str, detail: str) -> str:
+    """An event's reason: the clause alone, or the clause and its detail as sentences."""
+    return f"{clause}. {detail}." if detail else clause
+
+
+# --- 3. the checks that climb it: the trifecta, provenance, secrets ----------------------
+
+
 _LEAK = ("this call can send data out, and the conversation holds private data and "
          "untrusted text, so it could leak the private data")
+_TO_ALLOW = ("To allow such calls, set [security] trifecta = \"ask\" (a person decides) or "
+             "\"allow\"; or do this step in a fresh conversation without the untrusted text.")
 
 
 def interlock(call: ToolCall, position: int, tool: Tool, arguments: dict[str, Any],
               turn: TurnView) -> Checked:
     """3. The trifecta check: an armed send is refused, asked about, or waived, as
-    ``security.trifecta`` says. Other calls pass (``Run``)."""
+    ``security.trifecta`` says (``by_policy``). Other calls pass (``Run``)."""
     if not turn.armed.get(position, False):
         return Checked(Run(tool, arguments))
-    policy = turn.security.trifecta
-    if policy == "block":
-        return Checked(
-            Refuse("blocked", f"Blocked by policy: {_LEAK}. It was not run. To allow such "
-                              f"calls, set [security] trifecta = \"ask\" (a person decides) or "
-                              f"\"allow\"; or do this step in a fresh conversation without "
-                              f"the untrusted text."),
-            (ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy, _LEAK),))
-    if policy == "ask":
-        return Checked(
-            Ask(tool, arguments, "trifecta", f"Trifecta check: {_LEAK}."),
-            (ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy,
-                                _LEAK + "; asking the approver"),))
-    return Checked(Run(tool, arguments),
-                   (ev.TrifectaWaived(call.id, call.name, turn.forecast, _LEAK),))
+    return by_policy(call, tool, arguments, turn, Finding("Trifecta", _LEAK, _TO_ALLOW))
 
 
 def consequential(tool: Tool) -> bool:
@@ -233,6 +282,11 @@ _FIXED_LEAK = ("this call can send data out, the conversation holds private data
                "sends is the tool's own choice), so it could leak the private data")
 
 
+_TO_TRACE = ("Use only values the user gave or a trusted tool returned; to let a person "
+             "decide, set [security] trifecta = \"ask\"; or do this step in a fresh "
+             "conversation without the untrusted text.")
+
+
 _UNANCHORED = ("the call acts while the conversation holds untrusted text, and none of its "
                "arguments names what it acts on or where it goes (it carries only content), "
                "so nothing ties it to what the user asked")
@@ -267,8 +321,9 @@ def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[
     only if each of its destination and control values, and each address written in a
     send's content, occurs in a trusted text; and at least one such value must be there to
     trace (a call with content alone is not vouched for by anything). Otherwise it is
-    refused, asked about or waived, as ``security.trifecta`` says; the events and the text
-    name every value and where it was (or was not) found. Other calls pass."""
+    refused, asked about or waived, as ``security.trifecta`` says (``by_policy``); the
+    events and the text name every value and where it was (or was not) found. Other calls
+    pass."""
     leak = turn.armed.get(position, False)
     if not consequential(tool) or not (leak or turn.exposed.get(position, True)):
         return Checked(Run(tool, arguments))
@@ -295,44 +350,30 @@ def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[
                        (ev.ProvenanceChecked(call.id, call.name, "closed", traces),))
     if untraced:
         verdict = "untraced"
-        why = _UNTRACED_LEAK if leak else _UNTRACED
         # The model is told which arguments and where they were (not) found, never their
         # values: they are in the call it wrote, and in the event for the host.
-        said = "Untraced: " + "; ".join(t.describe(with_value=False) for t in untraced) + "."
-        logged = "Untraced: " + "; ".join(t.describe() for t in untraced) + "."
+        found = Finding(
+            "Provenance", _UNTRACED_LEAK if leak else _UNTRACED, _TO_TRACE,
+            "Untraced: " + "; ".join(t.describe(with_value=False) for t in untraced),
+            "Untraced: " + "; ".join(t.describe() for t in untraced), "provenance")
     elif fixed:
-        verdict, why, said, logged = "fixed", _FIXED_LEAK, "", ""
+        verdict, found = "fixed", Finding("Provenance", _FIXED_LEAK, _TO_TRACE,
+                                          topic="provenance")
     elif not traces:
         # Nothing in the call names what it acts on (only content, or no arguments): no
         # value ties it to what the user asked, so the call itself may be the injection's.
-        verdict, why, said, logged = "unanchored", _UNANCHORED, "", ""
+        verdict, found = "unanchored", Finding("Provenance", _UNANCHORED, _TO_TRACE,
+                                               topic="provenance")
     else:
         return Checked(Run(tool, arguments),
                        (ev.ProvenanceChecked(call.id, call.name, "traced", traces),))
-    policy = turn.security.trifecta
-    checked = ev.ProvenanceChecked(call.id, call.name, verdict, traces)
-    if policy == "block":
-        return Checked(
-            Refuse("blocked", f"Blocked by policy: {why}. {said} It was not run. Use only "
-                              f"values the user gave or a trusted tool returned; to let a "
-                              f"person decide, set [security] trifecta = \"ask\"; or do this "
-                              f"step in a fresh conversation without the untrusted text."
-                   .replace(".  ", ". ")),
-            (checked, ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy,
-                                         f"{why}. {logged}".strip())))
-    if policy == "ask":
-        return Checked(
-            Ask(tool, arguments, "trifecta", f"Provenance check: {why}. {logged}".strip(),
-                told=f"provenance: {why}. {said}".strip().rstrip(".")),
-            (checked, ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy,
-                                         f"{why}; asking the approver. {logged}".strip())))
-    return Checked(Run(tool, arguments),
-                   (checked, ev.TrifectaWaived(call.id, call.name, turn.forecast,
-                                               f"{why}. {logged}".strip())))
+    return by_policy(call, tool, arguments, turn, found,
+                     (ev.ProvenanceChecked(call.id, call.name, verdict, traces),))
 
 
 _SECRET = ("the call would send out a value a tool declared secret (a password, a card or "
            "passport number), and secrets never leave without a person")
+_TO_ASK = "To let a person decide, set [security] trifecta = \"ask\"."
 
 
 def keep_secrets(call: ToolCall, position: int, tool: Tool, arguments: dict[str, Any],
@@ -341,7 +382,7 @@ def keep_secrets(call: ToolCall, position: int, tool: Tool, arguments: dict[str,
     (``tether.fields.Secret``), in any argument or key, whoever it goes to, or that is made
     in the same turn as a call whose results may hold secrets (``Tool.returns_secrets``:
     read side by side, they are not known yet): refused, asked about or waived as
-    ``security.trifecta`` says (None: nothing secret in it)."""
+    ``security.trifecta`` says (``by_policy``; None: nothing secret in it)."""
     if not tool.capabilities.external_send:
         return None
     beside = any(i != position for i in turn.secret_reads)
@@ -352,26 +393,14 @@ def keep_secrets(call: ToolCall, position: int, tool: Tool, arguments: dict[str,
         path for _, path, leaf in pv.values(arguments, names)
         if any(pv.holds_secret(str(leaf), secret) for secret in turn.secrets)))
     if held:
-        said = "Secret values in: " + ", ".join(inline(p) for p in held) + "."
+        said = "Secret values in: " + ", ".join(inline(p) for p in held)
     elif beside:
         said = ("Another call of this turn reads secrets, which this send could carry; make "
-                "the send in a turn of its own.")
+                "the send in a turn of its own")
     else:
         return None
-    policy = turn.security.trifecta
-    if policy == "block":
-        return Checked(
-            Refuse("blocked", f"Blocked by policy: {_SECRET}. {said} It was not run. To let "
-                              f"a person decide, set [security] trifecta = \"ask\"."),
-            (ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy,
-                                f"{_SECRET}. {said}"),))
-    if policy == "ask":
-        return Checked(Ask(tool, arguments, "trifecta", f"Secret check: {_SECRET}. {said}",
-                           told=f"secrets: {_SECRET}. {said}".rstrip(".")),
-                       (ev.TrifectaBlocked(call.id, call.name, turn.forecast, policy,
-                                           f"{_SECRET}; asking the approver. {said}"),))
-    return Checked(Run(tool, arguments),
-                   (ev.TrifectaWaived(call.id, call.name, turn.forecast, f"{_SECRET}. {said}"),))
+    return by_policy(call, tool, arguments, turn,
+                     Finding("Secret", _SECRET, _TO_ASK, said, said, "secrets"))
 
 
 def always_asks(tool: Tool) -> bool:
@@ -465,9 +494,10 @@ def _joined(secret: Checked, checked: Checked) -> Checked:
     verdict = checked.verdict
     first = secret.verdict
     if isinstance(first, Ask) and isinstance(verdict, Ask):
+        # What the model is told names each reason told (the interlock tells none).
+        told = "; ".join(t for t in (first.told, verdict.told) if t)
         verdict = Ask(verdict.tool, verdict.arguments, verdict.reason,
-                      f"{first.explanation} {verdict.explanation}",
-                      f"{first.told}; {verdict.told}")
+                      f"{first.explanation} {verdict.explanation}", told)
     elif isinstance(first, Ask) and isinstance(verdict, Run):
         verdict = first
     return Checked(verdict, secret.events + checked.events)

@@ -378,13 +378,7 @@ class Replay:
     def _point(self, state: _Replayed, p: int, pins: Collection[int], budget: Budget,
                note_tokens: int) -> None:
         """Replay the fitting at request point ``p`` (the request sent with ``p`` messages)."""
-        full, short_cost, units, block_of = self._full, self._short, self._blocks, \
-            self._block_of
-        shortened, held = state.shortened, state.held
-
-        def cost(i: int) -> int:
-            return short_cost[i] if i in shortened else full[i]
-
+        full, block_of, held = self._full, self._block_of, state.held
         for i in range(state.upto, p):
             state.total += full[i]
         state.upto = p
@@ -393,13 +387,27 @@ class Replay:
             pinned.add(block_of[self._last_user[p]])
         for b in sorted(held - pinned):  # a pin moved on: its block below the cut goes
             held.discard(b)
-            state.total -= sum(cost(i) for i in range(*units[b]))
+            state.total -= self._block_cost(state, b)
             if not state.noted:
                 state.total, state.noted = state.total + note_tokens, True
-        state.acted = False
-        if state.total <= budget.high:
-            return
-        state.acted = True
+        state.acted = state.total > budget.high
+        if state.acted:
+            self._shed(state, p, pinned, budget, note_tokens)
+
+    def _block_cost(self, state: _Replayed, b: int) -> int:
+        """What block ``b`` costs as it stands (its shortened results at their short cost)."""
+        full, short_cost, shortened = self._full, self._short, state.shortened
+        return sum(short_cost[i] if i in shortened else full[i]
+                   for i in range(*self._blocks[b]))
+
+    def _shed(self, state: _Replayed, p: int, pinned: set[int], budget: Budget,
+              note_tokens: int) -> None:
+        """Bring request point ``p``, over the high-water mark, back under it: shorten the
+        results that may be, then cut whole blocks (``pinned`` ones are held), then shorten
+        the newest block too."""
+        full, short_cost, units, block_of = self._full, self._short, self._blocks, \
+            self._block_of
+        shortened, held = state.shortened, state.held
         tail = block_of[p - 1] if p > 0 else 0
         for i in sorted(short_cost):
             if i < p and i not in shortened and block_of[i] != tail \
@@ -415,7 +423,7 @@ class Replay:
                 if b in pinned:
                     held.add(b)
                     continue
-                state.total -= sum(cost(i) for i in range(*units[b]))
+                state.total -= self._block_cost(state, b)
                 shortened.difference_update(range(*units[b]))  # gone: no longer counted
                 if not state.noted:
                     state.total, state.noted = state.total + note_tokens, True
@@ -424,7 +432,6 @@ class Replay:
                 if i in short_cost and i not in shortened:
                     shortened.add(i)
                     state.total -= full[i] - short_cost[i]
-
 
 def build_view(
     messages: Sequence[Message], plan: Plan, budget: Budget, estimate: Estimate, note: str,
