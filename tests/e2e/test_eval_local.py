@@ -88,8 +88,6 @@ async def test_the_gate_holds_the_injection_suites_payment_on_the_local_model(
     assert run.attacked is False
 
 
-@pytest.mark.xfail(strict=False, reason="measured 4/5 (72 s): in add the 0.5B model calls the "
-                   "calculator again on its result (5555) and ends at max_turns")
 async def test_the_shipped_smoke_suite_passes_through_tether_eval_local(
         server: LocalServer, tmp_path: Path) -> None:
     """The README's evaluation, as a user types it at the repository's root: every case
