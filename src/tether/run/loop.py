@@ -325,12 +325,14 @@ class _Run:
     def _triage(self, response: ModelResponse) -> Triaged:
         """``turn.triage`` of the kept answer, with what it reads of the run."""
         calls = response.message.tool_calls
+        # Read only for an answer a limit cut: whose limit it was.
+        own_budget = response.stop_reason == "max_tokens" \
+            and self.spend.tokens_spent() is not None
         if not calls:
-            return triage(response, own_budget=self.spend.tokens_spent() is not None,
-                          last_turn=None, repeated=None)
+            return triage(response, own_budget=own_budget, last_turn=None, repeated=None)
         # On the last turn, results no model would read: calls run for nothing, unless one
         # of them can give the run its answer.
-        return triage(response, own_budget=self.spend.tokens_spent() is not None,
+        return triage(response, own_budget=own_budget,
                       last_turn=self._reached(last_turn_runs=self.ending.ends_with(calls)),
                       repeated=self.repeats.given_up(
                           c for c in calls if not self.ending.ends_with((c,))))
