@@ -8,22 +8,26 @@ result, an error the model can act on; only the run's own cancellation propagate
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tether import events as ev
 from tether.conversation import Conversation
 from tether.display import inline
+from tether.errors import HookError
 from tether.events import ToolStatus
 from tether.fields import fields_of
 from tether.messages import ToolCall, ToolResult
 from tether.provenance import GATE_LABELS, distrusted, result_labels
 from tether.result import ToolCallRecord
+from tether.run.ending import Ending
 from tether.run.hooks import NO_HOOKS, Hooks, ResultView, rewrite_result
+from tether.run.repeats import Repeats
 from tether.settings import AgentSettings
 from tether.tools.tool import RunScope, ThreadedHandler, Tool, ToolContext, ToolOutput
 from tether.trust import Taint, received
@@ -63,29 +67,82 @@ def settled(call: ToolCall, status: ToolStatus, text: str) -> Done:
                 ToolCallRecord(call.id, call.name, arguments, status, text))
 
 
-async def run_calls(
-    allowed: Sequence[Allowed], conversation: Conversation, settings: AgentSettings,
-    scope: Callable[[ToolCall], RunScope], done: dict[int, Done],
-    context: Callable[[ToolCall], contextvars.Context | None] | None = None,
-    noted: Note | None = None,
-    hooks: Hooks = NO_HOOKS,
-) -> AsyncIterator[ev.Event]:
+@dataclass(frozen=True, slots=True)
+class Noting:
+    """The run's repeat rule, as what the model reads of a finished call's result: a note
+    when the same call has failed (or returned the same result) ``max_repeated_failures``
+    times in this run. A call that can give a structured run its answer is left to its own
+    retries."""
+
+    repeats: Repeats
+    ending: Ending
+
+    def __call__(self, call: ToolCall, status: ToolStatus, content: str) -> str:
+        if self.ending.ends_with((call,)):
+            return content
+        return self.repeats.finished(call, status, content)
+
+
+@dataclass(frozen=True, slots=True)
+class CallEnv:
+    """What a turn's calls run in, fixed for the turn: the conversation (its taint grows by
+    what each call read), the run's settings and ``scope`` (each call's is this one with
+    its id on the path), ``context`` the context a call's handler runs in (a traced run's:
+    the call's span current, so what the tool does, a sub-agent's whole run, is traced
+    under it; None: a copy of this one), ``noted`` what the model reads of a result (the
+    run's notes on repeated calls, outside any untrusted block), and ``hooks``, whose
+    ``after_tool_result`` may rewrite what a call returned before it is wrapped (its trust
+    stays the tool's: ``_finished``)."""
+
+    conversation: Conversation
+    settings: AgentSettings
+    scope: RunScope
+    context: Callable[[ToolCall], contextvars.Context | None] | None = None
+    noted: Note | None = None
+    hooks: Hooks = NO_HOOKS
+
+    def scope_of(self, call: ToolCall) -> RunScope:
+        """The run a call belongs to, as its tool sees it (``ToolContext.run``)."""
+        return replace(self.scope, path=(*self.scope.path, call.id))
+
+
+@dataclass(frozen=True, slots=True)
+class Ran:
+    """What became of the calls that ran, each by its position; ``error`` the hook that
+    failed while they ran (the rest were cancelled: they have no outcome here)."""
+
+    done: Mapping[int, Done]
+    error: HookError | None = None
+
+
+async def run_calls(allowed: Sequence[Allowed], env: CallEnv,
+                    ) -> AsyncGenerator[ev.Event | Ran, None]:
     """Run ``allowed`` side by side, yielding their events as they happen (a sub-agent's
-    stream through). Each one's outcome lands in ``done`` at its position as it finishes.
-    ``scope`` gives a call the run it belongs to; ``context`` the context its handler runs
-    in (a traced run's: the call's span current, so what the tool does, a sub-agent's whole
-    run, is traced under it; None: a copy of this one); ``noted`` what the model reads of a
-    result, given its call, status and content (the run's notes on repeated calls, outside
-    any untrusted block); ``hooks``' ``after_tool_result`` may rewrite what a call returned
-    before it is wrapped (its trust stays the tool's: ``_finished``).
+    stream through), and, last, what became of each (``Ran``: read it with
+    ``tether.run.staged.Staged``).
 
     Only the handlers run apart (a task each, or a sync tool's thread): what comes before
     and after them is done here, in the run's own task, and this generator waits on one
     queue for what they emit and for their ends. A call that outlives its timeout is
     abandoned; when the run is cancelled, every handler is, and waited for (it may clean
     up)."""
-    if not allowed:
-        return
+    done: dict[int, Done] = {}
+    error: HookError | None = None
+    if allowed:
+        # Closed here when this stage is (its reader left): every handler still running is
+        # cancelled and waited for then.
+        async with contextlib.aclosing(_running(allowed, env, done)) as running:
+            try:
+                async for event in running:
+                    yield event
+            except HookError as failed:
+                error = failed
+    yield Ran(done, error)
+
+
+async def _running(allowed: Sequence[Allowed], env: CallEnv,
+                   done: dict[int, Done]) -> AsyncGenerator[ev.Event, None]:
+    settings = env.settings
     loop = asyncio.get_running_loop()
     notes: asyncio.Queue[ev.Event | _Ended] = asyncio.Queue()
 
@@ -95,8 +152,7 @@ async def run_calls(
     running: dict[int, _Running] = {}
     try:
         for item in allowed:
-            running[item.position] = _start(item, conversation, settings, scope(item.call),
-                                             emit, context, notes, loop)
+            running[item.position] = _start(item, env, emit, notes, loop)
         for item in allowed:
             yield ev.ToolStarted(item.call.id, item.call.name, item.tool.spec.display_name,
                                  item.arguments)
@@ -105,34 +161,43 @@ async def run_calls(
             if not isinstance(note, _Ended):
                 yield note
                 continue
-            entry = running.get(note.position)
+            entry = running.pop(note.position, None)
             if entry is None:  # answered already: its timeout and its end both came
                 continue
-            if note.timed_out and not entry.handler.done():
-                _abandon(entry.handler)
-                output = _timed_out(entry.item.call.name, settings.tool_timeout_secs)
-            else:
-                output = _output(entry.item.call.name, entry.handler)
-            del running[note.position]
-            if entry.timer is not None:
-                entry.timer.cancel()
-            if hooks.after_tool_result:
-                output, said = await _rewritten(hooks, entry.item, output, settings)
+            output = _ended(entry, note, settings)
+            if env.hooks.after_tool_result:
+                output, said = await _rewritten(env.hooks, entry.item, output, settings)
                 for event in said:
                     yield event
-            for event in _finished(entry, output, conversation, settings, done, noted):
+            for event in _finished(entry, output, env, done):
                 yield event
     finally:
-        cleaning = []
-        for entry in running.values():  # the run is cancelled, or its reader stopped
-            if entry.timer is not None:
-                entry.timer.cancel()
-            entry.handler.cancel()
-            entry.handler.add_done_callback(_forget)
-            if not entry.handler.done():
-                cleaning.append(entry.handler)
-        if cleaning:
-            await asyncio.wait(cleaning)  # its tools clean up first
+        await _cancelled(running.values())
+
+
+def _ended(entry: _Running, note: _Ended, settings: AgentSettings) -> ToolOutput:
+    """A call's output as its end (or its timeout) left it; its timer stopped."""
+    if entry.timer is not None:
+        entry.timer.cancel()
+    if note.timed_out and not entry.handler.done():
+        _abandon(entry.handler)
+        return _timed_out(entry.item.call.name, settings.tool_timeout_secs)
+    return _output(entry.item.call.name, entry.handler)
+
+
+async def _cancelled(left: Iterable[_Running]) -> None:
+    """The handlers still running when the run is cancelled (or its reader stopped), each
+    cancelled and waited for: its tools clean up first."""
+    cleaning = []
+    for entry in left:
+        if entry.timer is not None:
+            entry.timer.cancel()
+        entry.handler.cancel()
+        entry.handler.add_done_callback(_forget)
+        if not entry.handler.done():
+            cleaning.append(entry.handler)
+    if cleaning:
+        await asyncio.wait(cleaning)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,13 +218,13 @@ class _Running:
 
 
 def _start(
-    item: Allowed, conversation: Conversation, settings: AgentSettings, scope: RunScope,
-    emit: Callable[[ev.Event], Awaitable[None]],
-    context: Callable[[ToolCall], contextvars.Context | None] | None,
+    item: Allowed, env: CallEnv, emit: Callable[[ev.Event], Awaitable[None]],
     notes: asyncio.Queue[ev.Event | _Ended], loop: asyncio.AbstractEventLoop,
 ) -> _Running:
     """Start one allowed call's handler; its end (and its timeout) arrive in ``notes``."""
     call, tool = item.call, item.tool
+    conversation, settings, context = env.conversation, env.settings, env.context
+    scope = env.scope_of(call)
     ctx = ToolContext(call.id, call.name, conversation.taint, settings.workspace,
                       settings.security, emit, run=scope, deps=scope.deps,
                       # Only a delegation hands them on (to its child); collecting them
@@ -192,12 +257,12 @@ async def _rewritten(hooks: Hooks, item: Allowed, output: ToolOutput,
     return replace(output, content=content, structured=None, from_outside=outside), said
 
 
-def _finished(entry: _Running, output: ToolOutput, conversation: Conversation,
-              settings: AgentSettings, done: dict[int, Done],
-              noted: Note | None = None) -> list[ev.Event]:
+def _finished(entry: _Running, output: ToolOutput, env: CallEnv,
+              done: dict[int, Done]) -> list[ev.Event]:
     """One call's output wrapped as the model's result (in ``done``), the taint it brought,
     the usage it spent (counted in its scope's spend): the events that say so."""
     item, call, tool = entry.item, entry.item.call, entry.item.tool
+    conversation, settings, noted = env.conversation, env.settings, env.noted
     events: list[ev.Event] = []
     if output.usage is not None:
         entry.scope.spend.add(output.usage)

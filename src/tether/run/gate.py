@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
@@ -41,6 +41,7 @@ from tether.run.checks import (
     Defer,
     Refuse,
     Run,
+    TurnView,
     Verdict,
     arguments_traced,
     check,
@@ -276,7 +277,7 @@ async def judge_turn(
     decisions: Mapping[int, tuple[PendingCall, Decision]] | None = None,
     noted: Note | None = None,
     hooks: Hooks = NO_HOOKS,
-) -> AsyncIterator[ev.Event | TurnVerdict]:
+) -> AsyncGenerator[ev.Event | TurnVerdict, None]:
     """Judge every call of a turn: yields the events (each call's request, every stage's
     decision, the approver's, the result of each call the gate answered itself) and, last,
     the ``TurnVerdict``.
@@ -289,17 +290,7 @@ async def judge_turn(
     allowed while ``asking.interrupt`` was set (Ctrl-C at an approval prompt) is not run,
     unless the turn pauses: the turn is then resumed whole."""
     taint = conversation.taint
-    # The texts seen are traced only where untrusted text could have chosen a value: once
-    # the conversation holds some, or a call of this turn reads some (any call then, not
-    # only a send: a result is a trusted source only if its call's values trace). Walking
-    # the whole conversation for them is skipped on a turn with nothing exposed.
-    traced = settings.security.endorse_destructive or forecast(
-        taint, (tools[c.name].capabilities for c in calls if c.name in tools)).untrusted
-    sources = conversation.sources(settings.system_prompt) if traced else ()
-    # The secrets the conversation's results declared matter only to a send.
-    sends = any(tools[c.name].capabilities.external_send for c in calls if c.name in tools)
-    turn = view_turn(calls, tools, taint, settings.security, settings.permission_mode,
-                     sources, secrets_of(conversation) if sends else ())
+    turn = _viewed(calls, tools, conversation, settings)
     left = dict(decisions or {})
     verdicts: dict[int, Verdict] = {}
     asks: list[Asked] = []
@@ -320,40 +311,96 @@ async def judge_turn(
             yield event
         verdict: Verdict = checked.verdict
         if hooks.before_tool_call and isinstance(verdict, Run | Ask):
-            # judge_call hands each hook its own copy of the arguments (the rest is frozen):
-            # a hook changing what it is shown changes nothing the gate reads.
-            hooked, said = await judge_call(hooks, CallView(
-                call.id, call.name, verdict.arguments, verdict.tool.capabilities, taint,
-                "run" if isinstance(verdict, Run) else "ask"), settings.hook_timeout_secs)
+            hooked, said = await _hooked(hooks, call, verdict, taint, settings)
             for event in said:
                 yield event
             verdict = narrowed(verdict, hooked)
         if isinstance(verdict, Ask):
-            answer = left.pop(position, None)
-            given = given_decision(answer, call, verdict)
-            if isinstance(given, ev.Notice):
-                yield given
-                given = None
-            elif given is not None and answer is not None:
-                decided.append(answer[0])
-            asks.append((position, call, verdict, given))
+            asked, notice = _with_decision(position, call, verdict, left, decided)
+            if notice is not None:
+                yield notice
+            asks.append(asked)
             continue
         verdicts[position] = verdict
         if isinstance(verdict, Refuse):  # settled at once, as the stage refused it
             yield refuse(position, verdict)
     if asks:  # the calls that need a decision, together: one question for the turn
-        items = decide_turn(asks, asking, conversation.taint)
-        try:
-            async for position, item in items:
-                if isinstance(item, Run | Refuse | Defer):
-                    verdicts[position] = item
-                    if isinstance(item, Refuse):
-                        yield refuse(position, item)
-                else:
-                    yield item
-        except BaseException:
-            await abandon(items)
-            raise
+        async for position, item in _decided(asks, asking, conversation.taint):
+            if isinstance(item, Run | Refuse | Defer):
+                verdicts[position] = item
+                if isinstance(item, Refuse):
+                    yield refuse(position, item)
+            else:
+                yield item
+    allowed, deferred = _in_order(calls, verdicts, turn)
+    if allowed and not deferred and _is_set(asking.interrupt):
+        # Interrupted while the turn was judged: nothing starts after it. Each call still
+        # gets its result: the conversation stays valid.
+        for event in _not_started(allowed, refused):
+            yield event
+        allowed = []
+    yield TurnVerdict(tuple(allowed), refused, tuple(deferred), tuple(decided))
+
+
+def _viewed(calls: Sequence[ToolCall], tools: Mapping[str, Tool], conversation: Conversation,
+            settings: AgentSettings) -> TurnView:
+    """The turn as the checks read it: its tools, and the sources and secrets only a turn
+    exposed to untrusted text (or with a send) needs."""
+    taint = conversation.taint
+    known = [tools[c.name] for c in calls if c.name in tools]
+    # The texts seen are traced only where untrusted text could have chosen a value: once
+    # the conversation holds some, or a call of this turn reads some (any call then, not
+    # only a send: a result is a trusted source only if its call's values trace). Walking
+    # the whole conversation for them is skipped on a turn with nothing exposed.
+    traced = settings.security.endorse_destructive or forecast(
+        taint, (t.capabilities for t in known)).untrusted
+    sources = conversation.sources(settings.system_prompt) if traced else ()
+    # The secrets the conversation's results declared matter only to a send.
+    sends = any(t.capabilities.external_send for t in known)
+    return view_turn(calls, tools, taint, settings.security, settings.permission_mode,
+                     sources, secrets_of(conversation) if sends else ())
+
+
+async def _hooked(hooks: Hooks, call: ToolCall, verdict: Run | Ask, taint: Taint,
+                  settings: AgentSettings) -> tuple[RefuseCall | AskApproval | None,
+                                                    list[ev.Event]]:
+    """What the ``before_tool_call`` hooks answer on a call the checks would run or ask
+    about. ``judge_call`` hands each hook its own copy of the arguments (the rest is
+    frozen): a hook changing what it is shown changes nothing the gate reads."""
+    return await judge_call(hooks, CallView(
+        call.id, call.name, verdict.arguments, verdict.tool.capabilities, taint,
+        "run" if isinstance(verdict, Run) else "ask"), settings.hook_timeout_secs)
+
+
+def _with_decision(position: int, call: ToolCall, verdict: Ask,
+                   left: dict[int, tuple[PendingCall, Decision]], decided: list[PendingCall],
+                   ) -> tuple[Asked, ev.Notice | None]:
+    """An ask with the host's decision for it, if one was given for this very call (it is
+    then used up, and ``decided``); else the notice that the one given was not applied."""
+    answer = left.pop(position, None)
+    given = given_decision(answer, call, verdict)
+    if isinstance(given, ev.Notice):
+        return (position, call, verdict, None), given
+    if given is not None and answer is not None:
+        decided.append(answer[0])
+    return (position, call, verdict, given), None
+
+
+async def _decided(asks: list[Asked], asking: Asking, taint: Taint,
+                   ) -> AsyncGenerator[tuple[int, ev.Event | Run | Refuse | Defer], None]:
+    """``decide_turn``'s items, the question closed if its reader leaves early."""
+    items = decide_turn(asks, asking, taint)
+    try:
+        async for item in items:
+            yield item
+    except BaseException:
+        await abandon(items)
+        raise
+
+
+def _in_order(calls: Sequence[ToolCall], verdicts: Mapping[int, Verdict], turn: TurnView,
+              ) -> tuple[list[Allowed], list[PendingCall]]:
+    """The calls that run and the ones deferred, in call order."""
     allowed: list[Allowed] = []
     deferred: list[PendingCall] = []
     for position, call in enumerate(calls):
@@ -364,14 +411,19 @@ async def judge_turn(
             allowed.append(Allowed(position, call, verdict.tool, verdict.arguments,
                                    arguments_traced(position, verdict.tool, verdict.arguments,
                                                     turn)))
-    interrupt = asking.interrupt
-    if allowed and not deferred and interrupt is not None and interrupt.is_set():
-        # Interrupted while the turn was judged: nothing starts after it. Each call still
-        # gets its result: the conversation stays valid.
-        for waiting in allowed:
-            refused[waiting.position] = unrun = settled(
-                waiting.call, "denied", "Not run: the run was interrupted before it started.")
-            yield ev.ToolFinished(waiting.call.id, waiting.call.name, "denied", unrun.result,
-                                  0.0)
-        allowed = []
-    yield TurnVerdict(tuple(allowed), refused, tuple(deferred), tuple(decided))
+    return allowed, deferred
+
+
+def _is_set(interrupt: asyncio.Event | None) -> bool:
+    return interrupt is not None and interrupt.is_set()
+
+
+def _not_started(allowed: Sequence[Allowed], refused: dict[int, Done]) -> list[ev.Event]:
+    """Allowed calls that will not start (the run was interrupted), each settled."""
+    events: list[ev.Event] = []
+    for waiting in allowed:
+        refused[waiting.position] = unrun = settled(
+            waiting.call, "denied", "Not run: the run was interrupted before it started.")
+        events.append(ev.ToolFinished(waiting.call.id, waiting.call.name, "denied",
+                                      unrun.result, 0.0))
+    return events

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tether import events as ev
@@ -39,7 +40,7 @@ from tether.providers.base import (
 from tether.result import RunResult, ToolCallRecord
 from tether.run import gate
 from tether.run.ending import TEXT_ENDING, Ending
-from tether.run.execution import Done, run_calls, settled
+from tether.run.execution import CallEnv, Done, Noting, Ran, run_calls, settled
 from tether.run.hooks import (
     RequestView,
     RunEnd,
@@ -51,6 +52,8 @@ from tether.run.hooks import (
 from tether.run.host import RunHost
 from tether.run.interrupts import abandon, until_interrupted
 from tether.run.repeats import Repeats
+from tether.run.staged import Staged
+from tether.run.turn import Take, Triaged, Unrun, Weigh, hook_failed, triage
 from tether.tools.tool import RunScope, Tool
 from tether.tools.toolsets import freshen
 from tether.trust import Taint
@@ -145,9 +148,18 @@ def _observed(run: _Run, prompt: Message | None,
 _OUTCOMES = (Final, RunAgain, Paused, Stopped)
 
 
+@dataclass(frozen=True, slots=True)
+class _Heard:
+    """The model's answer as it ended: None if it never completed; ``streamed``: the
+    server began its answer (the request was read)."""
+
+    response: ModelResponse | None
+    streamed: bool
+
+
 class _Run:
-    """The state of one run; ``execute`` is the loop, ``_turn`` one turn, ``_calls`` one
-    turn's calls."""
+    """The state of one run; ``execute`` is the loop: bounds, then a turn (``_turn``: ask
+    the model, triage its answer, take its calls), until the turn's outcome ends the run."""
 
     def __init__(
         self,
@@ -174,7 +186,7 @@ class _Run:
             else within.interrupt
         self.spend = Spend(self.settings, within.spend if within is not None else None)
         # A resumed run's decisions, by the position of the pending call each answers; they
-        # apply to the resumed turn only (see ``_calls``).
+        # apply to the resumed turn only (see ``_take``).
         self.decisions = dict(decisions or {})
         self.turns = 0
         self.text = ""  # the model's last text
@@ -185,8 +197,12 @@ class _Run:
         self.error: TetherError | None = None
         self.observer = host.observer(conversation, self.path, stream_requests)
         self.fitter = host.context_fitter()
-        # Calls that failed (or returned the same result) again and again in this run.
+        # Calls that failed (or returned the same result) again and again in this run, and
+        # what the model reads of a result because of them.
         self.repeats = Repeats(self.settings.max_repeated_failures)
+        self.noting = Noting(self.repeats, self.ending)
+        # The run its calls belong to (each call's is this one with its id on the path).
+        self.scope = RunScope(host, self.path, self.interrupt, self.spend, self.deps)
         self.prompt_sent = False  # whether this run added a prompt (at index ``start``)
         # The tools offered: taken at the start of the run and of each turn, and used
         # throughout it (the request's declarations, the gate's verdicts).
@@ -199,54 +215,18 @@ class _Run:
 
     async def execute(self, prompt: Message | None) -> AsyncGenerator[ev.Event, None]:
         conv = self.conversation
-        outside: ev.Event | None = None
-        if prompt is not None:
-            conv.pending = []  # a new prompt: no earlier pause can be answered any more
-            outside_sources = prompt.outside_sources
-            images = any(isinstance(p, Image) for p in prompt.parts)
-            if images:
-                # A picture is the user's private data and outside content at once: a
-                # screenshot's words can ask for a send as a text file's can, and no value
-                # in it can be traced (it is not text), so every value found in no trusted
-                # text may be the image's.
-                outside_sources = (*outside_sources, "an image")
-            grown = Taint(private=images, untrusted=bool(outside_sources))
-            if conv.taint | grown != conv.taint:
-                # Outside content given with the prompt: untrusted before the model reads
-                # it (and stored so, with the message and as the event below).
-                before = conv.taint
-                conv.grow_taint(grown)
-                outside = ev.TaintChanged(before, conv.taint, "outside text given with the "
-                                          f"prompt ({', '.join(outside_sources)})")
-            conv.append(prompt)
-            self.prompt_sent = True
-            self.prompt_text = prompt.text
-        self.tools = self._tools()
-        yield self._event(ev.RunStarted(prompt.text if prompt else "", self.host.model.model,
-                                        tuple(self.tools), conv.taint))
-        if outside is not None:
-            yield self._event(outside)
-        for notice in self.host.take_notices():
-            yield self._event(notice)
-        offered = self._offered_taint()  # before a resumed turn's calls are checked, too
-        if offered is not None:
-            yield offered
-
+        for event in self._begin(prompt):
+            yield event
         outcome: TurnOutcome = RunAgain()
         if prompt is None and conv.unanswered_calls:
             # A paused run resumes with the calls it stopped on (they passed the bounds when
             # the model asked for them); the host's decisions are used up by this turn.
             decisions, self.decisions = self.decisions, {}
-            items = self._calls(conv.unanswered_calls, decisions)
-            try:
-                async for item in items:
-                    if isinstance(item, _OUTCOMES):
-                        outcome = item
-                    else:
-                        yield item
-            except BaseException:
-                await abandon(items)
-                raise
+            async with Staged[TurnOutcome](
+                    self._take(conv.unanswered_calls, decisions), *_OUTCOMES) as taken:
+                async for event in taken:
+                    yield event
+            outcome = taken.value
         while isinstance(outcome, RunAgain):
             if outcome.say is not None:
                 conv.append(Message.user(outcome.say))
@@ -254,16 +234,10 @@ class _Run:
             if reached is not None:
                 outcome = Stopped(reached.bound.cause)
                 break
-            items = self._turn()
-            try:
-                async for item in items:
-                    if isinstance(item, _OUTCOMES):
-                        outcome = item
-                    else:
-                        yield item
-            except BaseException:
-                await abandon(items)
-                raise
+            async with Staged[TurnOutcome](self._turn(), *_OUTCOMES) as turn:
+                async for event in turn:
+                    yield event
+            outcome = turn.value
         if self.hooks.on_run_end:
             try:
                 await run_ended(self.hooks, self._run_end(outcome),
@@ -273,9 +247,51 @@ class _Run:
                 outcome = Stopped(StopCause.ERROR, error=error)
         yield self._finish(outcome)
 
-    async def _turn(self) -> AsyncIterator[ev.Event | TurnOutcome]:
-        """Ask the model once; then its text is weighed, or its calls judged and run."""
+    def _begin(self, prompt: Message | None) -> list[ev.Event]:
+        """The prompt joins the conversation (a new prompt: no earlier pause can be
+        answered any more); the run's first events."""
         conv = self.conversation
+        outside: ev.Event | None = None
+        if prompt is not None:
+            conv.pending = []
+            outside = self._outside(prompt)
+            conv.append(prompt)
+            self.prompt_sent = True
+            self.prompt_text = prompt.text
+        self.tools = self._tools()
+        events = [self._event(ev.RunStarted(prompt.text if prompt else "",
+                                            self.host.model.model, tuple(self.tools),
+                                            conv.taint))]
+        if outside is not None:
+            events.append(self._event(outside))
+        events.extend(self._event(notice) for notice in self.host.take_notices())
+        offered = self._offered_taint()  # before a resumed turn's calls are checked, too
+        if offered is not None:
+            events.append(offered)
+        return events
+
+    def _outside(self, prompt: Message) -> ev.Event | None:
+        """Outside content given with the prompt: untrusted before the model reads it (and
+        stored so, with the message and as the event this returns)."""
+        conv = self.conversation
+        outside_sources = prompt.outside_sources
+        images = any(isinstance(p, Image) for p in prompt.parts)
+        if images:
+            # A picture is the user's private data and outside content at once: a
+            # screenshot's words can ask for a send as a text file's can, and no value
+            # in it can be traced (it is not text), so every value found in no trusted
+            # text may be the image's.
+            outside_sources = (*outside_sources, "an image")
+        grown = Taint(private=images, untrusted=bool(outside_sources))
+        if conv.taint | grown == conv.taint:
+            return None
+        before = conv.taint
+        conv.grow_taint(grown)
+        return ev.TaintChanged(before, conv.taint, "outside text given with the prompt "
+                                                   f"({', '.join(outside_sources)})")
+
+    async def _turn(self) -> AsyncGenerator[ev.Event | TurnOutcome, None]:
+        """One turn: ask the model once; triage its answer; take its calls."""
         self.turns += 1
         self.tools = self._tools()  # as they are now (an MCP server's may have changed)
         self.dropped = frozenset()
@@ -283,31 +299,109 @@ class _Run:
         offered = self._offered_taint()
         if offered is not None:
             yield offered
-        if self.hooks.before_model_request:
-            try:
-                amended = await amend_request(self.hooks, self._request_view(),
-                                              self.settings.hook_timeout_secs)
-            except HookError as error:
-                yield self._event(failed(error))
-                yield Stopped(StopCause.ERROR, error=error)
-                return
-            for event in amended.events:
-                yield self._event(event)
-            self.instructions = amended.instructions
-            self.dropped = amended.dropped
-            if amended.dropped:  # not offered, and a call to one is refused as unknown
-                self.tools = {n: t for n, t in self.tools.items() if n not in amended.dropped}
+        async with Staged[ModelResponse | Stopped](self._ask(), ModelResponse,
+                                                   Stopped) as asked:
+            async for event in asked:
+                yield event
+        answer = asked.value
+        if isinstance(answer, Stopped):
+            yield answer
+            return
+        triaged = self._triage(answer)
+        if isinstance(triaged, Take):
+            async with Staged[TurnOutcome](self._take(triaged.calls), *_OUTCOMES) as taken:
+                async for event in taken:
+                    yield event
+            yield taken.value
+        elif isinstance(triaged, Unrun):
+            for event in self._unrun(triaged):
+                yield event
+            yield triaged.stop
+        elif isinstance(triaged, Weigh):
+            yield await self.ending.after_text(triaged.text)
+        else:
+            yield triaged
 
-        response: ModelResponse | None = None
-        streamed = False  # the server began its answer: the request was read
+    def _triage(self, response: ModelResponse) -> Triaged:
+        """``turn.triage`` of the kept answer, with what it reads of the run."""
+        calls = response.message.tool_calls
+        # Read only for an answer a limit cut: whose limit it was.
+        own_budget = response.stop_reason == "max_tokens" \
+            and self.spend.tokens_spent() is not None
+        if not calls:
+            return triage(response, own_budget=own_budget, last_turn=None, repeated=None)
+        # On the last turn, results no model would read: calls run for nothing, unless one
+        # of them can give the run its answer.
+        return triage(response, own_budget=own_budget,
+                      last_turn=self._reached(last_turn_runs=self.ending.ends_with(calls)),
+                      repeated=self.repeats.given_up(
+                          c for c in calls if not self.ending.ends_with((c,))))
+
+    # --- ask the model ------------------------------------------------------------------------
+
+    async def _ask(self) -> AsyncGenerator[ev.Event | ModelResponse | Stopped, None]:
+        """Ask the model once: the request as the hooks amend it, the answer heard, weighed
+        by the hooks and kept. Ends in the answer, or in why the turn stops."""
+        if self.hooks.before_model_request:
+            said, stop = await self._amend()
+            for event in said:
+                yield event
+            if stop is not None:
+                yield stop
+                return
         # A blocking output guardrail judges the answer before anyone sees it: its streamed
         # text is held back until then (dropped if it trips, or if the answer never ends).
         held: list[ev.Event] | None = [] if self.hooks.holds_text else None
+        async with Staged[_Heard | Stopped](self._hear(held), _Heard, Stopped) as hearing:
+            async for event in hearing:
+                yield event
+        heard = hearing.value
+        if isinstance(heard, Stopped):
+            yield heard
+            return
+        response = heard.response
+        if response is None:
+            yield self._unfinished(heard.streamed)
+            return
+        if self.hooks.after_model_response:
+            said, stop = await self._observe(response)
+            for event in said:
+                yield event
+            if stop is not None:
+                yield stop
+                return
+        for event in held or ():
+            yield self._event(event)
+        for event in self._keep(response):
+            yield event
+        yield response
+
+    async def _amend(self) -> tuple[list[ev.Event], Stopped | None]:
+        """The ``before_model_request`` hooks' instructions and tools dropped for this
+        turn, and what they said; or the stop their failure is."""
+        try:
+            amended = await amend_request(self.hooks, self._request_view(),
+                                          self.settings.hook_timeout_secs)
+        except HookError as error:
+            return [self._event(failed(error))], Stopped(StopCause.ERROR, error=error)
+        said = [self._event(event) for event in amended.events]
+        self.instructions = amended.instructions
+        self.dropped = amended.dropped
+        if amended.dropped:  # not offered, and a call to one is refused as unknown
+            self.tools = {n: t for n, t in self.tools.items() if n not in amended.dropped}
+        return said, None
+
+    async def _hear(self, held: list[ev.Event] | None,
+                    ) -> AsyncGenerator[ev.Event | _Heard | Stopped, None]:
+        """The model's answer as it streams: its events, then the answer (None if it never
+        completed), or the stop a provider's failure is."""
+        response: ModelResponse | None = None
+        streamed = False  # the server began its answer: the request was read
         try:
             within = None if self.observer is None else self.observer.model_context()
             # Closed as soon as this turn is left early (its reader stopped, the run was
             # closed at one of these yields): the model is hung up on now, not when a
-            # finalizer finds the answer abandoned. So is every stream read below.
+            # finalizer finds the answer abandoned.
             chunks = until_interrupted(self.interrupt, self._send(), within)
             try:
                 async for chunk in chunks:
@@ -324,195 +418,162 @@ class _Run:
                         streamed = True
                         yield self._event(ev.ReasoningDelta(chunk.text))
                     elif isinstance(chunk, Retrying):
-                        # A failed attempt's tokens are spent too (or unknown, never 0).
-                        self.spend.add(chunk.usage)
-                        if not self._interrupted():  # see below
-                            yield self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs,
-                                                               chunk.error, usage=chunk.usage,
-                                                               fallback=chunk.fallback,
-                                                               reason=chunk.reason))
+                        retried = self._retried(chunk)
+                        if retried is not None:
+                            yield retried
                     elif isinstance(chunk, Completed):
                         response = chunk.response
             except BaseException:
                 await abandon(chunks)
                 raise
         except TetherError as error:  # ProviderError and a scripted model's exhaustion
-            # Once the run is interrupted, a failure (or a retry) is not the run's: a model
-            # server in the terminal's process group gets the same Ctrl-C, and its broken
-            # connection is a consequence of the interrupt.
-            if isinstance(error, ProviderError):
-                self.spend.add(attempt_usage(error))  # the last attempt's, as for a retry
-            yield Stopped(StopCause.INTERRUPTED) if self._interrupted() else \
-                Stopped(StopCause.ERROR, error=error)
+            yield self._failed(error)
             return
-        if response is None:
-            if self._interrupted():
-                if streamed:  # an answer cut off: its tokens were spent, and never reported
-                    self.spend.add(Usage.unreported())
-                yield Stopped(StopCause.INTERRUPTED)  # mid-answer: the partial one is dropped
-                return
-            name = self.host.model.name
-            yield Stopped(StopCause.ERROR, error=MalformedResponseError(
-                f"{name}: the response ended without completing", provider=name))
-            return
+        yield _Heard(response, streamed)
 
-        message = response.message
-        if self.hooks.after_model_response:
-            try:
-                answers = tuple(c for c in message.tool_calls if self.ending.ends_with((c,)))
-                said = await observe_response(self.hooks, response,  # frozen
-                                              self.settings.hook_timeout_secs, answers)
-            except HookError as error:
-                # The answer is withheld: not kept in the conversation, the result or an
-                # event (a blocking output guardrail). Its tokens were spent all the same.
-                self.spend.add(response.usage)
-                yield self._event(failed(error))
-                yield Stopped(StopCause.ERROR, error=error, text="")
-                return
-            for event in said:
-                yield self._event(event)
-        if held:
-            for event in held:
-                yield self._event(event)
-        conv.append(message)
-        self.spend.add(response.usage)
-        yield self._event(ev.ModelResponded(
-            message, response.stop_reason, response.usage, model=response.model,
-            response_id=response.id, raw_stop_reason=response.raw_stop_reason))
-        yield self._event(ev.UsageUpdated(response.usage, self.spend.usage))
-        self.text = message.text
+    def _retried(self, chunk: Retrying) -> ev.Event | None:
+        """A failed attempt's tokens are spent too (or unknown, never 0); the retry is an
+        event unless the run is interrupted (see ``_failed``)."""
+        self.spend.add(chunk.usage)
+        if self._interrupted():
+            return None
+        return self._event(ev.ProviderRetry(chunk.attempt, chunk.wait_secs, chunk.error,
+                                            usage=chunk.usage, fallback=chunk.fallback,
+                                            reason=chunk.reason))
 
-        calls = message.tool_calls
-        if response.stop_reason == "max_tokens" and self.spend.tokens_spent() is None:
-            for item in self._cut_short(calls, response.raw_stop_reason):
-                yield item
-            return
-        if response.stop_reason == "content_filter":
-            for item in self._filtered(calls, response.raw_stop_reason):
-                yield item
-            return
-        if not calls:
-            if response.stop_reason == "max_tokens":
-                yield Stopped(StopCause.OUTPUT_TOKEN_BUDGET)  # the run's budget cut the answer
-            else:
-                yield await self.ending.after_text(self.text)
-            return
-        # On the last turn, results no model would read: calls run for nothing, unless one
-        # of them can give the run its answer.
-        reached = self._reached(last_turn_runs=self.ending.ends_with(calls))
-        if reached is not None:
-            yield self._close_unrun(calls, reached.why)
-            yield Stopped(reached.bound.cause)
-            return
-        repeated = self.repeats.given_up(c for c in calls if not self.ending.ends_with((c,)))
-        if repeated is not None:
-            for item in self._gave_up(calls, *repeated):
-                yield item
-            return
-        items = self._calls(calls)
+    def _failed(self, error: TetherError) -> Stopped:
+        """Once the run is interrupted, a failure (or a retry) is not the run's: a model
+        server in the terminal's process group gets the same Ctrl-C, and its broken
+        connection is a consequence of the interrupt."""
+        if isinstance(error, ProviderError):
+            self.spend.add(attempt_usage(error))  # the last attempt's, as for a retry
+        return Stopped(StopCause.INTERRUPTED) if self._interrupted() else \
+            Stopped(StopCause.ERROR, error=error)
+
+    def _unfinished(self, streamed: bool) -> Stopped:
+        """The answer never completed: interrupted mid-answer (the partial one is dropped),
+        or a response that ended without completing."""
+        if self._interrupted():
+            if streamed:  # an answer cut off: its tokens were spent, and never reported
+                self.spend.add(Usage.unreported())
+            return Stopped(StopCause.INTERRUPTED)
+        name = self.host.model.name
+        return Stopped(StopCause.ERROR, error=MalformedResponseError(
+            f"{name}: the response ended without completing", provider=name))
+
+    async def _observe(self, response: ModelResponse) -> tuple[list[ev.Event], Stopped | None]:
+        """What the ``after_model_response`` hooks said of the answer (frozen), or the stop
+        their failure is: the answer is then withheld, not kept in the conversation, the
+        result or an event (a blocking output guardrail). Its tokens were spent all the
+        same."""
         try:
-            async for item in items:
-                yield item
-        except BaseException:
-            await abandon(items)
-            raise
+            answers = tuple(c for c in response.message.tool_calls
+                            if self.ending.ends_with((c,)))
+            said = await observe_response(self.hooks, response,
+                                          self.settings.hook_timeout_secs, answers)
+        except HookError as error:
+            self.spend.add(response.usage)
+            return [self._event(failed(error))], Stopped(StopCause.ERROR, error=error, text="")
+        return [self._event(event) for event in said], None
 
-    async def _calls(
+    def _keep(self, response: ModelResponse) -> list[ev.Event]:
+        """The answer kept: in the conversation, the spend and the run's text."""
+        message = response.message
+        self.conversation.append(message)
+        self.spend.add(response.usage)
+        self.text = message.text
+        return [
+            self._event(ev.ModelResponded(
+                message, response.stop_reason, response.usage, model=response.model,
+                response_id=response.id, raw_stop_reason=response.raw_stop_reason)),
+            self._event(ev.UsageUpdated(response.usage, self.spend.usage))]
+
+    # --- take the calls -----------------------------------------------------------------------
+
+    async def _take(
         self, calls: Sequence[ToolCall],
         decisions: dict[int, tuple[PendingCall, Decision]] | None = None,
-    ) -> AsyncIterator[ev.Event | TurnOutcome]:
+    ) -> AsyncGenerator[ev.Event | TurnOutcome, None]:
         """The gate judges the turn's calls (``gate.judge_turn``); then the turn pauses, or
         the allowed calls run side by side and all results are appended in call order.
 
         Every verdict is keyed by the call's position in the turn, never by its id (see
         ``tether.run.gate``); results still carry the call's own id, which is what the wire
-        needs. ``decisions`` (a resumed turn) are a host's answers, by position."""
-        done: dict[int, Done] = {}
-        try:
-            items = self._judge_and_run(calls, decisions or {}, done)
-            try:
-                async for item in items:
-                    yield item
-            except BaseException:
-                await abandon(items)
-                raise
-        finally:
-            # The run's records of the turn in call order, whatever order the calls finished
-            # in (so a run reads the same replayed, durable or not); kept on a pause or a
-            # cancellation too: nothing that ran is lost.
-            self.records.extend(done[position].record for position in sorted(done))
-
-    async def _judge_and_run(
-        self, calls: Sequence[ToolCall], decisions: dict[int, tuple[PendingCall, Decision]],
-        done: dict[int, Done],
-    ) -> AsyncIterator[ev.Event | TurnOutcome]:
+        needs. ``decisions`` (a resumed turn) are a host's answers, by position. The run's
+        records of the turn are in call order, whatever order the calls finished in (so a
+        run reads the same replayed, durable or not)."""
         conv, settings = self.conversation, self.settings
         asking = gate.Asking(self.host.approver, settings.permission_mode,
                              settings.approval_timeout_secs, conv.session_approvals,
                              self.interrupt)
-        verdict: gate.TurnVerdict | None = None
         if await freshen(self.host.toolsets, {c.name for c in calls}):
             # A list past its time to live was read again: the calls are judged by what
             # their tools say now, never by an old annotation.
             self.tools = {n: t for n, t in self._tools().items() if n not in self.dropped}
-        judged = gate.judge_turn(calls, self.tools, conv, settings, asking, decisions,
-                                 self._noted, self.hooks)
         try:
-            async for item in judged:
-                if isinstance(item, gate.TurnVerdict):
-                    verdict = item
-                else:
-                    yield self._event(item)
+            async with Staged[gate.TurnVerdict](
+                    gate.judge_turn(calls, self.tools, conv, settings, asking, decisions or {},
+                                    self.noting, self.hooks), gate.TurnVerdict) as judged:
+                async for event in judged:
+                    yield self._event(event)
         except HookError as error:
-            for ended in self._hook_failed(calls, done, error):
-                yield ended
+            unrun = hook_failed(calls, {}, error)
+            for event in self._unrun(unrun):
+                yield event
+            yield unrun.stop
             return
-        except BaseException:
-            await abandon(judged)
-            raise
-        assert verdict is not None, "the gate ends every turn in a verdict"
-        done.update(verdict.refused)
+        verdict = judged.value
         if verdict.deferred:
             # Nothing of this turn runs until every pending call has a decision: the turn
             # is resumed whole (see Agent.resume).
+            self._record(verdict.refused)
             self.pending = verdict.pending
             conv.pending = list(self.pending)
             yield self._event(ev.RunPaused(tuple(p.call_id for p in self.pending)))
             yield Paused()
             return
         # Allowed calls side by side; their events (a sub-agent's) stream through.
-        observer = self.observer
-        events = run_calls(verdict.allowed, conv, settings, self._scope, done,
-                           None if observer is None else observer.tool_context, self._noted,
-                           self.hooks)
-        try:
-            async for event in events:
+        env = CallEnv(conv, settings, self.scope,
+                      None if self.observer is None else self.observer.tool_context,
+                      self.noting, self.hooks)
+        async with Staged[Ran](run_calls(verdict.allowed, env), Ran) as running:
+            async for event in running:
                 yield self._event(event)
-        except HookError as error:
-            for ended in self._hook_failed(calls, done, error):
-                yield ended
+        ran = running.value
+        done = {**verdict.refused, **ran.done}
+        if ran.error is not None:
+            unrun = hook_failed(calls, done, ran.error)
+            for event in self._unrun(unrun):
+                yield event
+            yield unrun.stop
             return
-        except BaseException:
-            await abandon(events)
-            raise
+        self._record(done)
         conv.pending = []
         conv.append(Message("tool", tuple(done[i].result for i in range(len(calls)))))
         yield self.ending.after_calls()
 
-    def _hook_failed(self, calls: Sequence[ToolCall], done: dict[int, Done],
-                     error: HookError) -> list[ev.Event | TurnOutcome]:
-        """A hook failed while the turn's calls were judged or run: the run ends with its
-        error. Every call still gets a result (the conversation stays valid to continue):
-        its own if it has one, else "not run" (a call whose result a hook was rewriting is
-        withheld: it failed closed)."""
-        why = f"Not run: the run stopped because a hook failed ({error.hook or 'a hook'})."
-        for position, call in enumerate(calls):
-            if position not in done:
-                done[position] = settled(call, "denied", why)
-        self.conversation.pending = []
-        self.conversation.append(Message("tool", tuple(done[i].result
-                                                       for i in range(len(calls)))))
-        return [self._event(failed(error)), Stopped(StopCause.ERROR, error=error)]
+    def _record(self, done: Mapping[int, Done]) -> None:
+        """The run's records of a turn's calls, in call order."""
+        self.records.extend(done[position].record for position in sorted(done))
+
+    def _unrun(self, unrun: Unrun) -> list[ev.Event]:
+        """A turn ended before its calls ran (``turn.Unrun``): every call not run answered,
+        so the conversation stays valid to continue; what the run says of it."""
+        events: list[ev.Event] = []
+        if unrun.done is not None:
+            done = dict(unrun.done)
+            for position, call in enumerate(unrun.calls):
+                if position not in done:
+                    done[position] = settled(call, "denied", f"Not run: {unrun.why}.")
+            self._record(done)
+            self.conversation.pending = []
+            self.conversation.append(Message("tool", tuple(done[i].result
+                                                           for i in range(len(unrun.calls)))))
+        elif unrun.calls:
+            events.append(self._close_unrun(unrun.calls, unrun.why))
+        if unrun.said is not None:
+            events.append(self._event(unrun.said))
+        return events
 
     def _request_view(self) -> RequestView:
         """The request as ``before_model_request`` hooks see it: frozen values (the
@@ -536,19 +597,6 @@ class _Run:
 
     def _interrupted(self) -> bool:
         return self.interrupt is not None and self.interrupt.is_set()
-
-    def _noted(self, call: ToolCall, status: ev.ToolStatus, content: str) -> str:
-        """A call's result as the model reads it: with a note when the same call has failed,
-        or returned the same result, ``max_repeated_failures`` times in this run. A call
-        that can give a structured run its answer is left to its own retries."""
-        if self.ending.ends_with((call,)):
-            return content
-        return self.repeats.finished(call, status, content)
-
-    def _scope(self, call: ToolCall) -> RunScope:
-        """The run a call belongs to, as its tool sees it (``ToolContext.run``)."""
-        return RunScope(self.host, (*self.path, call.id), self.interrupt, self.spend,
-                        self.deps)
 
     def _tools(self) -> dict[str, Tool]:
         return self.ending.tools(self.host.tools)
@@ -599,55 +647,6 @@ class _Run:
         conv.grow_taint(Taint(untrusted=True))
         return self._event(ev.TaintChanged(
             before, conv.taint, f"tools offered by untrusted MCP server(s) {', '.join(servers)}"))
-
-    def _cut_short(self, calls: Sequence[ToolCall],
-                   raw: str | None) -> list[ev.Event | TurnOutcome]:
-        """The answer was cut by an output token limit that is not the run's own budget (the
-        provider's or the server's) before the model finished it: the run stops, its text
-        is what was written. No call of the answer runs: the last one's arguments may be
-        cut too, and cut arguments can still parse (half a file's content, the first words
-        of a command), and the model meant more calls than it wrote."""
-        said = f" (stop reason {raw[:40]!r})" if raw else ""
-        out: list[ev.Event | TurnOutcome] = []
-        if calls:
-            out.append(self._close_unrun(calls, "the answer that made it was cut short by "
-                                                "the output token limit"))
-        out.append(self._event(ev.Notice(
-            "warning", f"the model's answer was cut by its output token limit{said} before "
-                       f"it was complete; ask for a shorter answer, or raise the limit "
-                       f"(max_output_tokens, tether run --max-tokens)", source="model")))
-        out.append(Stopped(StopCause.TRUNCATED))
-        return out
-
-    def _filtered(self, calls: Sequence[ToolCall],
-                  raw: str | None) -> list[ev.Event | TurnOutcome]:
-        """The provider filtered or refused the answer (its stop reason says so): the run
-        stops and says why, never as a completed answer; its text is what was written, and
-        no call in it runs (the provider stopped the model mid-answer)."""
-        said = f" (stop reason {raw[:40]!r})" if raw else ""
-        out: list[ev.Event | TurnOutcome] = []
-        if calls:
-            out.append(self._close_unrun(calls, "the provider filtered the answer that "
-                                                "made it"))
-        out.append(self._event(ev.Notice(
-            "warning", f"the provider filtered or refused the model's answer{said}; what "
-                       f"it wrote is kept, and the run stops", source="model")))
-        out.append(Stopped(StopCause.CONTENT_FILTER))
-        return out
-
-    def _gave_up(self, calls: Sequence[ToolCall], repeated: ToolCall,
-                 failed: int) -> list[ev.Event | TurnOutcome]:
-        """The model made a call again that failed ``failed`` times in this run, after its
-        last result told it not to: the run ends, and nothing of this turn runs."""
-        name = repeated.name if len(repeated.name) <= 64 else repeated.name[:64] + "..."
-        return [
-            self._close_unrun(calls, f"the run ended: the call to {name} was made again "
-                                     f"with the same arguments after failing {failed} times"),
-            self._event(ev.Notice(
-                "warning", f"the model made the same call ({name!r} with the same "
-                           f"arguments) again after it failed {failed} times "
-                           f"(max_repeated_failures); the run stops", source="agent")),
-            Stopped(StopCause.REPEATED_FAILURE)]
 
     def _close_unrun(self, calls: Sequence[ToolCall], why: str) -> ev.Event:
         """Answer calls that will never run, so the conversation stays valid to continue."""
