@@ -37,7 +37,7 @@ def test_the_profile_table_in_the_providers_doc_matches_the_profiles() -> None:
         cells = [c.strip() for c in row.strip("|").split("|")][1:]
         expected = [profile.supports_tool_choice_required, profile.supports_named_tool_choice,
                     profile.supports_parallel_calls, profile.supports_stream_usage,
-                    profile.supports_json_schema_output]
+                    profile.supports_json_schema_output, profile.supports_seed]
         assert [c.startswith("yes") for c in cells] == expected, name
 
 

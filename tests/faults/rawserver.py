@@ -17,6 +17,7 @@ nor reset is read again for the next request (keep-alive).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import socket
@@ -25,6 +26,10 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+
+# How often a blocked read looks whether the server is stopping.
+_POLL = 0.05
 
 
 class Close:
@@ -91,6 +96,8 @@ class RawServer:
         self._sock.close()
         with self._lock:
             for conn in self._connections:
+                with contextlib.suppress(OSError):  # wakes a write waiting on its client
+                    conn.shutdown(socket.SHUT_RDWR)
                 conn.close()
 
     # --- serving --------------------------------------------------------------------------
@@ -126,7 +133,18 @@ class RawServer:
             conn.close()
 
     def _play(self, conn: socket.socket, script: Script) -> bool:
-        """Write ``script``; False when it ended the connection."""
+        """Write ``script``; False when it ended the connection. Its writes wait for the
+        client however long it takes to read (the reader's short timeout polls for the
+        server's stop; on a write it would break the connection whenever the client was
+        slower than it, as under load, and a test would see a broken stream it never
+        scripted)."""
+        conn.settimeout(None)
+        try:
+            return self._steps(conn, script)
+        finally:
+            conn.settimeout(_POLL)
+
+    def _steps(self, conn: socket.socket, script: Script) -> bool:
         for step in script.steps:
             if isinstance(step, bytes):
                 conn.sendall(step)
@@ -150,7 +168,7 @@ class _Reader:
         self.conn = conn
         self.stopping = stopping
         self.buffer = b""
-        conn.settimeout(0.05)
+        conn.settimeout(_POLL)
 
     def _more(self) -> bool:
         while not self.stopping.is_set():

@@ -273,6 +273,10 @@ class TetherRun:
                 break
         ran = summed(results)
         summary = ran.to_dict()
+        # A call's output stays out of the outcome: the outcome is a payload of the history,
+        # and a large result goes through it once, then by reference (its activity's).
+        summary["tool_calls"] = [{k: v for k, v in c.items() if k != "output"}
+                                 for c in summary["tool_calls"]]
         return {key: summary[key] for key in ("text", "stop_cause", "usage", "turns",
                                               "tool_calls", "blocked_sends", "taint",
                                               "malformed_tool_args", "cost_usd", "error")} \
