@@ -27,7 +27,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
 # How often a blocked read looks whether the server is stopping.
 _POLL = 0.05
 

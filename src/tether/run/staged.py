@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
 from types import TracebackType
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from tether import events as ev
 
@@ -33,6 +33,13 @@ class Staged(Generic[T]):
     yielded whose type is one of ``kinds``)."""
 
     __slots__ = ("_items", "_kinds", "_value")
+
+    def __class_getitem__(cls, item: object) -> Any:
+        # ``Staged[T](...)`` names the value's type for type checkers only: at run time it
+        # is the class itself, not a typing alias whose call (several per turn, on the
+        # per-turn path) tries to stamp the instance with ``__orig_class__`` and fails on
+        # the slots.
+        return cls
 
     def __init__(self, items: AsyncGenerator[Any, None], *kinds: type) -> None:
         self._items = items
@@ -54,10 +61,12 @@ class Staged(Generic[T]):
         # Read to the stage's own end (its value is its last item): what it does after its
         # value (a ``finally``) runs before the reader goes on.
         while True:
-            item = await self._items.__anext__()
-            if not isinstance(item, self._kinds):
-                return cast(ev.Event, item)
-            self._value = cast(T, item)
+            item: Any = await self._items.__anext__()
+            valued = isinstance(item, self._kinds)  # (a flag: the item stays typed Any)
+            if not valued:
+                event: ev.Event = item
+                return event
+            self._value = item
 
     @property
     def value(self) -> T:
