@@ -221,7 +221,7 @@ async def test_the_readme_quickstart_answers_with_the_weather_tool(
         server: LocalServer, tmp_path: Path) -> None:
     done = await asyncio.to_thread(_tether_run_local, server, tmp_path, PROMPT)
     assert done.returncode == 0, done.stderr
-    assert f"using the server already running at {server.base_url}" in done.stderr
+    assert f"using the llama-server already running at {server.base_url}" in done.stderr
     assert "✓ get_weather Paris" in done.stderr and "1 tool call(s)" in done.stderr
     assert _degrees(await _forecast("Paris")) in done.stdout
     assert not any(word in done.stdout.lower() for word in LEAKS), done.stdout

@@ -152,7 +152,9 @@ class Progress:
 
     def note(self, message: str) -> None:
         if self._enabled:
-            self._get_console().print(f"[bold]tether local[/]: {message}", highlight=False)
+            # One line however long (a URL must not break across lines in a log).
+            self._get_console().print(f"[bold]tether local[/]: {message}", highlight=False,
+                                      soft_wrap=True)
 
     @contextlib.contextmanager
     def task(self, description: str, total: float | None) -> Iterator[Callable[[float], None]]:
