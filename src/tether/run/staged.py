@@ -32,7 +32,7 @@ class Staged(Generic[T]):
     """A stage's events (iterate it), then its value (``value``: the last item the stage
     yielded whose type is one of ``kinds``)."""
 
-    __slots__ = ("_items", "_kinds", "_value")
+    __slots__ = ("_events", "_items", "_kinds", "_value")
 
     def __class_getitem__(cls, item: object) -> Any:
         # ``Staged[T](...)`` names the value's type for type checkers only: at run time it
@@ -45,6 +45,7 @@ class Staged(Generic[T]):
         self._items = items
         self._kinds = kinds
         self._value: T = _UNSET
+        self._events: AsyncGenerator[ev.Event, None] | None = None
 
     async def __aenter__(self) -> Staged[T]:
         return self
@@ -52,21 +53,27 @@ class Staged(Generic[T]):
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         trace: TracebackType | None) -> None:
         if kind is not None:  # left early: the stage is closed now
+            if self._events is not None:
+                await self._events.aclose()
             await self._items.aclose()
 
     def __aiter__(self) -> AsyncIterator[ev.Event]:
-        return self
+        # One generator passes the events on: a resumed frame per event, not a new
+        # coroutine (every streamed delta crosses a stage per floor of the turn).
+        self._events = self._passed()
+        return self._events
 
-    async def __anext__(self) -> ev.Event:
+    async def _passed(self) -> AsyncGenerator[ev.Event, None]:
         # Read to the stage's own end (its value is its last item): what it does after its
         # value (a ``finally``) runs before the reader goes on.
-        while True:
-            item: Any = await self._items.__anext__()
-            valued = isinstance(item, self._kinds)  # (a flag: the item stays typed Any)
-            if not valued:
-                event: ev.Event = item
-                return event
-            self._value = item
+        kinds = self._kinds
+        item: Any
+        async for item in self._items:
+            valued = isinstance(item, kinds)  # (a flag: the item stays typed Any)
+            if valued:
+                self._value = item
+            else:
+                yield item
 
     @property
     def value(self) -> T:
