@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tether import Agent, tool
+from tether.messages import Message, Text, message_to_dict
 from tether.providers.scripted import Scripted, call
 from tether.store.journal import JournalError, bounded, journal_session, replay
 from tether.store.session import Session
@@ -77,7 +78,7 @@ def test_entries_that_are_not_a_journals_are_refused_before_anything_is_written(
 
 
 def test_a_journal_over_its_bound_keeps_its_messages_and_outcomes_then_only_outcomes() -> None:
-    message = {"role": "user", "parts": [{"type": "text", "text": "x" * 300}]}
+    message = message_to_dict(Message("user", (Text("x" * 300),)))
     entries: list[list[Any]] = [
         ["message", 0, message, {}], ["event", "r", {"kind": "notice", "m": "y" * 300}],
         ["outcome", "r", {"text": "done"}, None]]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tether import events as ev
@@ -122,13 +123,30 @@ def replay(entries: Any, store: SessionStore, session_id: str) -> int:
     """Write journal entries into session ``session_id`` of ``store`` (made, and empty), in
     order; returns how many. Entries that are not a ``Journal``'s raise ``JournalError``
     before anything is written (they came from elsewhere: a workflow's history)."""
-    checked = [_checked(entry, n) for n, entry in enumerate(_as_list(entries, "the journal"))]
-    for write in checked:
-        write(store, session_id)
-    return len(checked)
+    return checked(entries).into(store, session_id)
 
 
 _Write = Callable[[SessionStore, str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """Journal entries read and checked, ready to write (``into``)."""
+
+    writes: tuple[_Write, ...]
+
+    def into(self, store: SessionStore, session_id: str) -> int:
+        """Write them into session ``session_id`` of ``store``, in order; how many."""
+        for write in self.writes:
+            write(store, session_id)
+        return len(self.writes)
+
+
+def checked(entries: Any) -> Checked:
+    """The entries, checked: ``JournalError`` when they are not a ``Journal``'s (so a
+    session need not be made for entries that cannot fill it)."""
+    return Checked(tuple(_checked(entry, n)
+                         for n, entry in enumerate(_as_list(entries, "the journal"))))
 
 
 def _checked(entry: Any, n: int) -> _Write:
@@ -207,4 +225,5 @@ def _as_dict(value: Any, where: str) -> dict[str, Any]:
     return dict(value)
 
 
-__all__ = ["LIMIT_BYTES", "Journal", "JournalError", "bounded", "journal_session", "replay"]
+__all__ = ["LIMIT_BYTES", "Checked", "Journal", "JournalError", "bounded", "checked",
+           "journal_session", "replay"]

@@ -38,7 +38,7 @@ from tether.batch import (
 )
 from tether.messages import Usage, usage_from_dict
 from tether.store.base import StoreError
-from tether.store.journal import replay
+from tether.store.journal import checked
 from tether.store.session import Session
 from tether.trust import CLEAN, Taint
 
@@ -83,8 +83,9 @@ def logged(item: BatchItem, outcome: Mapping[str, Any],
     tether returned no log)."""
     if session_for is None or "log" not in outcome:
         return None
+    entries = checked(outcome["log"])  # a log that is not one makes no session
     session = session_for(item)
-    replay(outcome["log"], session.store, session.id)
+    entries.into(session.store, session.id)
     return session.id
 
 
