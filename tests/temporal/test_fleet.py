@@ -198,12 +198,15 @@ async def test_a_recorded_history_replays_without_nondeterminism(fleet: Fleet) -
     client = await fleet.client()
     histories = []
     for prompt in ("Exfiltrate", "Launch"):
-        handle = await start_run(client, prompt, task_queue=fleet.task_queue)
+        # The second logged (as a batch item is): its session writes replay the same too.
+        handle = await start_run(client, prompt, task_queue=fleet.task_queue,
+                                 log=prompt == "Launch")
         if prompt == "Launch":
             from tether import Decision
 
             await decide(handle, await waiting_call(handle), Decision.allow())
-        await finished(handle)
+        outcome = await finished(handle)
+        assert ("log" in outcome) == (prompt == "Launch")
         histories.append(await handle.fetch_history())
     # In a process with no tools of its own, the validators come from the recorded schemas.
     for history in histories:
@@ -334,3 +337,66 @@ async def test_a_sub_agents_call_waits_in_its_child_workflow_and_the_watcher_dec
     (request,) = approver.requests
     assert (request.tool, request.arguments, request.display_name) == \
         ("launch", {"target": "probe"}, "Launch")
+
+
+def logged(fleet: Fleet, db: Path, *args: str) -> Any:
+    """``tether ARGS`` as a person runs it, its sessions in the store at ``db``."""
+    return subprocess.run([sys.executable, "-m", "tether.cli", "-w",
+                           str(fleet.workspace("client")), *args], capture_output=True, text=True,
+                          env={**fleet.env("client"), "TETHER_STORE": str(db)},
+                          stdin=subprocess.DEVNULL, timeout=120)
+
+
+def comparable_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A session's events less what differs between two runs of one script."""
+    return [{k: v for k, v in e.items() if k not in ("run_id", "duration_secs", "id", "at")}
+            for e in events]
+
+
+@pytest.mark.asyncio
+async def test_a_durable_batch_logs_each_item_as_a_session_as_a_local_batch_does(
+        fleet: Fleet, tmp_path: Path) -> None:
+    import re
+
+    from tether.store.session import Session
+    from tether.store.sqlite import SQLiteStore
+
+    fleet.model.script["What is 2+3?"] = [call("add", a=2, b=3), Say("The sum is 5."),
+                                          Say("Twice that is 10.")]
+    fleet.start("A")
+    inp = tmp_path / "in.jsonl"
+    inp.write_text('{"id": "q1", "prompt": "What is 2+3?"}\n'
+                   '{"id": "chat", "prompt": ["What is 2+3?", "And twice that?"]}\n')
+    db = tmp_path / "sessions.db"
+    sessions: dict[str, dict[str, Session]] = {}
+    for engine in ("local", "temporal"):
+        out = tmp_path / f"{engine}.jsonl"
+        done = await asyncio.to_thread(logged, fleet, db, "batch", str(inp), "-o", str(out),
+                                       "--engine", engine)
+        assert done.returncode == 0, done.stderr
+        [tag] = re.findall(r"batch (\w+): each item is logged \(tether logs --batch \1\)",
+                           done.stderr)
+        store = SQLiteStore(db)
+        listed = {info.batch_item: info.id for info in store.list(batch=tag)}
+        # The output names each item's session, and it is the one tagged with the item.
+        assert {r["id"]: r["session_id"] for r in lines(out)} == listed
+        assert sorted(listed) == ["chat", "q1"]
+        sessions[engine] = {item: Session.load(sid, store) for item, sid in listed.items()}
+        shown = await asyncio.to_thread(logged, fleet, db, "logs", "--batch", tag)
+        assert shown.returncode == 0, shown.stderr
+        assert all(sid in shown.stdout for sid in listed.values()), shown.stdout
+
+    for item in ("q1", "chat"):
+        local, durable = sessions["local"][item], sessions["temporal"][item]
+        assert [m.role for m in durable.messages] == \
+            ["user", "assistant", "tool", "assistant"] + \
+            (["user", "assistant"] if item == "chat" else [])
+        assert durable.messages == local.messages
+        assert durable.outcomes == local.outcomes
+        assert durable.taint == local.taint
+        same = ("provider", "model", "workspace", "title", "batch_item", "message_count",
+                "taint", "last_stop", "paused")
+        assert {f: getattr(durable.info, f) for f in same} == \
+            {f: getattr(local.info, f) for f in same}
+        assert "tool_finished" in [e["kind"] for e in durable.events()]
+        assert comparable_events(durable.events()) == comparable_events(local.events())

@@ -186,6 +186,33 @@ def test_an_item_id_makes_one_workflow_id_readable_when_plain_hashed_when_not() 
     assert len(odd) == 6 and all(len(w) < 100 for w in odd)
 
 
+def test_an_items_log_is_replayed_into_the_session_made_for_it_and_a_bad_one_makes_none(
+        tmp_path: Path) -> None:
+    from tether.batch import BatchItem
+    from tether.store.journal import JournalError
+    from tether.store.session import Session
+    from tether.store.sqlite import SQLiteStore
+    from tether.temporal.batch import logged
+
+    store = SQLiteStore(tmp_path / "s.db")
+    item = BatchItem("q1", ("Hi",))
+
+    def session_for(item: BatchItem) -> Session:
+        return Session.create(store, title=item.turns[0], batch="b", batch_item=item.id)
+
+    from tether.messages import Text, message_to_dict
+
+    message = message_to_dict(Message("user", (Text("Hi"),)))
+    sid = logged(item, {"log": [["message", 0, message, {}]]}, session_for)
+    assert sid is not None and [m.text for m in Session.load(sid, store).messages] == ["Hi"]
+    # No log (a worker of an older tether), or not asked: nothing is made.
+    assert logged(item, {}, session_for) is None
+    assert logged(item, {"log": []}, None) is None
+    with pytest.raises(JournalError):
+        logged(item, {"log": [["message", 0, "<script>", {}]]}, session_for)
+    assert [i.id for i in store.list(batch="b")] == [sid]
+
+
 def test_payloads_keep_the_order_of_keys() -> None:
     from tether.temporal.converter import DATA_CONVERTER
 

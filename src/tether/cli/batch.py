@@ -2,7 +2,8 @@
 
 Each item is logged to the session store, a session of its own tagged with the batch (an
 id printed as the batch starts: ``tether logs --batch ID`` lists its items), as
-``tether run`` logs a run; ``--no-log`` keeps nothing.
+``tether run`` logs a run; ``--no-log`` keeps nothing. With ``--engine temporal`` too: each
+item's workflow returns what its session wrote, replayed here into a session of its own.
 """
 
 from __future__ import annotations
@@ -62,7 +63,10 @@ async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) ->
     if getattr(args, "engine", "local") == "temporal":
         from tether.cli.temporal import batch_on_temporal
 
-        return await batch_on_temporal(args, items, view)
+        # Logged as here: each item's run returns its session's writes, replayed into a
+        # session made by the same ``_logged``.
+        return await batch_on_temporal(
+            args, items, view, None if args.no_log else lambda cfg: _logged(args, cfg))
     from tether.batch import run_batch
     from tether.cli.common import local_serving, make_agent, telemetry_export
 

@@ -198,8 +198,10 @@ def _say(message: str) -> None:
 
 
 async def batch_on_temporal(args: argparse.Namespace, items: list[Any],
-                            view: Callable[[Any], None]) -> list[Any]:
-    """``tether batch --engine temporal``: the items as durable runs."""
+                            view: Callable[[Any], None],
+                            logged: Callable[[Any], Any] | None = None) -> list[Any]:
+    """``tether batch --engine temporal``: the items as durable runs; ``logged(cfg)`` gives
+    the function that makes each item's session (``tether batch``'s own), or None."""
     from tether.temporal import require
 
     require()
@@ -209,11 +211,12 @@ async def batch_on_temporal(args: argparse.Namespace, items: list[Any],
 
     cfg, given = load(args)
     client = await connect(cfg.temporal)
+    session_for = logged(cfg) if logged is not None else None
     return await run_batch(client, items, task_queue=cfg.temporal.task_queue, out=args.out,
                            resume=args.resume, concurrency=args.concurrency,
                            limit=args.limit or None, batch_id=getattr(args, "batch_id", None),
                            overrides=given, ask=bool(getattr(args, "wait_for_approvals", False)),
-                           on_progress=view)
+                           on_progress=view, session_for=session_for)
 
 
 def add_batch_flags(p: argparse.ArgumentParser) -> None:

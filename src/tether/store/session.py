@@ -32,14 +32,17 @@ class Session:
     ``conversation()`` is the live Conversation (the same object on every call): each
     message appended to it is written at once. ``record(event)`` is called by the agent for
     every event of a run given this session; ``listeners`` see them too (a UI rendering a
-    resumed run).
+    resumed run). ``run_ids`` makes the id of each run it records (a durable workflow's
+    must be the same when it replays).
     """
 
-    def __init__(self, store: SessionStore, record: SessionRecord) -> None:
+    def __init__(self, store: SessionStore, record: SessionRecord, *,
+                 run_ids: Callable[[], str] | None = None) -> None:
         self.store = store
         self._record = record
         self._conversation: Conversation | None = None
         self._run_id: str | None = None
+        self._run_ids = run_ids or (lambda: uuid.uuid4().hex[:12])
         self._taint = record.taint
         self.listeners: list[Callable[[Event], None]] = []
 
@@ -150,7 +153,7 @@ class Session:
             listener(event)
         top = not event.path
         if isinstance(event, ev.RunStarted) and top:
-            self._run_id = uuid.uuid4().hex[:12]
+            self._run_id = self._run_ids()
         run_id = self._run_id or "-"
         if isinstance(event, ev.TextDelta | ev.ReasoningDelta):
             return  # the ModelResponded that follows holds the whole text

@@ -11,6 +11,11 @@ the batch again (after the client died, or with ``resume=True`` to skip what ``o
 already has) attaches to the items still running and reads the results of those that
 completed. The batch id defaults to one derived from ``out``'s absolute path; pass another
 to run the same items again. Results are the same lines ``tether batch`` writes.
+
+With ``session_for`` each item is logged as a batch item in process is: its workflow
+returns its session's writes (``tether.store.journal``), and when its outcome arrives
+``session_for(item)`` makes its session here and they are replayed into it; the result
+line names it (``session_id``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import hashlib
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +37,9 @@ from tether.batch import (
     plan_batch,
 )
 from tether.messages import Usage, usage_from_dict
+from tether.store.base import StoreError
+from tether.store.journal import checked
+from tether.store.session import Session
 from tether.trust import CLEAN, Taint
 
 from . import require
@@ -52,8 +61,10 @@ def workflow_id(batch_id: str, item_id: str) -> str:
     return f"tether-batch-{batch_id}-{key}"
 
 
-def item_result(item: BatchItem, outcome: Mapping[str, Any]) -> ItemResult:
-    """An item's result line from its workflow's outcome."""
+def item_result(item: BatchItem, outcome: Mapping[str, Any],
+                session_id: str | None = None) -> ItemResult:
+    """An item's result line from its workflow's outcome (``session_id``: where it was
+    logged)."""
     error = outcome.get("error")
     if error is not None:
         error = f"{outcome.get('error_type') or 'Error'}: {error}"
@@ -62,7 +73,20 @@ def item_result(item: BatchItem, outcome: Mapping[str, Any]) -> ItemResult:
                       stop, usage_from_dict(outcome["usage"]), Taint.from_dict(outcome["taint"]),
                       int(outcome["blocked_sends"]), int(outcome["refused"]),
                       len(outcome["tool_calls"]), int(outcome["turns"]),
-                      float(outcome.get("elapsed") or 0.0), item.meta)
+                      float(outcome.get("elapsed") or 0.0), item.meta, session_id)
+
+
+def logged(item: BatchItem, outcome: Mapping[str, Any],
+           session_for: Callable[[BatchItem], Session] | None) -> str | None:
+    """The id of the session ``session_for`` makes for the item, its run's log replayed
+    into it; None when it is not logged (no ``session_for``, or a worker of an older
+    tether returned no log)."""
+    if session_for is None or "log" not in outcome:
+        return None
+    entries = checked(outcome["log"])  # a log that is not one makes no session
+    session = session_for(item)
+    entries.into(session.store, session.id)
+    return session.id
 
 
 async def run_batch(
@@ -78,6 +102,7 @@ async def run_batch(
     overrides: Mapping[str, Any] | None = None,
     ask: bool = False,
     on_progress: Callable[[BatchProgress], None] | None = None,
+    session_for: Callable[[BatchItem], Session] | None = None,
 ) -> list[ItemResult]:
     """Run every item as a workflow, at most ``concurrency`` waited on at once (the
     workers decide how many really run); returns the results in the order they finished.
@@ -87,6 +112,8 @@ async def run_batch(
     an unattended batch) refuses calls that need approval; ``ask=True`` lets them wait for
     a decision by signal (``tether approvals``). Cancelling stops waiting, not the runs:
     they go on, and a batch submitted again with the same id picks up their results.
+    ``session_for`` logs each item to a session of its own, as in process (made when the
+    item's outcome arrives).
     """
     require()
     from temporalio.client import WorkflowFailureError
@@ -100,8 +127,8 @@ async def run_batch(
         try:
             handle = await start_run(client, list(item.turns), task_queue=task_queue,
                                      overrides=overrides, id=workflow_id(batch, item.id),
-                                     ask=ask)
-            return item_result(item, await handle.result())
+                                     ask=ask, log=session_for is not None)
+            outcome = await handle.result()
         except WorkflowFailureError as e:
             return ItemResult(item.id, False, "", f"WorkflowFailure: {e.cause or e}", None,
                               Usage(), CLEAN, 0, 0, 0, 0, 0.0, item.meta)
@@ -109,6 +136,14 @@ async def run_batch(
             raise BatchError(f"the Temporal server failed while {item.id!r} ran: {e}; the "
                              f"runs go on: submit the batch again with --resume to collect "
                              f"them") from None
+        try:
+            return item_result(item, outcome, logged(item, outcome, session_for))
+        except StoreError as e:
+            # As in process, where a session that cannot be written fails its item: the run
+            # is kept, and a resumed batch (its line removed) reads and logs it again.
+            failed = item_result(item, outcome)
+            return replace(failed, ok=False, error=f"the item ran but was not logged: "
+                                                   f"{type(e).__name__}: {e}")
 
     return await drive_batch(todo, one, skipped=skipped, concurrency=concurrency, out=out,
                              on_progress=on_progress)

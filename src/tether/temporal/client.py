@@ -36,13 +36,15 @@ __all__ = ["connect", "decide", "pending", "pending_everywhere", "run", "start_r
 
 async def start_run(client: Any, prompt: str | Sequence[str | Sequence[Part]], *,
                     task_queue: str, overrides: Mapping[str, Any] | None = None,
-                    id: str | None = None, ask: bool = True) -> Any:
+                    id: str | None = None, ask: bool = True, log: bool = False) -> Any:
     """Start a run (a list of prompts runs them as turns of one conversation; a turn may be
     a sequence of message parts, such as outside text given with the prompt:
     ``[(outside_text(page, "a web page"), Text("Summarize it."))]``); returns its workflow
     handle. With ``id``, a run of that id that is running or completed is the one returned:
     it is never started twice. ``ask=False`` runs with nobody to ask: calls that need
-    approval are refused (as in an unattended batch) instead of waiting for a signal."""
+    approval are refused (as in an unattended batch) instead of waiting for a signal.
+    ``log=True`` asks for the run's session log in its outcome (``log``: entries for
+    ``tether.store.journal.replay``)."""
     require()
     from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
     from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -53,7 +55,8 @@ async def start_run(client: Any, prompt: str | Sequence[str | Sequence[Part]], *
     try:
         return await client.start_workflow(
             WORKFLOW, {"prompt": turns, "overrides": dict(overrides or {}),
-                       "approvals": "signal" if ask else "refuse"}, id=workflow_id,
+                       "approvals": "signal" if ask else "refuse",
+                       **({"log": True} if log else {})}, id=workflow_id,
             task_queue=task_queue,
             # Running: attach to it. Completed: keep its result. Failed (a worker bug, a
             # termination): a new run may take the id.

@@ -12,8 +12,11 @@ Input (a dict): ``{"prompt": [turn, ...], "overrides": {...}, "approvals": "sign
 run (a turn is a string, or a list of message parts as ``part_to_dict`` writes them: outside
 text given with the prompt stays outside text; the overrides are flag values, as ``tether
 run`` makes them; ``approvals: "refuse"`` runs with nobody to ask, as an unattended ``tether
-batch`` does), or ``{"child": {...}, "plan": {...}}`` for a sub-agent. Output: the run's
-outcome (``RunResult.to_dict`` fields, summed over turns).
+batch`` does; ``log: true`` asks for the run's session log), or ``{"child": {...}, "plan":
+{...}}`` for a sub-agent. Output: the run's outcome (``RunResult.to_dict`` fields, summed
+over turns), with ``log`` when asked: the entries of a ``tether.store.journal.Journal``
+its ``Session`` wrote (the client replays them into its store, as a batch item in process
+is logged).
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ with workflow.unsafe.imports_passed_through():
     from tether.provenance import Source
     from tether.result import RunResult, final_result, summed
     from tether.settings import DEFAULT_MAX_REPEATED_FAILURES, AgentSettings, Prices
+    from tether.store.journal import Journal, bounded, journal_session
+    from tether.store.session import Session
     from tether.subagents import (
         SubagentProfile,
         child_conversation,
@@ -95,8 +100,10 @@ class TetherRun:
             turns: list[str | tuple[Part, ...]] = [
                 str(t) if isinstance(t, str) else tuple(part_from_dict(p) for p in t)
                 for t in request["prompt"]]
-            conversation = Conversation()
+            session, journal = _logged(bool(request.get("log")))
+            conversation = Conversation() if session is None else session.conversation()
         else:
+            session, journal = None, None
             plan = request["plan"]
             turns = [str(child["task"])]
             # Seeded as in process (tether.subagents.run_subagent): the parent's taint, the
@@ -110,7 +117,10 @@ class TetherRun:
             agent = self._agent(plan, conversation, child, ask)
         except TetherError as e:  # settings the loop refuses (a ConfigError)
             raise ApplicationError(str(e), type=type(e).__name__, non_retryable=True) from None
-        outcome = await self._turns(agent, turns, conversation, streamed=child is not None)
+        outcome = await self._turns(agent, turns, conversation, streamed=child is not None,
+                                    session=session)
+        if journal is not None:
+            outcome["log"] = bounded(journal.entries)
         outcome["elapsed"] = round(workflow.time() - started, 3)
         outcome["workflow_id"] = workflow.info().workflow_id
         self._finished = True
@@ -253,15 +263,17 @@ class TetherRun:
     # --- turns ----------------------------------------------------------------------------------
 
     async def _turns(self, agent: Agent, turns: list[str | tuple[Part, ...]],
-                     conversation: Conversation,
-                     streamed: bool) -> dict[str, Any]:
-        """Each turn on the one conversation, stopping at the first that does not complete;
-        the outcome sums them (as ``tether batch`` does for a list of turns). ``streamed``
-        asks for streamed responses, as a sub-agent's run in process does."""
+                     conversation: Conversation, streamed: bool,
+                     session: Session | None = None) -> dict[str, Any]:
+        """Each turn on the one conversation (``session``'s, when the run is logged),
+        stopping at the first that does not complete; the outcome sums them (as ``tether
+        batch`` does for a list of turns). ``streamed`` asks for streamed responses, as a
+        sub-agent's run in process does."""
         results: list[RunResult] = []
         for turn in turns:
             try:
-                result = await _run(agent, turn, conversation, self._interrupt, streamed)
+                result = await _run(agent, turn, conversation, self._interrupt, streamed,
+                                    session)
             except TetherError as e:
                 made: RunResult | None = getattr(e, "result", None)
                 if made is None:  # the run could not start (an empty prompt)
@@ -285,11 +297,21 @@ class TetherRun:
 
 
 async def _run(agent: Agent, prompt: str | tuple[Part, ...], conversation: Conversation,
-               interrupt: asyncio.Event, streamed: bool) -> RunResult:
+               interrupt: asyncio.Event, streamed: bool, session: Session | None) -> RunResult:
+    # A session's conversation is ``conversation``: the run records its events there too.
+    given: dict[str, Any] = {"conversation": conversation} if session is None \
+        else {"session": session}
     if not streamed:
-        return await agent.run(prompt, conversation=conversation, interrupt=interrupt)
-    return await final_result(agent.stream(prompt, conversation=conversation,
-                                           interrupt=interrupt))
+        return await agent.run(prompt, interrupt=interrupt, **given)
+    return await final_result(agent.stream(prompt, interrupt=interrupt, **given))
+
+
+def _logged(asked: bool) -> tuple[Session | None, Journal | None]:
+    """The session a logged run writes (to a journal: the workflow does no I/O), its run
+    ids the workflow's own, the same when it replays."""
+    if not asked:
+        return None, None
+    return journal_session(lambda: workflow.uuid4().hex[:12])
 
 
 async def _describe(overrides: dict[str, Any]) -> dict[str, Any]:
