@@ -13,11 +13,13 @@ ten turns ending at turn 10, 100 and 1,000 (the run has as many turns as the las
 What the gate must do per turn grows with the conversation only where it must: a traced
 value is looked for in every text (a ``str.find`` per source, in C); everything else
 (collecting the sources, their labels, the values the model wrote, the secrets) is kept on
-the conversation as messages are appended (``tether.provenance.SourceIndex``), so a turn
-reads only its own new messages.
+the conversation as messages are appended (``tether.provenance.SourceIndex``), and the
+texts a value is looked for in are joined once each (a turn's haystack extends the one
+before), so a turn reads only its own new messages.
 
 The context fitter counts each message once and replays its fitting only over the request
-points since the last (``tether.run.context.plan.Replay``), so its share is flat too.
+points since the last (``tether.run.context.plan.Replay``; a trimmed view's left-out
+messages are listed again only when the cut moves), so its share is flat too.
 ``--window TOKENS`` gives the model a context window (a server's, as llama-server's
 ``/props`` states it): the fitter then plans every request, and past the window trims the
 conversation (each request is then a view of it: the view stays about the window's size).

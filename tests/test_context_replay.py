@@ -5,6 +5,7 @@ request points since the last plan, and what it plans is what a fitting from scr
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Iterator
 
 import pytest
@@ -17,7 +18,9 @@ from tether.run.context.plan import (
     Budget,
     Estimate,
     Replay,
+    blocks,
     build_view,
+    kept_below,
     plan_fit,
     shorten_message,
     shortening_limits,
@@ -55,6 +58,34 @@ def test_a_replay_kept_as_the_conversation_grows_plans_what_a_fresh_fitting_does
         note = trim_note(len(kept.dropped))
         view = build_view(messages, kept, budget, estimate, note)
         assert view == _plain_view(messages, kept.dropped, kept.shortened, budget, note)
+
+
+@pytest.mark.parametrize("pins", [(), (0,), (0, 9, 40)])
+def test_a_plan_leaves_out_whole_blocks_in_order_keeping_only_the_pinned_below_the_cut(
+        pins: tuple[int, ...]) -> None:
+    budget, estimate = Budget(1024, 256), Estimate()
+    replay = Replay()
+    for messages in _growing(60):
+        dropped = replay.plan(messages, budget, estimate, 40, pins=pins).dropped
+        assert list(dropped) == sorted(set(dropped))
+        end = dropped[-1] + 1 if dropped else 0
+        last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+        for start, stop in blocks(messages[:end]):
+            block = set(range(start, stop))
+            if block <= set(dropped):
+                continue
+            assert not block & set(dropped)  # a block is left out whole or kept whole
+            assert block & {*pins, last_user}  # and kept below the cut only when pinned
+
+
+def test_the_kept_messages_below_the_cut_are_found_from_the_left_out_ones() -> None:
+    rng = random.Random(7)
+    for _ in range(500):
+        end = rng.randrange(1, 300)
+        kept = set(rng.sample(range(end), rng.randrange(0, min(end, 15))))
+        dropped = tuple(i for i in range(end) if i not in kept)
+        below = set(range(dropped[-1] + 1)) - set(dropped) if dropped else set()
+        assert kept_below(dropped) == sorted(below)
 
 
 def _plain_view(messages: list[Message], dropped: tuple[int, ...],

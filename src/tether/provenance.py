@@ -316,20 +316,32 @@ class _Haystack:
     fields of its untrusted ones joined the same way, each with where its texts start: a
     value is looked for once in each (``str.find``), and only the sources that hold it are
     visited, so tracing costs what the texts' length costs, not a Python step per source.
-    A match is a whole token inside one text, never across two (the rule of ``_occurs``)."""
+    A match is a whole token inside one text, never across two (the rule of ``_occurs``).
 
-    __slots__ = ("field_starts", "field_text", "fields", "sources", "starts", "text")
+    It is never changed once made (another thread may be reading it): ``extended`` makes
+    the haystack of more sources from it, reading only the new ones."""
 
-    def __init__(self, sources: Sequence[Source]) -> None:
-        texts = list(map(attrgetter("text"), sources))
-        self.sources = sources
-        self.text = "\n".join(texts)
-        self.starts = _starts(texts)
-        self.fields = [(i, f) for i, source in enumerate(sources) if source.fields
-                       and not source.trusted for f in source.fields if f.trusted]
-        values = [f.value for _, f in self.fields]
-        self.field_text = "\n".join(values)
-        self.field_starts = _starts(values)
+    __slots__ = ("field_starts", "field_text", "fields", "starts", "text")
+
+    def __init__(self, sources: Sequence[Source] = ()) -> None:
+        self.text, self.starts = _joined("", [], list(map(attrgetter("text"), sources)))
+        self.fields = _trusted_fields(sources, 0)
+        self.field_text, self.field_starts = _joined("", [], [f.value for _, f in self.fields])
+
+    def extended(self, more: Sequence[Source]) -> _Haystack:
+        """The haystack of this one's sources followed by ``more``: the same as one made of
+        them all (``_Haystack(sources + more)``), at the cost of ``more`` alone (and of
+        copying the joined texts once)."""
+        if not more:
+            return self
+        hay = _Haystack.__new__(_Haystack)
+        hay.text, hay.starts = _joined(self.text, self.starts,
+                                       list(map(attrgetter("text"), more)))
+        added = _trusted_fields(more, len(self.starts))
+        hay.fields = self.fields + added
+        hay.field_text, hay.field_starts = _joined(self.field_text, self.field_starts,
+                                                   [f.value for _, f in added])
+        return hay
 
     def holders(self, needle: str) -> list[int]:
         """The positions of the sources whose text holds ``needle`` as a whole token."""
@@ -338,6 +350,26 @@ class _Haystack:
     def field_holders(self, needle: str) -> list[tuple[int, FieldLabel]]:
         """The trusted fields that hold ``needle`` as a whole token, by their source."""
         return [self.fields[j] for j in _holders(needle, self.field_text, self.field_starts)]
+
+
+def _trusted_fields(sources: Sequence[Source], first: int) -> list[tuple[int, FieldLabel]]:
+    """The trusted fields of the untrusted ones of ``sources``, each with its source's
+    position (``first`` is the position of ``sources[0]``)."""
+    return [(first + i, f) for i, source in enumerate(sources) if source.fields
+            and not source.trusted for f in source.fields if f.trusted]
+
+
+def _joined(text: str, starts: list[int], more: list[str]) -> tuple[str, list[int]]:
+    """``text`` (the texts starting at ``starts``, joined by newlines) with ``more`` joined
+    after it, and where each text starts in the whole: new objects, ``text`` and ``starts``
+    left as they are."""
+    if not more:
+        return text, starts
+    if not starts:
+        return "\n".join(more), _starts(more)
+    base = len(text) + 1  # the newline between the last text and the first of ``more``
+    # One join: the earlier texts are copied once (a ``str.find`` over them costs more).
+    return "\n".join([text, *more]), starts + [base + at for at in _starts(more)]
 
 
 def _starts(texts: list[str]) -> list[int]:
@@ -361,20 +393,35 @@ def _holders(needle: str, text: str, starts: list[int]) -> list[int]:
     return out
 
 
-# The last haystack built and its sources, as one pair: rebound whole (one assignment), so
-# runs in several threads never pair one turn's sources with another's haystack.
-_last: tuple[Sequence[Source], _Haystack] | None = None
+# The haystacks of the last few turns' sources (runs side by side each have theirs), the
+# latest first, as one tuple: rebound whole (one assignment), so runs in several threads
+# never pair one turn's sources with another's haystack.
+_KEPT = 4
+_kept: tuple[tuple[tuple[Source, ...], _Haystack], ...] = ()
 
 
 def _haystack(sources: Sequence[Source]) -> _Haystack:
-    """The haystack of ``sources``; a turn's sources (one tuple) are joined once."""
-    global _last
-    last = _last
-    if last is not None and last[0] is sources:
-        return last[1]
-    hay = _Haystack(sources)
-    if isinstance(sources, tuple):
-        _last = (sources, hay)
+    """The haystack of ``sources``. A turn's sources (one tuple) are joined once; a later
+    turn's, which begin with them (the conversation grew), extend their haystack with the
+    new sources only. Sources that begin otherwise (the conversation was summarised,
+    trimmed or replaced) are joined whole again."""
+    global _kept
+    if not isinstance(sources, tuple):
+        return _Haystack(sources)
+    kept = _kept
+    for earlier, hay in kept:
+        if earlier is sources:
+            return hay
+    base: tuple[tuple[Source, ...], _Haystack] | None = None
+    for entry in kept:
+        n = len(entry[0])
+        # Equal sources (by value: the system prompt's is made anew each turn) make the same
+        # haystack, so a prefix equal to an earlier turn's sources is read from it.
+        if n <= len(sources) and sources[:n] == entry[0]:
+            base = entry
+            break
+    hay = _Haystack(sources) if base is None else base[1].extended(sources[len(base[0]):])
+    _kept = ((sources, hay), *(e for e in kept if e is not base))[:_KEPT]
     return hay
 
 

@@ -68,11 +68,14 @@ async def _batch(args: argparse.Namespace, items: list[BatchItem], view: Any) ->
         return await batch_on_temporal(
             args, items, view, None if args.no_log else lambda cfg: _logged(args, cfg))
     from tether.batch import run_batch
-    from tether.cli.common import local_serving, make_agent, telemetry_export
+    from tether.cli.common import local_serving, make_agent, prepare_local, telemetry_export
 
+    # The configuration, -T and --tools are checked (building the agent) before --local
+    # builds or starts a server; the items were read before this.
+    prepare_local(args)
+    # Unattended: nobody to ask, so `ask` refuses gated calls (unless --yes).
+    agent, cfg = make_agent(args, approver=None)
     async with local_serving(args):
-        # Unattended: nobody to ask, so `ask` refuses gated calls (unless --yes).
-        agent, cfg = make_agent(args, approver=None)
         session_for = None if args.no_log else _logged(args, cfg)
         with telemetry_export(cfg):
             async with agent:

@@ -153,25 +153,39 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 async def _evaluate(args: argparse.Namespace, suite: Any, view: Any) -> Report:
-    from tether.cli.common import local_serving, make_agent
+    from tether.cli.common import local_serving, make_agent, prepare_local
     from tether.eval.runner import run_suite
 
-    async with local_serving(args):
-        agent, cfg = make_agent(args, approver=None, tools=[])
+    # The configuration, --judge and the cases' tools files are checked before --local
+    # builds or starts a server; the case file and the baseline were read before this.
+    _check_case_tools(suite)
+    prepare_local(args)
+    agent, cfg = make_agent(args, approver=None, tools=[])
+    judge = None
+    try:
         judge = _judge(args, cfg, agent, suite)
-        session_for = None if args.no_log else _logged(args, cfg)
-        name, pcfg = cfg.provider_config()
-        try:
+        async with local_serving(args):
+            session_for = None if args.no_log else _logged(args, cfg)
+            name, pcfg = cfg.provider_config()
             return await run_suite(
                 suite, agent.model, settings=agent.settings, repeat=args.repeat,
                 concurrency=args.concurrency, seed=args.seed, min_pass=args.min_pass,
                 runs_file=runs_path(args.out) if args.out else None, resume=args.resume,
                 judge_model=judge, on_progress=view, session_for=session_for,
                 model_name=f"{name}:{pcfg.model}")
-        finally:
-            await agent.model.aclose()
-            if judge is not None and judge is not agent.model:
-                await judge.aclose()
+    finally:
+        await agent.model.aclose()
+        if judge is not None and judge is not agent.model:
+            await judge.aclose()
+
+
+def _check_case_tools(suite: Any) -> None:
+    """Each case's tools load (stubs, tools files), or an ``EvalError`` naming the case and
+    the file, before any run starts: a broken tools file would fail every run of its case."""
+    from tether.eval.stubs import case_tools
+
+    for case in suite.cases:
+        case_tools(case)
 
 
 def _judge(args: argparse.Namespace, cfg: Any, agent: Any, suite: Any) -> Any:

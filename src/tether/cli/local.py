@@ -106,7 +106,7 @@ def _base_url(settings: LocalSettings) -> str:
 
 @contextlib.asynccontextmanager
 async def serving_for_run(args: argparse.Namespace) -> AsyncIterator[LocalServer | None]:
-    """For ``--local`` (``run``, ``chat``, ``batch``, ``sessions resume``): reuse the
+    """For ``--local`` (``run``, ``chat``, ``batch``, ``eval``, ``sessions resume``): reuse the
     llama-server answering on the local port when it serves the expected model (anything
     else there is an error naming it: ``tether.local.identify``), else set up (first run
     builds; later runs reuse the cache) and start one, stopped again at exit. Yields the

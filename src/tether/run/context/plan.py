@@ -36,6 +36,7 @@ import json
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 from tether.messages import Image, Message, Part, Reasoning, Text, ToolCall, ToolResult
 from tether.providers.base import ModelRequest
@@ -272,8 +273,8 @@ class Replay:
     cost differ from the last plan's.
     """
 
-    __slots__ = ("_block_of", "_blocks", "_chars", "_full", "_key", "_last", "_last_user",
-                 "_points", "_short", "_state", "_sums", "_total_chars")
+    __slots__ = ("_block_of", "_blocks", "_chars", "_dropped", "_full", "_key", "_last",
+                 "_last_user", "_points", "_short", "_state", "_sums", "_total_chars")
 
     def __init__(self) -> None:
         self._reset()
@@ -295,6 +296,9 @@ class Replay:
         self._full: list[int] = []
         self._short: dict[int, int] = {}  # a large tool result's cost once shortened
         self._state = _Replayed()
+        # The last plan's left-out messages, by (cut end, held blocks): the cut moves only
+        # now and then (down to the low-water mark), so most turns' plans share it.
+        self._dropped: tuple[tuple[int, tuple[int, ...]], tuple[int, ...]] | None = None
 
     def read(self, messages: Sequence[Message]) -> None:
         """Count the messages appended since the last call (all of them when ``messages``
@@ -368,12 +372,25 @@ class Replay:
         self._point(last, n, pins, budget, note_tokens)
         units, cut = self._blocks, last.cut
         end = units[cut - 1][1] if cut else 0  # what the cut leaves out, but the held
-        kept = {i for b in last.held for i in range(*units[b])}
-        dropped = tuple(sorted(set(range(end)).difference(kept))) if kept \
-            else tuple(range(end))
-        kept_short = tuple(sorted(i for i in last.shortened if i >= end or i in kept))
+        held = tuple(sorted(last.held))
+        dropped = self._left_out(end, held)
+        kept_short = tuple(sorted(i for i in last.shortened if i >= end or any(
+            units[b][0] <= i < units[b][1] for b in held)))
         return Plan(dropped, kept_short, fixed + self.tokens(messages, estimate),
                     last.total, last.acted)
+
+    def _left_out(self, end: int, held: tuple[int, ...]) -> tuple[int, ...]:
+        """The messages before ``end`` but those of the ``held`` blocks (below the cut:
+        their places are fixed), in order; the last plan's when the same."""
+        key = (end, held)
+        if self._dropped is not None and self._dropped[0] == key:
+            return self._dropped[1]
+        # Blocks never overlap: the runs between the held ones, in order.
+        starts = [0, *(self._blocks[b][1] for b in held)]
+        ends = [*(self._blocks[b][0] for b in held), end]
+        dropped = tuple(chain.from_iterable(map(range, starts, ends)))
+        self._dropped = (key, dropped)
+        return dropped
 
     def _point(self, state: _Replayed, p: int, pins: Collection[int], budget: Budget,
                note_tokens: int) -> None:
@@ -442,7 +459,7 @@ def build_view(
     # Only the messages kept are visited: those the cut left out are a run from the start
     # (but for the pinned blocks kept below it).
     end = plan.dropped[-1] + 1 if plan.dropped else 0
-    below = sorted(set(range(end)).difference(plan.dropped)) if end else []
+    below = kept_below(plan.dropped)
     view = [messages[i] for i in below]
     view.extend(messages[end:])
     if plan.shortened:
@@ -456,6 +473,26 @@ def build_view(
         else:
             view.insert(0, Message.user(note))
     return tuple(view)
+
+
+def kept_below(dropped: Sequence[int]) -> list[int]:
+    """The indices below the last of ``dropped`` (ascending, none twice) that it leaves
+    out, in order: found by halving where the count of missing indices grows, so they cost
+    what the kept ones are (a few pinned blocks), not what the left-out ones are."""
+    if not dropped:
+        return []
+    out = list(range(dropped[0]))
+    spans = [(0, len(dropped) - 1)]
+    while spans:
+        lo, hi = spans.pop()
+        if dropped[hi] - dropped[lo] == hi - lo:
+            continue  # consecutive: nothing missing between them
+        if hi - lo == 1:
+            out.extend(range(dropped[lo] + 1, dropped[hi]))
+            continue
+        mid = (lo + hi) // 2
+        spans += ((mid, hi), (lo, mid))  # the lower half next: found in order
+    return out
 
 
 def trim_note(count: int) -> str:
