@@ -190,8 +190,6 @@ class _Run:
             if reached is not None:
                 outcome = Stopped(reached.bound.cause)
                 break
-            for event in self._turn_started():
-                yield event
             async with Staged[ModelResponse | Stopped](self._ask(), ModelResponse,
                                                        Stopped) as asked:
                 async for event in asked:
@@ -200,14 +198,19 @@ class _Run:
             if isinstance(answer, Stopped):
                 outcome = answer
                 break
-            async with Staged[TurnOutcome](self._answered(answer), *_OUTCOMES) as turn:
-                async for event in turn:
-                    yield self.emit(event)
-            outcome = turn.value
-        said, outcome = await self._end(outcome)
-        for event in said:
+            triaged = self._triage(answer)
+            if isinstance(triaged, Take):
+                async with Staged[TurnOutcome](take(self.frame, state, triaged.calls),
+                                               *_OUTCOMES) as taken:
+                    async for event in taken:
+                        yield self.emit(event)
+                outcome = taken.value
+            else:
+                said, outcome = await self._untaken(triaged)
+                for event in said:
+                    yield event
+        for event in await self._end(outcome):
             yield event
-        yield self._finish(outcome)
 
     def _begin(self, prompt: Message | None) -> list[ev.Event]:
         """The prompt joins the conversation (a new prompt: no earlier pause can be
@@ -265,25 +268,15 @@ class _Run:
             events.append(offered)
         return events
 
-    async def _answered(self, answer: ModelResponse,
-                        ) -> AsyncGenerator[ev.Event | TurnOutcome, None]:
-        """What the kept answer leads to (``turn.triage``): its calls taken, its text
-        weighed by the run's ending, or the turn's end before any call ran (``Unrun``)."""
-        triaged = self._triage(answer)
-        if isinstance(triaged, Take):
-            async with Staged[TurnOutcome](take(self.frame, self.state, triaged.calls),
-                                           *_OUTCOMES) as taken:
-                async for event in taken:
-                    yield event
-            yield taken.value
-        elif isinstance(triaged, Unrun):
-            for event in settle(self.state, triaged):
-                yield event
-            yield triaged.stop
-        elif isinstance(triaged, Weigh):
-            yield await self.frame.ending.after_text(triaged.text)
-        else:
-            yield triaged
+    async def _untaken(self, triaged: Unrun | Stopped | Weigh,
+                       ) -> tuple[list[ev.Event], TurnOutcome]:
+        """An answer whose calls are not taken (``turn.triage``): its text weighed by the
+        run's ending, or the turn's end before any call ran (``Unrun``)."""
+        if isinstance(triaged, Weigh):
+            return [], await self.frame.ending.after_text(triaged.text)
+        if isinstance(triaged, Unrun):
+            return [self.emit(event) for event in settle(self.state, triaged)], triaged.stop
+        return [], triaged
 
     def _triage(self, response: ModelResponse) -> Triaged:
         """``turn.triage`` of the kept answer, with what it reads of the run."""
@@ -301,23 +294,28 @@ class _Run:
                       repeated=self.state.repeats.given_up(
                           c for c in calls if not ending.ends_with((c,))))
 
-    async def _end(self, outcome: TurnOutcome) -> tuple[list[ev.Event], TurnOutcome]:
-        """The ``on_run_end`` hooks see the run's end; a failure of theirs is its error."""
+    async def _end(self, outcome: TurnOutcome) -> list[ev.Event]:
+        """The run's last events: the ``on_run_end`` hooks see its end (a failure of theirs
+        is its error), then it finishes."""
         hooks = self.frame.hooks
         if not hooks.on_run_end:
-            return [], outcome
+            return [self._finish(outcome)]
         try:
             await run_ended(hooks, self._run_end(outcome), self.frame.settings.hook_timeout_secs)
         except HookError as error:
-            return [self.emit(failed(error))], Stopped(StopCause.ERROR, error=error)
-        return [], outcome
+            failure = self.emit(failed(error))
+            return [failure, self._finish(Stopped(StopCause.ERROR, error=error))]
+        return [self._finish(outcome)]
 
     # --- ask the model ------------------------------------------------------------------------
 
     async def _ask(self) -> AsyncGenerator[ev.Event | ModelResponse | Stopped, None]:
-        """Ask the model once: the request as the hooks amend it, the answer heard as it
-        streams, weighed by the hooks and kept. Ends in the answer, or in why the turn
-        stops. (One stage, with the stream read in it: every streamed delta crosses it.)"""
+        """A turn begins, and asks the model once: the request as the hooks amend it, the
+        answer heard as it streams, weighed by the hooks and kept. Ends in the answer, or
+        in why the turn stops. (One stage, with the stream read in it: every streamed
+        delta crosses it.)"""
+        for event in self._turn_started():
+            yield event
         if self.frame.hooks.before_model_request:
             said, stop = await self._amend()
             for event in said:
