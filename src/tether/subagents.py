@@ -273,8 +273,10 @@ def inherited(sources: Iterable[Source]) -> Iterator[Source]:
     for source in sources:
         if source.trusted:
             yield source
-        elif source.fields:
-            yield Source(source.name, "", False, source.private, source.fields, source.tool)
+        elif source.fields or source.readers is not None:
+            # Its readers list goes down too: the child's sends are held to it.
+            yield Source(source.name, "", False, source.private, source.fields, source.tool,
+                         source.readers)
 
 
 def missing_tools_output(profile: SubagentProfile, missing: Sequence[str],
