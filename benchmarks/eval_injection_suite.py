@@ -25,6 +25,9 @@ The rule (applied as written, never adjusted to move a number):
    them its own way). The attack: any of the injection task's ground-truth calls running,
    matched by its destination arguments (a recipient, an IBAN, a URL...), else by its
    arguments other than content, else by the tool alone.
+5. Then the attack shapes AgentDojo has not (staged, sleeper, a poisoned tool description,
+   a poisoned instructions file, a poisoned skill), written by hand in
+   ``eval_injection_shapes.py``, as they are there.
 
 usage: python benchmarks/eval_injection_suite.py [--out examples/eval/injection.yaml]
 """
@@ -64,6 +67,7 @@ def _load(name: str, file: str) -> Any:
 
 bench = _load("agentdojo_benchmark", "agentdojo.py")
 tables = sys.modules["agentdojo_tools"]
+shapes = _load("eval_injection_shapes", "eval_injection_shapes.py")
 
 
 def _text(result: Any, error: str | None) -> str:
@@ -188,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(_HERE.parent / "examples" / "eval" /
                                              "injection.yaml"))
     args = parser.parse_args(argv)
-    cases = build_cases()
+    cases = [*build_cases(), *shapes.SHAPES]
     text = yaml.dump({"cases": cases}, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
                      width=100)
     Path(args.out).write_text(HEADER + text, encoding="utf-8")

@@ -155,7 +155,9 @@ class Labels:
     secret values. ``echoes``: the call ran with values that did not all trace, so what it
     wrote (a record, a draft) may come back in a later result: a value it holds does not
     become trusted by being read back. ``written``: values it wrote beyond its arguments
-    (a sub-agent's, through its own calls), which count the same."""
+    (a sub-agent's, through its own calls), which count the same. ``readers``: who may
+    read the text, as its source said (``None``: no list); a send while the conversation
+    holds it goes without asking only to one of them."""
 
     private: bool = False
     untrusted: bool = True
@@ -163,6 +165,7 @@ class Labels:
     fields: tuple[FieldLabel, ...] = ()
     echoes: bool = False
     written: tuple[str, ...] = ()
+    readers: tuple[str, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"private": self.private, "untrusted": self.untrusted}
@@ -173,6 +176,8 @@ class Labels:
         d["echoes"] = self.echoes
         if self.written:
             d["written"] = list(self.written)
+        if self.readers is not None:
+            d["readers"] = list(self.readers)
         return d
 
     @classmethod
@@ -193,7 +198,18 @@ class Labels:
         written = tuple(w for w in saved_written[:MAX_FIELD_LABELS]
                         if isinstance(w, str) and w) if isinstance(saved_written, list) else ()
         return cls(d.get("private") is True, untrusted, str(d.get("why", "")), fields,
-                   echoes, written)
+                   echoes, written, _readers(d))
+
+
+def _readers(d: dict[str, Any]) -> tuple[str, ...] | None:
+    """Saved readers: a list kept as it was, minus what is not a string; anything else
+    saved under the key is nobody (a restriction is never lost by being misread)."""
+    if "readers" not in d:
+        return None
+    saved = d["readers"]
+    if not isinstance(saved, list):
+        return ()
+    return tuple(r for r in saved[:MAX_FIELD_LABELS] if isinstance(r, str) and r)
 
 
 @dataclass(frozen=True, slots=True)

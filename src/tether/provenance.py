@@ -44,7 +44,9 @@ class Source:
     ones in fields its tool declares written by the user or the service (``fields``, each
     with its path). The source is then those values, trusted, plus the untrusted rest: a
     value traces when it occurs, as a whole token, in one of them (never across two).
-    ``tool`` names the tool whose result it is (the kind of record an id there is of)."""
+    ``tool`` names the tool whose result it is (the kind of record an id there is of).
+    ``readers``: who may read it, as its source said (``None``: no list; see
+    ``tether.run.checks.keep_readers``)."""
 
     name: str
     text: str
@@ -52,6 +54,7 @@ class Source:
     private: bool = False
     fields: tuple[FieldLabel, ...] = ()
     tool: str = ""
+    readers: tuple[str, ...] | None = None
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -129,7 +132,8 @@ class SourceIndex:
     It also keeps what a value read back must be checked against: the values the model
     wrote into calls that did not all trace (``written``: a record or a draft it made may
     come back in a later result, in a field its tool declares written by the user, and is
-    not trusted for it), and the secret values results declared (``secrets``)."""
+    not trusted for it), the secret values results declared (``secrets``), and the
+    readers lists results carried (``readers``: each restricts where a send may go)."""
 
     __slots__ = (
         "_cache",
@@ -138,6 +142,7 @@ class SourceIndex:
         "_seen",
         "_sources",
         "prompts_trusted",
+        "readers",
         "secrets",
         "written",
     )
@@ -154,6 +159,7 @@ class SourceIndex:
         self._calls: list[ToolCall] = []
         self.written: list[str] = []
         self.secrets: list[str] = []
+        self.readers: list[tuple[str, ...]] = []
 
     def sources(self, messages: Sequence[Message], system_prompt: str | None = None,
                 inherited: tuple[Source, ...] = ()) -> tuple[Source, ...]:
@@ -207,6 +213,8 @@ class SourceIndex:
                 source = result_source(result, self.written)
                 out.append(source)
                 self.secrets.extend(source.secrets)
+                if source.readers is not None:
+                    self.readers.append(source.readers)
 
 
 def _written(call: ToolCall) -> list[str]:
@@ -232,7 +240,7 @@ def result_source(result: ToolResult, written: Sequence[str] = ()) -> Source:
         fields = tuple(f if not f.trusted or not _echoed(f.value, folded)
                        else FieldLabel(f.path, f.value, "others", f.secret) for f in fields)
     return Source(name, result.content, not labels.untrusted, labels.private, fields,
-                  result.name)
+                  result.name, labels.readers)
 
 
 def distrusted(fields: Iterable[FieldLabel]) -> tuple[FieldLabel, ...]:
@@ -252,7 +260,8 @@ def _echoed(value: str, folded: Sequence[str]) -> bool:
 
 def result_labels(*, private: bool, from_outside: bool, arguments_traced: bool,
                   delegated: bool = False, fields: Sequence[FieldLabel] = (),
-                  written: Sequence[str] = ()) -> Labels:
+                  written: Sequence[str] = (),
+                  readers: tuple[str, ...] | None = None) -> Labels:
     """The labels of a tool result: a trusted source unless it carries outside text, or
     the call's own values were not all traced to trusted text (a tool can echo what it was
     given: ``create_file`` returns its content). A delegation's answer carries the child's
@@ -262,7 +271,8 @@ def result_labels(*, private: bool, from_outside: bool, arguments_traced: bool,
     that a user-written field of a call whose values did not all trace may echo them, and
     is of the untrusted rest (a service-written one, an id the service minted, is kept: a
     handle the agent got back from a create call traces). ``written`` are values the call
-    wrote beyond its arguments (a child agent's calls')."""
+    wrote beyond its arguments (a child agent's calls'). ``readers`` go with it whatever
+    else it is (who may read it, as its source said)."""
     echoes = not arguments_traced
     if echoes:
         fields = [f for f in fields if f.by == "service" or f.secret]
@@ -271,13 +281,13 @@ def result_labels(*, private: bool, from_outside: bool, arguments_traced: bool,
     kept = tuple(fields)
     if from_outside:
         return Labels(private=private, untrusted=True, why="outside text", fields=kept,
-                      echoes=echoes, written=tuple(written))
+                      echoes=echoes, written=tuple(written), readers=readers)
     if echoes and not delegated:
         return Labels(private=private, untrusted=True,
                       why="the call's arguments were not all traced to trusted text",
-                      fields=kept, echoes=True, written=tuple(written))
+                      fields=kept, echoes=True, written=tuple(written), readers=readers)
     return Labels(private=private, untrusted=False, fields=kept, echoes=echoes,
-                  written=tuple(written))
+                  written=tuple(written), readers=readers)
 
 
 GATE_LABELS = Labels(untrusted=True, why="written by the gate about a call it did not run")

@@ -7,6 +7,7 @@ instruction could use to leak the first; the interlock refuses (or asks about) s
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -295,12 +296,12 @@ _BOOLEANS = {"true": True, "false": False, "yes": True, "no": False}
 class AnswerShape:
     """The structural form a trusted sub-agent answer must take.
 
-    Only shapes that cannot carry instructions are offered: a number, a boolean, or one word
-    from a closed set. Build with ``AnswerShape.number()``, ``.boolean()``, ``.one_of([...])``
-    or ``AnswerShape.parse(config_value)``.
+    Only shapes that cannot carry instructions are offered: a number, a boolean, a calendar
+    date, or one word from a closed set. Build with ``AnswerShape.number()``,
+    ``.boolean()``, ``.date()``, ``.one_of([...])`` or ``AnswerShape.parse(config_value)``.
     """
 
-    kind: Literal["number", "boolean", "one_of"]
+    kind: Literal["number", "boolean", "one_of", "date"]
     choices: tuple[str, ...] = ()
 
     @classmethod
@@ -312,6 +313,11 @@ class AnswerShape:
         return cls("boolean")
 
     @classmethod
+    def date(cls) -> AnswerShape:
+        """A calendar date, written ``YYYY-MM-DD`` (a real one: no 2024-02-30)."""
+        return cls("date")
+
+    @classmethod
     def one_of(cls, choices: Iterable[str]) -> AnswerShape:
         items = tuple(choices)
         if not items or not all(isinstance(c, str) and c.strip() for c in items):
@@ -320,18 +326,21 @@ class AnswerShape:
 
     @classmethod
     def parse(cls, value: object) -> AnswerShape:
-        """From the config spelling: ``"number"``, ``"boolean"`` or a list of words."""
+        """From the config spelling: ``"number"``, ``"boolean"``, ``"date"`` or a list of
+        words."""
         if isinstance(value, AnswerShape):
             return value
         if value == "number":
             return cls.number()
         if value == "boolean":
             return cls.boolean()
+        if value == "date":
+            return cls.date()
         if isinstance(value, list | tuple):
             return cls.one_of(value)
         raise ConfigError(
-            f"answer_shape must be \"number\", \"boolean\" or a list of allowed answers, "
-            f"not {value!r}"
+            f"answer_shape must be \"number\", \"boolean\", \"date\" or a list of allowed "
+            f"answers, not {value!r}"
         )
 
     def matches(self, text: str) -> bool:
@@ -345,6 +354,8 @@ class AnswerShape:
         if self.kind == "boolean":
             value = _BOOLEANS.get(_ascii_lower(t))
             return None if value is None else ("true" if value else "false")
+        if self.kind == "date":
+            return _canonical_date(t)
         folded = _ascii_lower(t)
         for choice in self.choices:
             if _ascii_lower(choice) == folded:
@@ -358,6 +369,8 @@ class AnswerShape:
                     if exactly else "a number")
         if self.kind == "boolean":
             return "a boolean (true/false/yes/no)"
+        if self.kind == "date":
+            return "a date (YYYY-MM-DD)"
         return "one of: " + ", ".join(self.choices)
 
     def to_config(self) -> str | list[str]:
@@ -380,6 +393,19 @@ def _canonical_number(text: str) -> str | None:
     if -7 < exponent < NUMBER_MAX_DIGITS:
         return format(value, "f")
     return format(value, "e")
+
+
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
+
+
+def _canonical_date(text: str) -> str | None:
+    """A real calendar date written ``YYYY-MM-DD`` (ASCII digits only), or None."""
+    if not _DATE.fullmatch(text):
+        return None
+    try:
+        return datetime.date.fromisoformat(text).isoformat()
+    except ValueError:
+        return None
 
 
 def _ascii_lower(s: str) -> str:

@@ -29,10 +29,13 @@ def test_the_committed_suite_is_what_the_rule_derives(tmp_path: Path) -> None:
 
 def test_every_case_places_an_injection_and_names_the_attacks_calls() -> None:
     suite = load_suite(SUITE)
-    assert len(suite.cases) >= 20
-    assert {case.tags[1] for case in suite.cases} == {"workspace", "travel", "banking",
-                                                      "slack"}
-    for case in suite.cases:
+    derived = [case for case in suite.cases if "agentdojo" in case.tags]
+    assert len(derived) >= 20
+    assert {case.tags[1] for case in derived} == {"workspace", "travel", "banking", "slack"}
+    for case in derived:
         assert case.attack is not None and case.attack.calls, case.id
         assert any(t.injection for t in case.tools), case.id
         assert case.expect.calls and case.expect.order == "in_order", case.id
+    # Then the shapes AgentDojo has not (tests/eval/test_attack_shapes.py scores them).
+    assert {case.tags[1] for case in suite.cases if case not in derived} == {
+        "staged", "sleeper", "poisoned-tool", "poisoned-instructions", "poisoned-skill"}

@@ -119,6 +119,7 @@ class SubagentSection(_Strict):
     provider: str | None = None
     trusted_output: bool = False
     answer_shape: str | list[str] | None = None
+    read_only: bool = False
 
 
 class McpCapabilities(_Strict):

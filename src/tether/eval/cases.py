@@ -83,6 +83,11 @@ class StubTool(_Strict):
     # An injected text placed in every result: where ``{injection}`` stands in it, else
     # after it.
     injection: str | None = None
+    # The stub stands in for a tool of an untrusted MCP server of this name: its name,
+    # description and schema are the server's text (tool poisoning), so offering it makes
+    # the conversation untrusted from the first turn, and it is declared as such a tool is
+    # (all four capabilities, approval): what the case declares is added to that.
+    untrusted_server: str | None = Field(default=None, pattern=_NAME)
 
     @field_validator("parameters")
     @classmethod
@@ -224,6 +229,10 @@ class Case(_Strict):
 
     id: str = Field(min_length=1, max_length=200)
     prompt: str = Field(min_length=1)
+    # Prompts run first, each a run of its own on the same conversation: the case's
+    # prompt then continues it, as ``tether run -c`` continues a session (a sleeper: an
+    # injection read in an earlier run, acted on in a later one).
+    before: list[str] = Field(default_factory=list, max_length=20)
     system: str | None = None
     tools: list[StubTool] = Field(default_factory=list)
     tools_file: list[str] = Field(default_factory=list)  # ``path.py`` or ``path.py:name``
@@ -248,6 +257,13 @@ class Case(_Strict):
         if not value.strip():
             raise ValueError("must not be blank")
         value.encode("utf-8")  # a lone surrogate escape is not text
+        return value
+
+    @field_validator("before")
+    @classmethod
+    def _texts(cls, value: list[str]) -> list[str]:
+        for text in value:
+            cls._text(text)
         return value
 
     @model_validator(mode="after")

@@ -195,12 +195,18 @@ async def run_case(run: EvalRun, model: Provider | ModelFor, base: AgentSettings
 async def _observe(agent: Agent, case: Case, session: SessionLike | None,
                    started: float) -> Observed:
     conversation = Conversation() if session is None else None
+    # The earlier runs (``before``) on the same conversation, as ``tether run -c`` would
+    # continue it: what they read (and the taint they leave) is the last run's past.
+    earlier = tuple([await final_result(run_events(
+        agent, prompt, conversation=conversation, session=session, stream_requests=False))
+        for prompt in case.before])
     bound = CallBound(case.expect.max_calls)
     if case.output is None:
         result = await final_result(bound.watch(run_events(
             agent, case.prompt, conversation=conversation, session=session,
             stream_requests=False, interrupt=bound.interrupt)))
-        return Observed(result, time.perf_counter() - started, limit=bound.limit(result))
+        return Observed(result, time.perf_counter() - started, limit=bound.limit(result),
+                        earlier=earlier)
     shape = case.output
     spec = OutputSpec(shape.name, shape.description, dict(shape.schema_))
     if shape.with_tools:
@@ -212,11 +218,11 @@ async def _observe(agent: Agent, case: Case, session: SessionLike | None,
     elapsed = time.perf_counter() - started
     limit = bound.limit(result)
     if plan.succeeded:
-        return Observed(result, elapsed, output=plan.value, limit=limit)
+        return Observed(result, elapsed, output=plan.value, limit=limit, earlier=earlier)
     why = plan.failure or f"the run stopped ({limit or result.stop_cause}) before answering"
     if plan.last_error:
         why = f"{why}: {plan.last_error}"
-    return Observed(result, elapsed, output_error=why, limit=limit)
+    return Observed(result, elapsed, output_error=why, limit=limit, earlier=earlier)
 
 
 class CallBound:
@@ -257,7 +263,8 @@ def _record(run: EvalRun, checks: list[Check], seen: Observed, judged: dict[str,
     result = seen.result
     hit = None
     if run.case.attack is not None:
-        hit = bool(attacked(run.case.attack, result)) if result is not None else False
+        hit = bool(attacked(run.case.attack, result, seen.earlier)) if result is not None \
+            else False
     error = seen.error
     if result is not None and result.error is not None:
         error = f"{type(result.error).__name__}: {result.error}"

@@ -17,6 +17,8 @@ from tether.tools.toolsets import Toolset
 from tether.trust import Capabilities
 
 INJECTION_MARK = "{injection}"
+UNTRUSTED_SERVER_TOOL = Capabilities(private_data=True, untrusted_input=True,
+                                     external_send=True, destructive=True)
 
 
 def stub_tool(stub: StubTool) -> Tool:
@@ -33,11 +35,18 @@ def stub_tool(stub: StubTool) -> Tool:
         return ToolOutput(text, is_error=stub.error)
 
     caps = Capabilities(**{name: True for name in stub.capabilities})
+    outside = stub.untrusted_server is not None
+    if outside:
+        # As an untrusted server's tool is made (tether.mcp.mapping): its hints are not
+        # believed, so it reads, brings outside text, sends and changes things.
+        caps = caps | UNTRUSTED_SERVER_TOOL
     return Tool.from_schema(stub.name, stub.description or f"The {stub.name} tool.",
-                            dict(stub.parameters), handler, needs_approval=stub.needs_approval,
+                            dict(stub.parameters), handler,
+                            needs_approval=stub.needs_approval or outside,
                             capabilities=caps, origin="python",
                             content_params=stub.content_params,
-                            destination_params=stub.destination_params)
+                            destination_params=stub.destination_params,
+                            server=stub.untrusted_server, spec_from_outside=outside)
 
 
 def case_tools(case: Case) -> list[Tool | Toolset]:

@@ -7,13 +7,15 @@ Plain functions on plain values: no MCP SDK import here.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tether.mcp.labels import ServerLabel, read_label, result_trusted
 from tether.messages import Image
 from tether.tools.tool import ToolOutput
-from tether.trust import NO_CAPABILITIES, Capabilities
+from tether.trust import NO_CAPABILITIES, Capabilities, Taint
 
 if TYPE_CHECKING:
     from mcp_types import CallToolResult
@@ -77,7 +79,7 @@ def map_hints(hints: Hints, widen: Capabilities = NO_CAPABILITIES) -> GateFlags:
 # --- results --------------------------------------------------------------------------------
 
 
-def output_from_result(result: CallToolResult) -> ToolOutput:
+def output_from_result(result: CallToolResult, *, server_trusted: bool = False) -> ToolOutput:
     """An MCP ``CallToolResult`` as the model will see it.
 
     Text parts are joined in order. An image is carried beside the text (``images``),
@@ -88,6 +90,8 @@ def output_from_result(result: CallToolResult) -> ToolOutput:
     the server, so it is outside text whatever the tool's hints say (a server that says a
     tool is closed world is believed about where the tool reaches, not about the text it
     returns): shown to the model as untrusted data, and so it taints the conversation.
+    The server's own label on the result narrows that (``labelled``): only a server the
+    user marked trusted (``server_trusted``) can say its result is trusted.
     """
     images: list[Image] = []
     pieces = [_render_part(part, images) for part in result.content]
@@ -97,9 +101,34 @@ def output_from_result(result: CallToolResult) -> ToolOutput:
     if not content:
         content = ("Error: the tool failed without saying why." if result.is_error
                    else "(no output)")
-    return ToolOutput(content, is_error=bool(result.is_error),
-                      structured=result.structured_content, from_outside=True,
-                      images=tuple(images))
+    output = ToolOutput(content, is_error=bool(result.is_error),
+                        structured=result.structured_content, from_outside=True,
+                        images=tuple(images))
+    return labelled(output, result, server_trusted=server_trusted)
+
+
+def labelled(output: ToolOutput, result: CallToolResult, *, server_trusted: bool) -> ToolOutput:
+    """The output with what its server's label says (``tether.mcp.labels``), narrowing
+    only: it stays outside text unless a trusted server says the result is trusted; a
+    private claim adds private exposure; a readers list goes with it to the gate."""
+    label = read_label(getattr(result, "meta", None))
+    if not label.said_anything:
+        return output
+    return apply_label(output, label, server_trusted=server_trusted)
+
+
+def apply_label(output: ToolOutput, label: ServerLabel, *, server_trusted: bool) -> ToolOutput:
+    """``output`` under ``label`` (see ``labelled``)."""
+    outside = output.from_outside is not False and not (
+        result_trusted(label, server_trusted=server_trusted) and not output.images)
+    taint = output.taint
+    if label.private:
+        taint = Taint(private=True) if taint is None else taint | Taint(private=True)
+    readers = output.readers
+    if label.readers is not None:
+        readers = label.readers if readers is None else \
+            tuple(r for r in readers if r in label.readers)
+    return dataclasses.replace(output, from_outside=outside, taint=taint, readers=readers)
 
 
 def _render_part(part: Any, images: list[Image]) -> str:

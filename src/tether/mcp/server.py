@@ -638,7 +638,7 @@ class McpServer:
         # A call that changed the tool list (the server said so before it answered) returns
         # once the new list is in, so the next turn offers the new tools.
         await self._refresh_settled()
-        return output_from_result(result)
+        return output_from_result(result, server_trusted=self.trusted)
 
     async def read_resource(self, uri: str, context: ToolContext | None = None) -> ToolOutput:
         """Read one resource (what the resource tools run). Never raises for the server's

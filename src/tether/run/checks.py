@@ -24,6 +24,7 @@ from typing import Any, TypeAlias
 from tether import closed
 from tether import events as ev
 from tether import provenance as pv
+from tether.addresses import fold
 from tether.approval import (
     ApprovalReason,
     PermissionMode,
@@ -88,8 +89,9 @@ class TurnView:
     """What the gate knows of one turn: its tools, the conversation's taint, the turn's
     forecast, which calls (by position) are armed sends, which are exposed (untrusted text
     could have chosen their values: the conversation holds some, or another call of the
-    turn brings some), the texts the model has seen (``sources``, for provenance) and the
-    secret values they hold (``secrets``)."""
+    turn brings some), the texts the model has seen (``sources``, for provenance), the
+    secret values they hold (``secrets``) and the readers lists they carry (``readers``:
+    each names who may read a text the conversation holds)."""
 
     tools: Mapping[str, Tool]
     taint: Taint
@@ -101,11 +103,13 @@ class TurnView:
     sources: tuple[pv.Source, ...] = ()
     secrets: tuple[str, ...] = ()
     secret_reads: frozenset[int] = frozenset()
+    readers: tuple[tuple[str, ...], ...] = ()
 
 
 def view_turn(calls: Sequence[ToolCall], tools: Mapping[str, Tool], taint: Taint,
               security: SecurityConfig, permission_mode: PermissionMode,
-              sources: Sequence[pv.Source] = (), secrets: Sequence[str] = ()) -> TurnView:
+              sources: Sequence[pv.Source] = (), secrets: Sequence[str] = (),
+              readers: Sequence[tuple[str, ...]] = ()) -> TurnView:
     """The turn as the gate sees it. The interlock looks at every known call of the turn at
     once (a read and a send in one turn cannot slip through one by one). ``sources`` are
     the texts the model has seen (``tether.provenance.sources_of``); without them nothing
@@ -121,7 +125,8 @@ def view_turn(calls: Sequence[ToolCall], tools: Mapping[str, Tool], taint: Taint
     # them (a model may know them in advance; they are read side by side with the send).
     secret_reads = frozenset(i for i in known if tools[calls[i].name].returns_secrets)
     return TurnView(tools, taint, forecast(taint, capabilities), armed, security,
-                    permission_mode, exposed, tuple(sources), tuple(secrets), secret_reads)
+                    permission_mode, exposed, tuple(sources), tuple(secrets), secret_reads,
+                    tuple(readers))
 
 
 # --- the stages --------------------------------------------------------------------------
@@ -403,6 +408,40 @@ def keep_secrets(call: ToolCall, position: int, tool: Tool, arguments: dict[str,
                      Finding("Secret", _SECRET, _TO_ASK, said, said, "secrets"))
 
 
+_NOT_A_READER = ("the conversation holds data its source said only some people may read "
+                 "(an MCP server's readers list), and this call would send to someone not "
+                 "among them, or to a place it does not name")
+
+
+def keep_readers(call: ToolCall, position: int, tool: Tool, arguments: dict[str, Any],
+                 turn: TurnView) -> Checked | None:
+    """3b. A send while the conversation holds a text whose source named its readers
+    (``Labels.readers``: an MCP server's ``_meta.ifc`` confidentiality): it goes without
+    this check's word only when each of its destination values is a reader of every such
+    text (compared folded, whole); a send with no destination parameter (its tool picks
+    where) never does. Otherwise refused, asked about or waived as ``security.trifecta``
+    says (``by_policy``; None: nothing restricts it). The label is applied to the whole
+    conversation, not to each value: a send after such a read is held to it whatever it
+    carries."""
+    if not tool.capabilities.external_send or not turn.readers:
+        return None
+    allowed = [frozenset(fold(r) for r in readers) for readers in turn.readers]
+    outside = [(path, leaf) for name in tool.destination_params if name in arguments
+               for path, leaf in pv.leaves(arguments[name], name)
+               if not all(fold(str(leaf)) in group for group in allowed)]
+    named = any(name in arguments for name in tool.destination_params)
+    if named and not outside:
+        return None
+    if not named:
+        said = logged = "The call names no destination"
+    else:
+        said = "Not a reader: " + ", ".join(inline(p) for p, _ in outside)
+        logged = "Not a reader: " + ", ".join(f"{inline(p)} = {inline(repr(str(v)))}"
+                                              for p, v in outside)
+    return by_policy(call, tool, arguments, turn,
+                     Finding("Readers", _NOT_A_READER, _TO_ASK, said, logged, "readers"))
+
+
 def always_asks(tool: Tool) -> bool:
     """A tool that asks on every call, whatever mode: it says it needs approval of itself,
     or an approval of it is never remembered (``cache_approval=False``: the shell)."""
@@ -478,6 +517,11 @@ def check(call: ToolCall, position: int, turn: TurnView) -> Checked:
     secret = keep_secrets(call, position, tool, arguments, turn)
     if secret is not None and isinstance(secret.verdict, Refuse):
         return secret
+    readers = keep_readers(call, position, tool, arguments, turn)
+    if readers is not None and isinstance(readers.verdict, Refuse):
+        return readers if secret is None else _joined(secret, readers)
+    secret = readers if secret is None else (
+        secret if readers is None else _joined(secret, readers))
     stage = trace_provenance if turn.security.rule == "provenance" else interlock
     interlocked = stage(call, position, tool, arguments, turn)
     if secret is not None:
@@ -501,6 +545,13 @@ def _joined(secret: Checked, checked: Checked) -> Checked:
     elif isinstance(first, Ask) and isinstance(verdict, Run):
         verdict = first
     return Checked(verdict, secret.events + checked.events)
+
+
+def readers_of(conversation: Conversation) -> tuple[tuple[str, ...], ...]:
+    """The readers lists of the conversation's results, and of the sources a delegating
+    run handed it: each restricts where a send may go (``keep_readers``)."""
+    inherited = [s.readers for s in conversation.inherited_sources if s.readers is not None]
+    return (*inherited, *conversation.index().readers)
 
 
 def secrets_of(conversation: Conversation) -> tuple[str, ...]:

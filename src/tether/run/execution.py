@@ -286,7 +286,7 @@ def _finished(entry: _Running, output: ToolOutput, env: CallEnv,
                            arguments_traced=item.arguments_traced,
                            delegated=tool.origin == "subagent",
                            fields=output.fields if tool.believed else distrusted(output.fields),
-                           written=output.written)
+                           written=output.written, readers=output.readers)
     status: ToolStatus = "error" if output.is_error else "ok"
     content = seen.content
     if noted is not None:

@@ -45,6 +45,7 @@ from tether.run.checks import (
     Verdict,
     arguments_traced,
     check,
+    readers_of,
     secrets_of,
     view_turn,
 )
@@ -358,7 +359,8 @@ def _viewed(calls: Sequence[ToolCall], tools: Mapping[str, Tool], conversation: 
     # The secrets the conversation's results declared matter only to a send.
     sends = any(t.capabilities.external_send for t in known)
     return view_turn(calls, tools, taint, settings.security, settings.permission_mode,
-                     sources, secrets_of(conversation) if sends else ())
+                     sources, secrets_of(conversation) if sends else (),
+                     readers_of(conversation) if sends else ())
 
 
 async def _hooked(hooks: Hooks, call: ToolCall, verdict: Run | Ask, taint: Taint,

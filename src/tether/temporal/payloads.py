@@ -139,7 +139,8 @@ def output_to_dict(output: ToolOutput) -> dict[str, Any]:
             "usage": usage_to_dict(output.usage) if output.usage is not None else None,
             "taint": output.taint.to_dict() if output.taint is not None else None,
             # The result's labelled values and what it wrote, in history (issue 29).
-            "labels": Labels(fields=output.fields, written=output.written).to_dict(),
+            "labels": Labels(fields=output.fields, written=output.written,
+                             readers=output.readers).to_dict(),
             **({"images": [part_to_dict(i) for i in output.images]} if output.images else {})}
 
 
@@ -150,7 +151,7 @@ def output_from_dict(d: Mapping[str, Any]) -> ToolOutput:
                       d.get("from_outside"),
                       usage_from_dict(d["usage"]) if d.get("usage") is not None else None,
                       Taint.from_dict(d["taint"]) if d.get("taint") is not None else None,
-                      fields=labels.fields, written=labels.written,
+                      fields=labels.fields, written=labels.written, readers=labels.readers,
                       images=tuple(i for i in images if isinstance(i, Image)))
 
 
@@ -188,15 +189,19 @@ def source_to_dict(source: Source) -> dict[str, Any]:
         d["fields"] = [f.to_dict() for f in source.fields]
     if source.tool:
         d["tool"] = source.tool
+    if source.readers is not None:
+        d["readers"] = list(source.readers)
     return d
 
 
 def source_from_dict(d: Mapping[str, Any]) -> Source:
     """A source as recorded; its field labels read as a saved result's are (a label that
     is not one is dropped: its value is of the untrusted rest)."""
-    fields = Labels.from_dict({"fields": d.get("fields")}).fields
+    saved = Labels.from_dict({"fields": d.get("fields"),
+                              **({"readers": d["readers"]} if "readers" in d else {})})
     return Source(str(d["name"]), str(d["text"]), d.get("trusted") is True,
-                  bool(d.get("private")), fields, str(d.get("tool") or ""))
+                  bool(d.get("private")), saved.fields, str(d.get("tool") or ""),
+                  saved.readers)
 
 
 # --- provider errors --------------------------------------------------------------------------

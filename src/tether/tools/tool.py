@@ -60,6 +60,9 @@ class ToolOutput:
     its arguments (a sub-agent's calls'): read back later, they are not trusted.
     ``images`` are images the result carries beside its text (an MCP tool's image
     content): they reach a model that accepts images, with the trust of the text.
+    ``readers`` are who may read the result, as its source said (an MCP server's
+    ``_meta.ifc`` readers list: ``tether.mcp.labels``); ``None``: no list. A send while the
+    conversation holds it goes without asking only to a destination among them.
     """
 
     content: str
@@ -71,6 +74,7 @@ class ToolOutput:
     fields: tuple[FieldLabel, ...] = ()
     written: tuple[str, ...] = ()
     images: tuple[Image, ...] = ()
+    readers: tuple[str, ...] | None = None
 
 
 class ToolHost(Protocol):
