@@ -24,6 +24,7 @@ from tether.conversation import Conversation, PendingCall
 from tether.messages import ToolCall, ToolResult
 from tether.providers import Scripted, call, calls
 from tether.run import checks, gate
+from tether.run.staged import Staged
 from tether.settings import AgentSettings
 from tether.trust import CLEAN
 
@@ -609,13 +610,10 @@ async def judged(turn_calls: list[ToolCall], *, taint: Taint = CLEAN, approver: 
                                                      rule="interlock"))
     ask = gate.Asking(approver, settings.permission_mode, 5.0, conversation.session_approvals,
                       interrupt)
-    events: list[ev.Event] = []
-    verdicts: list[gate.TurnVerdict] = []
-    async for item in gate.judge_turn(turn_calls, TOOLS, conversation, settings, ask,
-                                      decisions):
-        (verdicts if isinstance(item, gate.TurnVerdict) else events).append(item)  # type: ignore[arg-type]
-    [verdict] = verdicts  # one, and last
-    return events, verdict
+    async with Staged(gate.judge_turn, turn_calls, TOOLS, conversation, settings, ask,
+                      decisions) as judging:
+        events = [event async for event in judging]
+    return events, judging.value
 
 
 async def test_a_turn_of_a_read_is_allowed_whole() -> None:

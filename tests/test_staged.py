@@ -15,28 +15,44 @@ from tether.run.turn import Take, Unrun, Weigh, triage
 
 
 async def test_a_stage_passes_its_events_on_and_keeps_its_value() -> None:
-    async def stage() -> AsyncGenerator[ev.Event | int, None]:
+    async def stage(staged: Staged[int], start: int) -> AsyncGenerator[ev.Event, None]:
         yield ev.TextDelta("a")
-        yield 7
+        staged.give(start + 1)
 
-    async with Staged[int](stage(), int) as staged:
+    async with Staged(stage, 6) as staged:
         seen = [e async for e in staged]
     assert seen == [ev.TextDelta("a")] and staged.value == 7
+
+
+async def test_what_a_stage_does_after_its_value_runs_before_its_reader_goes_on() -> None:
+    done = []
+
+    async def stage(staged: Staged[int]) -> AsyncGenerator[ev.Event, None]:
+        try:
+            yield ev.TextDelta("a")
+            staged.give(1)
+        finally:
+            done.append("cleaned")
+
+    async with Staged(stage) as staged:
+        async for _ in staged:
+            pass
+        assert done == ["cleaned"] and staged.value == 1
 
 
 async def test_a_stage_its_reader_leaves_is_closed_then() -> None:
     closed = []
 
-    async def stage() -> AsyncGenerator[ev.Event | int, None]:
+    async def stage(staged: Staged[int]) -> AsyncGenerator[ev.Event, None]:
         try:
             yield ev.TextDelta("a")
             yield ev.TextDelta("b")
-            yield 1
+            staged.give(1)
         finally:
             closed.append(True)
 
     with pytest.raises(RuntimeError):
-        async with Staged[int](stage(), int) as staged:
+        async with Staged(stage) as staged:
             async for _ in staged:
                 raise RuntimeError("the reader left")
     assert closed == [True]

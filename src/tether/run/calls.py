@@ -20,7 +20,7 @@ from tether.errors import HookError
 from tether.messages import Message, ToolCall, ToolResult
 from tether.outcome import Paused, TurnOutcome
 from tether.run import gate
-from tether.run.execution import CallEnv, Done, Ran, run_calls, settled
+from tether.run.execution import CallEnv, Done, run_calls, settled
 from tether.run.staged import Staged
 from tether.run.state import RunFrame, RunState
 from tether.run.turn import Unrun, hook_failed
@@ -28,12 +28,12 @@ from tether.tools.toolsets import freshen
 
 
 async def take(
-    frame: RunFrame, state: RunState, calls: Sequence[ToolCall],
+    staged: Staged[TurnOutcome], frame: RunFrame, state: RunState, calls: Sequence[ToolCall],
     decisions: Mapping[int, tuple[PendingCall, Decision]] | None = None,
-) -> AsyncGenerator[ev.Event | TurnOutcome, None]:
+) -> AsyncGenerator[ev.Event, None]:
     """The gate judges the turn's calls (``gate.judge_turn``); then the turn pauses, or the
     allowed calls run side by side and all results are appended in call order; the turn's
-    outcome last. ``decisions`` (a resumed turn) are a host's answers, by position."""
+    outcome given last. ``decisions`` (a resumed turn) are a host's answers, by position."""
     conv, settings = state.conversation, frame.settings
     asking = gate.Asking(frame.host.approver, settings.permission_mode,
                          settings.approval_timeout_secs, conv.session_approvals,
@@ -43,14 +43,15 @@ async def take(
         # tools say now, never by an old annotation.
         state.tools = {n: t for n, t in frame.offered().items() if n not in state.dropped}
     try:
-        async with Staged[gate.TurnVerdict](
-                gate.judge_turn(calls, state.tools, conv, settings, asking, decisions or {},
-                                state.noting, frame.hooks), gate.TurnVerdict) as judged:
+        async with Staged(gate.judge_turn, calls, state.tools, conv, settings, asking,
+                          decisions or {}, state.noting, frame.hooks) as judged:
             async for event in judged:
                 yield event
     except HookError as error:
-        for item in _ended(state, hook_failed(calls, {}, error)):
-            yield item
+        unrun = hook_failed(calls, {}, error)
+        for event in settle(state, unrun):
+            yield event
+        staged.give(unrun.stop)
         return
     verdict = judged.value
     if verdict.deferred:
@@ -60,25 +61,27 @@ async def take(
         state.pending = verdict.pending
         conv.pending = list(state.pending)
         yield ev.RunPaused(tuple(p.call_id for p in state.pending))
-        yield Paused()
+        staged.give(Paused())
         return
     # Allowed calls side by side; their events (a sub-agent's) stream through.
     env = CallEnv(conv, settings, frame.scope,
                   None if frame.observer is None else frame.observer.tool_context,
                   state.noting, frame.hooks)
-    async with Staged[Ran](run_calls(verdict.allowed, env), Ran) as running:
+    async with Staged(run_calls, verdict.allowed, env) as running:
         async for event in running:
             yield event
     ran = running.value
     done = {**verdict.refused, **ran.done}
     if ran.error is not None:
-        for item in _ended(state, hook_failed(calls, done, ran.error)):
-            yield item
+        unrun = hook_failed(calls, done, ran.error)
+        for event in settle(state, unrun):
+            yield event
+        staged.give(unrun.stop)
         return
     _record(state, done)
     conv.pending = []
     conv.append(Message("tool", tuple(done[i].result for i in range(len(calls)))))
-    yield frame.ending.after_calls()
+    staged.give(frame.ending.after_calls())
 
 
 def settle(state: RunState, unrun: Unrun) -> list[ev.Event]:
@@ -103,12 +106,6 @@ def settle(state: RunState, unrun: Unrun) -> list[ev.Event]:
     if unrun.said is not None:
         events.append(unrun.said)
     return events
-
-
-def _ended(state: RunState, unrun: Unrun) -> list[ev.Event | TurnOutcome]:
-    """What the turn gives when it ends before its calls ran: ``settle``'s events, then
-    its stop."""
-    return [*settle(state, unrun), unrun.stop]
 
 
 def _record(state: RunState, done: Mapping[int, Done]) -> None:

@@ -28,6 +28,7 @@ from tether.result import ToolCallRecord
 from tether.run.ending import Ending
 from tether.run.hooks import NO_HOOKS, Hooks, ResultView, rewrite_result
 from tether.run.repeats import Repeats
+from tether.run.staged import Staged
 from tether.settings import AgentSettings
 from tether.tools.tool import RunScope, ThreadedHandler, Tool, ToolContext, ToolOutput
 from tether.trust import Taint, received
@@ -115,10 +116,10 @@ class Ran:
     error: HookError | None = None
 
 
-async def run_calls(allowed: Sequence[Allowed], env: CallEnv,
-                    ) -> AsyncGenerator[ev.Event | Ran, None]:
+async def run_calls(staged: Staged[Ran], allowed: Sequence[Allowed], env: CallEnv,
+                    ) -> AsyncGenerator[ev.Event, None]:
     """Run ``allowed`` side by side, yielding their events as they happen (a sub-agent's
-    stream through), and, last, what became of each (``Ran``: read it with
+    stream through), and giving, last, what became of each (``Ran``: a stage,
     ``tether.run.staged.Staged``).
 
     Only the handlers run apart (a task each, or a sync tool's thread): what comes before
@@ -137,7 +138,7 @@ async def run_calls(allowed: Sequence[Allowed], env: CallEnv,
                     yield event
             except HookError as failed:
                 error = failed
-    yield Ran(done, error)
+    staged.give(Ran(done, error))
 
 
 async def _running(allowed: Sequence[Allowed], env: CallEnv,

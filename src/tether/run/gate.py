@@ -9,7 +9,7 @@ session" joins the session's approvals.
 ``judge_turn`` is the whole verdict of a turn: every call checked (``checks.check``), then
 every call that needs a decision decided together (``decide_turn``: the approver is asked
 once for the turn, each call shown and decided on its own), and each settled where the
-gate answers it itself; it yields the events and ends in one ``TurnVerdict`` (what runs,
+gate answers it itself; it yields the events and gives one ``TurnVerdict`` (what runs,
 what was refused, what waits for a host). The loop then only pauses or runs.
 
 A call is known by its position in the turn, never by its id (see ``checks``).
@@ -52,6 +52,7 @@ from tether.run.checks import (
 from tether.run.execution import Allowed, Done, Note, settled
 from tether.run.hooks import NO_HOOKS, AskApproval, CallView, Hooks, RefuseCall, judge_call
 from tether.run.interrupts import abandon
+from tether.run.staged import Staged
 from tether.settings import AgentSettings
 from tether.tools.tool import Tool
 from tether.trust import Taint, forecast
@@ -273,15 +274,15 @@ class TurnVerdict:
 
 
 async def judge_turn(
-    calls: Sequence[ToolCall], tools: Mapping[str, Tool], conversation: Conversation,
-    settings: AgentSettings, asking: Asking,
+    staged: Staged[TurnVerdict], calls: Sequence[ToolCall], tools: Mapping[str, Tool],
+    conversation: Conversation, settings: AgentSettings, asking: Asking,
     decisions: Mapping[int, tuple[PendingCall, Decision]] | None = None,
     noted: Note | None = None,
     hooks: Hooks = NO_HOOKS,
-) -> AsyncGenerator[ev.Event | TurnVerdict, None]:
-    """Judge every call of a turn: yields the events (each call's request, every stage's
-    decision, the approver's, the result of each call the gate answered itself) and, last,
-    the ``TurnVerdict``.
+) -> AsyncGenerator[ev.Event, None]:
+    """Judge every call of a turn (a stage: ``tether.run.staged.Staged``): yields the
+    events (each call's request, every stage's decision, the approver's, the result of each
+    call the gate answered itself) and gives, last, the ``TurnVerdict``.
 
     ``tools`` are the turn's; ``decisions`` a resumed turn's host decisions, by position
     (each applied only to the very call it was made for: ``given_decision``); ``noted``
@@ -340,7 +341,7 @@ async def judge_turn(
         for event in _not_started(allowed, refused):
             yield event
         allowed = []
-    yield TurnVerdict(tuple(allowed), refused, tuple(deferred), tuple(decided))
+    staged.give(TurnVerdict(tuple(allowed), refused, tuple(deferred), tuple(decided)))
 
 
 def _viewed(calls: Sequence[ToolCall], tools: Mapping[str, Tool], conversation: Conversation,

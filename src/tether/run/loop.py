@@ -143,9 +143,6 @@ def _observed(run: _Run, prompt: Message | None,
     return events if run.observer is None else run.observer.record(events)
 
 
-_OUTCOMES = (Final, RunAgain, Paused, Stopped)
-
-
 @dataclass(slots=True)
 class _Hearing:
     """The model's answer as it streams in: the text held back for a blocking output
@@ -177,9 +174,8 @@ class _Run:
             # A paused run resumes with the calls it stopped on (they passed the bounds when
             # the model asked for them); the host's decisions are used up by this turn.
             decisions, state.decisions = state.decisions, {}
-            async with Staged[TurnOutcome](
-                    take(self.frame, state, conv.unanswered_calls, decisions),
-                    *_OUTCOMES) as taken:
+            async with Staged(take, self.frame, state, conv.unanswered_calls,
+                              decisions) as taken:
                 async for event in taken:
                     yield self.emit(event)
             outcome = taken.value
@@ -190,8 +186,7 @@ class _Run:
             if reached is not None:
                 outcome = Stopped(reached.bound.cause)
                 break
-            async with Staged[ModelResponse | Stopped](self._ask(), ModelResponse,
-                                                       Stopped) as asked:
+            async with Staged(self._ask) as asked:
                 async for event in asked:
                     yield event
             answer = asked.value
@@ -200,8 +195,7 @@ class _Run:
                 break
             triaged = self._triage(answer)
             if isinstance(triaged, Take):
-                async with Staged[TurnOutcome](take(self.frame, state, triaged.calls),
-                                               *_OUTCOMES) as taken:
+                async with Staged(take, self.frame, state, triaged.calls) as taken:
                     async for event in taken:
                         yield self.emit(event)
                 outcome = taken.value
@@ -309,7 +303,8 @@ class _Run:
 
     # --- ask the model ------------------------------------------------------------------------
 
-    async def _ask(self) -> AsyncGenerator[ev.Event | ModelResponse | Stopped, None]:
+    async def _ask(self, staged: Staged[ModelResponse | Stopped],
+                   ) -> AsyncGenerator[ev.Event, None]:
         """A turn begins, and asks the model once: the request as the hooks amend it, the
         answer heard as it streams, weighed by the hooks and kept. Ends in the answer, or
         in why the turn stops. (One stage, with the stream read in it: every streamed
@@ -321,7 +316,7 @@ class _Run:
             for event in said:
                 yield event
             if stop is not None:
-                yield stop
+                staged.give(stop)
                 return
         # A blocking output guardrail judges the answer before anyone sees it: its streamed
         # text is held back until then (dropped if it trips, or if the answer never ends).
@@ -342,19 +337,19 @@ class _Run:
                 await abandon(chunks)
                 raise
         except TetherError as error:  # ProviderError and a scripted model's exhaustion
-            yield self._failed(error)
+            staged.give(self._failed(error))
             return
         said, answer = await self._weighed(hearing)
         for event in said:
             yield event
         if isinstance(answer, Stopped):
-            yield answer
+            staged.give(answer)
             return
         for event in hearing.held or ():
             yield self.emit(event)
         for event in self._keep(answer):
             yield event
-        yield answer
+        staged.give(answer)
 
     def _heard(self, chunk: StreamChunk | ev.ContextFitted,
                hearing: _Hearing) -> ev.Event | None:

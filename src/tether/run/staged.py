@@ -1,51 +1,55 @@
 """One shape for a stage of the engine: it streams events, then gives one typed value.
 
-An async generator cannot return a value, so a stage yields its value last; ``Staged``
-passes the events on and keeps the value, and as a context manager it closes the stage
-when its reader leaves early (an exception, or the reader itself closed at a ``yield``),
-so no caller writes an abandon guard::
+An async generator cannot return a value, so a stage is handed its ``Staged`` first and
+gives its value to it (``give``) before it ends; its reader iterates the events, then reads
+``value``. As a context manager ``Staged`` closes the stage when its reader leaves early (an
+exception, or the reader itself closed at a ``yield``), so no caller writes an abandon
+guard::
 
-    async with Staged(ask(...), Answer, Stopped) as asked:
+    async def ask(staged: Staged[Answer | Stopped], request: Request):
+        yield ev.TextDelta("...")
+        staged.give(Answer(...))
+
+    async with Staged(ask, request) as asked:
         async for event in asked:
             yield event
     answer = asked.value
 
-A stage left in the middle is closed then and there (a provider's connection hung up on,
-a tool's handler cancelled), not when a finalizer finds it. A stage that ran to its end
-needs nothing more.
+The reader iterates the stage's own generator (nothing stands between them: every streamed
+delta crosses a stage per floor of the turn, and a wrapper generator per stage cost a
+resumed frame per event), and reads it to its end: what the stage does after giving its
+value (a ``finally``) runs before the reader goes on. A stage left in the middle is closed
+then and there (a provider's connection hung up on, a tool's handler cancelled), not when a
+finalizer finds it. A stage that ran to its end needs nothing more.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, Callable
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from tether import events as ev
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _UNSET: Any = object()
 
 
 class Staged(Generic[T]):
-    """A stage's events (iterate it), then its value (``value``: the last item the stage
-    yielded whose type is one of ``kinds``)."""
+    """A stage's events (iterate it), then its value (``value``: what the stage gave)."""
 
-    __slots__ = ("_events", "_items", "_kinds", "_value")
+    __slots__ = ("_events", "_value")
 
-    def __class_getitem__(cls, item: object) -> Any:
-        # ``Staged[T](...)`` names the value's type for type checkers only: at run time it
-        # is the class itself, not a typing alias whose call (several per turn, on the
-        # per-turn path) tries to stamp the instance with ``__orig_class__`` and fails on
-        # the slots.
-        return cls
-
-    def __init__(self, items: AsyncGenerator[Any, None], *kinds: type) -> None:
-        self._items = items
-        self._kinds = kinds
+    def __init__(self, stage: Callable[Concatenate[Staged[T], P], AsyncGenerator[ev.Event, None]],
+                 /, *args: P.args, **kwargs: P.kwargs) -> None:
         self._value: T = _UNSET
-        self._events: AsyncGenerator[ev.Event, None] | None = None
+        self._events = stage(self, *args, **kwargs)
+
+    def give(self, value: T) -> None:
+        """The stage's value (the stage's last word: it gives it once, then ends)."""
+        self._value = value
 
     async def __aenter__(self) -> Staged[T]:
         return self
@@ -53,27 +57,10 @@ class Staged(Generic[T]):
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         trace: TracebackType | None) -> None:
         if kind is not None:  # left early: the stage is closed now
-            if self._events is not None:
-                await self._events.aclose()
-            await self._items.aclose()
+            await self._events.aclose()
 
-    def __aiter__(self) -> AsyncIterator[ev.Event]:
-        # One generator passes the events on: a resumed frame per event, not a new
-        # coroutine (every streamed delta crosses a stage per floor of the turn).
-        self._events = self._passed()
+    def __aiter__(self) -> AsyncGenerator[ev.Event, None]:
         return self._events
-
-    async def _passed(self) -> AsyncGenerator[ev.Event, None]:
-        # Read to the stage's own end (its value is its last item): what it does after its
-        # value (a ``finally``) runs before the reader goes on.
-        kinds = self._kinds
-        item: Any
-        async for item in self._items:
-            valued = isinstance(item, kinds)  # (a flag: the item stays typed Any)
-            if valued:
-                self._value = item
-            else:
-                yield item
 
     @property
     def value(self) -> T:
