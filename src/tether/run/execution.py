@@ -8,7 +8,6 @@ result, an error the model can act on; only the run's own cancellation propagate
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import json
 import time
@@ -104,7 +103,9 @@ class CallEnv:
 
     def scope_of(self, call: ToolCall) -> RunScope:
         """The run a call belongs to, as its tool sees it (``ToolContext.run``)."""
-        return replace(self.scope, path=(*self.scope.path, call.id))
+        scope = self.scope  # (made directly: dataclasses.replace costs a call's worth)
+        return RunScope(scope.agent, (*scope.path, call.id), scope.interrupt, scope.spend,
+                        scope.deps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,35 +126,14 @@ async def run_calls(staged: Staged[Ran], allowed: Sequence[Allowed], env: CallEn
     Only the handlers run apart (a task each, or a sync tool's thread): what comes before
     and after them is done here, in the run's own task, and this generator waits on one
     queue for what they emit and for their ends. A call that outlives its timeout is
-    abandoned; when the run is cancelled, every handler is, and waited for (it may clean
-    up)."""
+    abandoned; when the run is cancelled (or this stage is closed: its reader left), every
+    handler still running is cancelled, and waited for (it may clean up)."""
     done: dict[int, Done] = {}
     error: HookError | None = None
-    if allowed:
-        # Closed here when this stage is (its reader left): every handler still running is
-        # cancelled and waited for then.
-        async with contextlib.aclosing(_running(allowed, env, done)) as running:
-            try:
-                async for event in running:
-                    yield event
-            except HookError as failed:
-                error = failed
-    staged.give(Ran(done, error))
-
-
-async def _running(allowed: Sequence[Allowed], env: CallEnv,
-                   done: dict[int, Done]) -> AsyncGenerator[ev.Event, None]:
-    settings = env.settings
-    loop = asyncio.get_running_loop()
     notes: asyncio.Queue[ev.Event | _Ended] = asyncio.Queue()
-
-    async def emit(event: ev.Event) -> None:
-        notes.put_nowait(event)
-
     running: dict[int, _Running] = {}
     try:
-        for item in allowed:
-            running[item.position] = _start(item, env, emit, notes, loop)
+        _start_all(allowed, env, notes, running)
         for item in allowed:
             yield ev.ToolStarted(item.call.id, item.call.name, item.tool.spec.display_name,
                                  item.arguments)
@@ -165,15 +145,38 @@ async def _running(allowed: Sequence[Allowed], env: CallEnv,
             entry = running.pop(note.position, None)
             if entry is None:  # answered already: its timeout and its end both came
                 continue
-            output = _ended(entry, note, settings)
-            if env.hooks.after_tool_result:
-                output, said = await _rewritten(env.hooks, entry.item, output, settings)
-                for event in said:
-                    yield event
-            for event in _finished(entry, output, env, done):
+            for event in await _concluded(entry, note, env, done):
                 yield event
+    except HookError as failed:  # the rest are cancelled: they have no outcome here
+        error = failed
     finally:
         await _cancelled(running.values())
+    staged.give(Ran(done, error))
+
+
+def _start_all(allowed: Sequence[Allowed], env: CallEnv,
+               notes: asyncio.Queue[ev.Event | _Ended], running: dict[int, _Running]) -> None:
+    """Start every allowed call's handler, each kept in ``running`` by its position."""
+    if not allowed:
+        return
+    loop = asyncio.get_running_loop()
+
+    async def emit(event: ev.Event) -> None:
+        notes.put_nowait(event)
+
+    for item in allowed:
+        running[item.position] = _start(item, env, emit, notes, loop)
+
+
+async def _concluded(entry: _Running, note: _Ended, env: CallEnv,
+                     done: dict[int, Done]) -> list[ev.Event]:
+    """A call that ended (or timed out): its output, as an ``after_tool_result`` hook may
+    rewrite it, wrapped as the model's result (in ``done``); the events that say so."""
+    output = _ended(entry, note, env.settings)
+    said: list[ev.Event] = []
+    if env.hooks.after_tool_result:
+        output, said = await _rewritten(env.hooks, entry.item, output, env.settings)
+    return [*said, *_finished(entry, output, env, done)]
 
 
 def _ended(entry: _Running, note: _Ended, settings: AgentSettings) -> ToolOutput:
