@@ -361,8 +361,9 @@ NO_UNKNOWN_ARGUMENTS = UnknownArguments()
 
 # Schema words that say more about an object's keys than its ``properties`` list: where one
 # is used, which keys are known is the validator's to say, and nothing is dropped.
-_SAYS_MORE = ("patternProperties", "allOf", "anyOf", "oneOf", "not", "$ref", "$dynamicRef",
-              "if", "then", "else", "dependentSchemas", "dependencies", "propertyNames")
+_SAYS_MORE = frozenset({"patternProperties", "allOf", "anyOf", "oneOf", "not", "$ref",
+                        "$dynamicRef", "if", "then", "else", "dependentSchemas", "dependencies",
+                        "propertyNames"})
 
 
 def unknown_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any]
@@ -379,7 +380,7 @@ def unknown_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any]
     if not isinstance(schema, Mapping):
         return NO_UNKNOWN_ARGUMENTS
     properties = schema.get("properties")
-    if not isinstance(properties, Mapping) or any(w in schema for w in _SAYS_MORE):
+    if not isinstance(properties, Mapping) or not _SAYS_MORE.isdisjoint(schema):
         return NO_UNKNOWN_ARGUMENTS
     required = schema.get("required")
     names = required if isinstance(required, list) else ()
