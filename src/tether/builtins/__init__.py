@@ -12,11 +12,13 @@ grep          private_data                                no
 write_file    destructive                                 yes
 edit_file     destructive                                 yes
 fetch_url     untrusted_input, external_send              no
-shell         private_data, destructive, external_send    yes (opt-in)
+shell         private_data, destructive (+ external_send  yes (opt-in)
+              with the sandbox's network on, or no sandbox)
 ============  ==========================================  ==============
 
 File tools are confined to the agent's workspace (see ``workspace.py``); ``fetch_url``
-follows ``SecurityConfig``'s network rules (see ``fetch.py``). Every failure of a built-in is
+follows ``SecurityConfig``'s network rules (see ``fetch.py``); ``shell`` runs inside a sandbox
+(``tether.sandbox``). Every failure of a built-in is
 an error result (``ToolOutput(is_error=True)``, or an exception): never a success that says
 "Error".
 """
