@@ -12,6 +12,7 @@ import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from tests.test_cli_first_hour import tether
 from tether import SecurityConfig, ToolContext, ToolOutput
 from tether.builtins import make_shell
 from tether.errors import SandboxUnavailable
+from tether.mcp import McpServer
 from tether.sandbox import Sandbox, choose, confine, describe, probe, run_confined
 from tether.trust import CLEAN
 
@@ -198,3 +200,53 @@ def test_a_hostile_model_with_yes_gets_no_key_out(tmp_path: Path, home: Path,
     assert "planted" not in out.stdout + out.stderr and API_KEY not in out.stdout
     sent = json.dumps([r.body for r in server.requests])
     assert "planted" not in sent and API_KEY not in sent
+
+
+# --- stdio MCP servers ---------------------------------------------------------------------
+
+PROBER = str(Path(__file__).parent / "mcp_servers" / "prober.py")
+
+
+async def probed(server: McpServer, tool: str, **arguments: Any) -> str:
+    out = await server.call(tool, arguments)
+    return out.content
+
+
+@pytest.mark.parametrize("mode", MECHANISMS)
+async def test_an_offline_sandboxed_server_reaches_nothing_and_reads_no_secret(
+        mode: str, home: Path, ws: Path, tmp_path: Path, listener: int) -> None:
+    server = McpServer.stdio("p", sys.executable, [PROBER], cwd=str(ws),
+                             sandbox=Sandbox(mode=mode, network=False))  # type: ignore[arg-type]
+    assert not await server.start(), server.notices
+    try:
+        # Its tools say openWorldHint: true; the kernel keeps them from sending.
+        assert all(not t.capabilities.external_send for t in server.tools())
+        assert "planted" not in await probed(server, "read", path=str(home / ".ssh/id_rsa"))
+        assert await probed(server, "write", path=str(ws / "mine.txt")) == "wrote"
+        # Refused (Landlock), or written to bubblewrap's private /tmp: never here.
+        await probed(server, "write", path=str(tmp_path / "out.txt"))
+        assert not (tmp_path / "out.txt").exists()
+        assert await probed(server, "connect", port=listener) != "connected"
+    finally:
+        await server.aclose()
+
+
+async def test_a_networked_sandboxed_server_keeps_its_send_and_reaches_loopback(
+        home: Path, ws: Path, listener: int) -> None:
+    server = McpServer.stdio("p", sys.executable, [PROBER], cwd=str(ws))
+    assert not await server.start(), server.notices
+    try:
+        assert all(t.capabilities.external_send for t in server.tools())
+        assert await probed(server, "connect", port=listener) == "connected"
+        assert "planted" not in await probed(server, "read", path=str(home / ".ssh/id_rsa"))
+    finally:
+        await server.aclose()
+
+
+async def test_a_server_that_cannot_be_confined_does_not_start(no_bwrap: None,
+                                                               ws: Path) -> None:
+    server = McpServer.stdio("p", sys.executable, [PROBER], cwd=str(ws),
+                             sandbox=Sandbox(mode="bwrap"))
+    [notice] = await server.start()
+    assert "did not start" in notice.message and "bubblewrap" in notice.message
+    assert not server.tools()
