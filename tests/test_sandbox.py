@@ -300,3 +300,11 @@ def test_a_hostile_model_cannot_send_a_secret_to_loopback_with_yes(
         with pytest.raises(BlockingIOError):  # nobody connected
             catcher.accept()
     assert "planted" not in json.dumps([r.body for r in server.requests])
+
+
+@pytest.mark.parametrize("mode", MECHANISMS)
+async def test_dev_null_stays_usable_when_tethers_config_is_dev_null(
+        mode: str, home: Path, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_CONFIG", os.devnull)
+    out = await sh(mode, ws, "echo gone > /dev/null && echo kept")
+    assert out.startswith("kept"), out

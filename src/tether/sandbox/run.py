@@ -21,7 +21,7 @@ from pathlib import Path
 from . import _landlock_exec
 from .bwrap import bwrap_argv
 from .probe import Mechanism, bwrap_path, choose
-from .settings import Sandbox, confined_environment, expand, hidden_paths
+from .settings import Sandbox, confined_environment, expand, files_only, hidden_paths
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,8 @@ def confine(sandbox: Sandbox, argv: Sequence[str], *, cwd: str | Path,
         assert path is not None  # choose found it
         return Confined(bwrap_argv(path, argv, cwd=str(Path(cwd).resolve()),
                                    network=sandbox.network, writable=write, read=read,
-                                   hidden=hidden, protected=expand(protected)), env, mechanism)
+                                   hidden=hidden, protected=files_only(expand(protected))), env,
+                                   mechanism)
     # Landlock's write rules carve the hidden paths out of the writable ones too; /tmp is
     # shared (Landlock has no private mounts).
     spec = json.dumps({"read": ["/"], "write": [*expand(writable), "/tmp"], "hidden": hidden,

@@ -76,7 +76,14 @@ def hidden_paths(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     home = Path(env.get("HOME") or Path.home())
     package = Path(__file__).resolve().parent.parent
     own = [p for p in default_locations(env) if p.resolve() != package]
-    return expand([*(home / s for s in HOME_SECRETS), *own, oauth_dir(env)])
+    return files_only(expand([*(home / s for s in HOME_SECRETS), *own, oauth_dir(env)]))
+
+
+def files_only(paths: Sequence[str]) -> tuple[str, ...]:
+    """``paths`` without devices and process files: one named as a secret or a protected
+    file (``TETHER_CONFIG=/dev/null``) is neither, and hiding it, or making it read-only,
+    would take ``/dev/null`` from every command."""
+    return tuple(p for p in paths if not p.startswith(("/dev/", "/proc/")))
 
 
 def confined_environment(extra: Sequence[str] = (),
