@@ -44,6 +44,7 @@ from tether.messages import ToolResult
 from tether.network import blocked_address
 from tether.providers import Scripted
 from tether.providers import call as calling
+from tether.sandbox import Sandbox
 from tether.trust import CLEAN
 
 OPEN_NETWORK = SecurityConfig(block_private_ips=False)
@@ -118,9 +119,13 @@ def test_capabilities_are_declared_as_the_security_model_says() -> None:
         assert by_name[name].capabilities.flags() == ["destructive"]
         assert by_name[name].needs_approval
     assert by_name["fetch_url"].capabilities.flags() == ["untrusted_input", "external_send"]
-    assert by_name["shell"].capabilities.flags() == ["private_data", "external_send",
-                                                     "destructive"]
+    # The shell runs sandboxed without network by default: it cannot send.
+    assert by_name["shell"].capabilities.flags() == ["private_data", "destructive"]
     assert by_name["shell"].needs_approval and not by_name["shell"].cache_approval
+    online = make_shell(sandbox=Sandbox(network=True))
+    assert online.capabilities.flags() == ["private_data", "external_send", "destructive"]
+    unconfined = make_shell(sandbox=Sandbox(mode="none", network=False))
+    assert unconfined.capabilities.external_send
 
 
 # --- confinement -------------------------------------------------------------------------
@@ -621,20 +626,37 @@ async def test_shell_caps_its_output(ws: Path) -> None:
 
 async def test_shell_kills_its_whole_process_group_on_timeout(ws: Path) -> None:
     shell = make_shell(timeout_secs=0.5)
-    out = await call(shell, ws, command="sleep 60 & echo $! > bg.pid; echo started; wait")
+    # The sandbox numbers its processes in a PID namespace of its own: the background job
+    # is found here by its command line (a duration no other process uses).
+    token = f"{60 + os.getpid() % 1000}.{len(str(ws))}"
+    out = await call(shell, ws, command=f"sleep {token} & echo started; wait")
     assert out.is_error and "did not finish within 0.5s" in out.content
     assert "started" in out.content
-    pid = int((ws / "bg.pid").read_text())
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return  # already gone entirely
-    try:
-        # The pidfd becomes readable when the process has exited: wait for that event.
-        readable, _, _ = select.select([fd], [], [], 10)
-        assert readable, f"the background process {pid} survived the timeout"
-    finally:
-        os.close(fd)
+    for pid in processes_running(["sleep", token]):
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue  # already gone entirely
+        try:
+            # The pidfd becomes readable when the process has exited: wait for that event.
+            readable, _, _ = select.select([fd], [], [], 10)
+            assert readable, f"the background process {pid} survived the timeout"
+        finally:
+            os.close(fd)
+
+
+def processes_running(argv: list[str]) -> list[int]:
+    """The pids of the live processes whose command line is ``argv``."""
+    wanted = "\0".join(argv).encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes() == wanted:
+                    found.append(int(entry.name))
+            except OSError:  # it ended while we looked
+                continue
+    return found
 
 
 async def test_tools_may_not_change_tethers_own_config_sessions_or_cache(

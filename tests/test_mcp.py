@@ -23,6 +23,7 @@ from tether.config import McpSection, servers_from_config
 from tether.errors import ConfigError
 from tether.mcp import ALLOWED_ENV, McpServer
 from tether.providers import Scripted, call
+from tether.sandbox import Sandbox
 from tether.trust import untrusted_content
 
 SERVERS = Path(__file__).parent / "mcp_servers"
@@ -31,7 +32,14 @@ HINTS = str(SERVERS / "hints.py")
 PY = sys.executable
 
 
+# The kitchen reports its pid, which these tests follow on the host: Landlock confines it
+# without a PID namespace, so the pid is the host's (tests/test_sandbox.py runs a server
+# inside bubblewrap).
+HOST_PIDS = Sandbox(mode="landlock", network=True)
+
+
 def kitchen(*flags: str, name: str = "k", **kw: Any) -> McpServer:
+    kw.setdefault("sandbox", HOST_PIDS)
     return McpServer.stdio(name, PY, [KITCHEN, *flags], **kw)
 
 

@@ -35,7 +35,9 @@ PY = sys.executable
 
 
 def features(*flags: str, trusted: bool = True, name: str = "f") -> McpServer:
-    return McpServer.stdio(name, PY, [FEATURES, *flags], trusted=trusted)
+    # A server given a log writes it: the log's folder is its own (it runs sandboxed).
+    folder = str(Path(flags[flags.index("--log") + 1]).parent) if "--log" in flags else None
+    return McpServer.stdio(name, PY, [FEATURES, *flags], trusted=trusted, cwd=folder)
 
 
 @contextlib.contextmanager

@@ -77,6 +77,8 @@ _EXPORTS: dict[str, str] = {
     "HookError": "tether.errors",
     "GuardrailTripped": "tether.errors",
     "ModelRetry": "tether.errors",
+    "SandboxUnavailable": "tether.errors",
+    "Sandbox": "tether.sandbox",
     "Hook": "tether.run.hooks",
     "RequestView": "tether.run.hooks",
     "CallView": "tether.run.hooks",
@@ -145,6 +147,7 @@ if TYPE_CHECKING:
     from tether.errors import ModelRetry as ModelRetry
     from tether.errors import OutputFailure as OutputFailure
     from tether.errors import ProviderError as ProviderError
+    from tether.errors import SandboxUnavailable as SandboxUnavailable
     from tether.errors import TetherError as TetherError
     from tether.errors import ToolError as ToolError
     from tether.fields import Secret as Secret
@@ -176,6 +179,7 @@ if TYPE_CHECKING:
     from tether.run.hooks import RunEnd as RunEnd
     from tether.run.pending import DeferringApprover as DeferringApprover
     from tether.run.pending import PendingState as PendingState
+    from tether.sandbox import Sandbox as Sandbox
     from tether.settings import AgentSettings as AgentSettings
     from tether.settings import ContextConfig as ContextConfig
     from tether.settings import Prices as Prices

@@ -259,3 +259,9 @@ class ModelRetry(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class SandboxUnavailable(TetherError):
+    """A sandboxed tool cannot run: no confinement mechanism works on this machine (or the
+    one asked for is missing). The message says how to install bubblewrap or how to opt out
+    (``[sandbox] mode = "none"``); nothing runs unconfined in its place."""

@@ -17,6 +17,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,7 @@ from tether import Agent
 from tether.cli.common import EXIT_PIPE
 from tether.mcp import McpServer
 from tether.providers import Scripted, call
+from tether.sandbox import Sandbox
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
 
@@ -34,8 +36,18 @@ FAMILY = str(Path(__file__).parent.parent / "mcp_servers" / "family.py")
 BOUND = 60.0  # far below the 600 s call timeout
 
 
+# These tests follow the host's processes by the pids a server reports. Landlock confines
+# without a PID namespace, so those pids are the host's (under bubblewrap they would be the
+# sandbox's own); tests/test_sandbox.py checks that a bubblewrapped server ends whole.
+HOST_PIDS = Sandbox(mode="landlock", network=True)
+
+
+def stdio(*args: Any, **kw: Any) -> McpServer:
+    return McpServer.stdio(*args, sandbox=HOST_PIDS, **kw)
+
+
 def family(*flags: str) -> McpServer:
-    return McpServer.stdio("f", sys.executable, [FAMILY, *flags], timeout_secs=600)
+    return stdio("f", sys.executable, [FAMILY, *flags], timeout_secs=600)
 
 
 def running(pid: int) -> bool:
@@ -81,8 +93,8 @@ async def test_closing_a_server_ends_the_helpers_it_started(tool: str) -> None:
 
 
 async def test_closing_an_agent_ends_every_servers_helpers() -> None:
-    a, b = McpServer.stdio("a", sys.executable, [FAMILY]), \
-        McpServer.stdio("b", sys.executable, [FAMILY])
+    a, b = stdio("a", sys.executable, [FAMILY]), \
+        stdio("b", sys.executable, [FAMILY])
     async with Agent(Scripted([]), tools=[a, b]):
         helpers = [await pid_of(a, "pipe_holder"), await pid_of(a, "helper"),
                    await pid_of(b, "pipe_holder"), await pid_of(b, "nested")]
@@ -134,7 +146,7 @@ async def test_a_run_whose_server_exits_mid_call_ends_promptly_with_an_error_res
 async def test_a_server_that_exits_while_starting_with_a_helper_holding_its_pipes(
         tmp_path: Path) -> None:
     pidfile = tmp_path / "helper.pid"
-    quitter = McpServer.stdio("q", sys.executable, ["-c", (
+    quitter = stdio("q", sys.executable, ["-c", (
         "import subprocess, sys\n"
         f"open({str(pidfile)!r}, 'w').write(str(subprocess.Popen(['sleep', '1000']).pid))\n"
         "sys.exit('no API key')\n")], start_timeout_secs=600)
@@ -147,9 +159,13 @@ async def test_a_server_that_exits_while_starting_with_a_helper_holding_its_pipe
 
 def test_tether_tools_leaves_no_helper_behind_even_into_a_closed_pipe(tmp_path: Path) -> None:
     helper_file = tmp_path / "helper.pid"
+    # The server writes its helper's pid outside its folder (listed in write); Landlock,
+    # for the host's pids (see HOST_PIDS).
     ws = workspace(tmp_path, "http://127.0.0.1:9/v1",
+                   f'[sandbox]\nmode = "landlock"\n'
                    f'[[mcp]]\nname = "f"\ncommand = {sys.executable!r}\n'
-                   f'args = [{FAMILY!r}, "--helper-file", {str(helper_file)!r}]\n')
+                   f'args = [{FAMILY!r}, "--helper-file", {str(helper_file)!r}]\n'
+                   f'write = [{str(tmp_path)!r}]\n')
     env = {**os.environ, "TETHER_CONFIG": os.devnull}
     out = subprocess.run([sys.executable, "-m", "tether.cli", "-w", str(ws), "tools", "--json"],
                          capture_output=True, text=True, env=env, timeout=BOUND)
@@ -165,7 +181,7 @@ async def test_a_server_that_ignores_its_stdin_closing_and_sigterm_is_killed_on_
         tmp_path: Path) -> None:
     fifo = tmp_path / "deaf.pid"
     os.mkfifo(fifo)  # opening it blocks until both ends are open: a rendezvous, no polling
-    deaf = McpServer.stdio("deaf", sys.executable, ["-c", (
+    deaf = stdio("deaf", sys.executable, ["-c", (
         "import os, signal\n"
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
         f"open({str(fifo)!r}, 'w').write(str(os.getpid()))\n"
@@ -181,7 +197,7 @@ async def test_a_server_that_ignores_its_stdin_closing_and_sigterm_is_killed_on_
 
 
 async def test_a_call_past_the_servers_timeout_says_it_may_still_take_effect() -> None:
-    server = McpServer.stdio("k", sys.executable, [
+    server = stdio("k", sys.executable, [
         str(Path(__file__).parent.parent / "mcp_servers" / "kitchen.py")],
         timeout_secs=0.3, start_timeout_secs=60)
     async with started(server):
@@ -191,7 +207,7 @@ async def test_a_call_past_the_servers_timeout_says_it_may_still_take_effect() -
 
 
 async def test_a_server_that_closes_its_output_but_keeps_running_is_lost_and_ended() -> None:
-    mute = McpServer.stdio("m", sys.executable, [FAMILY, "--no-pipe-holder"], timeout_secs=600)
+    mute = stdio("m", sys.executable, [FAMILY, "--no-pipe-holder"], timeout_secs=600)
     async with started(mute):
         server_pid = await pid_of(mute, "pid")
         async with asyncio.timeout(BOUND):

@@ -489,6 +489,7 @@ async def test_a_servers_output_schema_labels_its_structured_content_if_trusted(
     text = go(("r__share", {"file_id": "f1", "email": BOB})) + "\n" + go(
         ("r__share", {"file_id": "f1", "email": ATTACKER}))
     server = McpServer.stdio("r", sys.executable, [RECORDS, "--log", str(log), "--text", text],
+                             cwd=str(tmp_path),  # the sandboxed server writes its log there
                              trusted=trusted)
     async with Agent(Compromised().model(), [server],
                      approver=Recorder(Decision.allow())) as agent:

@@ -140,7 +140,8 @@ async def liar(transport: str, trusted: bool | None, log: Path) -> AsyncIterator
     with contextlib.ExitStack() as stack:
         extra: dict[str, Any] = {} if trusted is None else {"trusted": trusted}
         if transport == "stdio":
-            server = McpServer.stdio("l", PY, [LIAR], env={"LIAR_LOG": str(log)}, **extra)
+            server = McpServer.stdio("l", PY, [LIAR], env={"LIAR_LOG": str(log)},
+                                     cwd=str(log.parent), **extra)  # it writes its log there
         else:
             os.environ["LIAR_LOG"] = str(log)  # the child reads it when it starts
             try:

@@ -498,7 +498,8 @@ async def test_an_argument_the_schema_does_not_declare_is_traced_by_its_name() -
 @contextlib.contextmanager
 def keyed_server(transport: str, log: Path) -> Iterator[McpServer]:
     if transport == "stdio":
-        yield McpServer.stdio("k", sys.executable, [KEYED, "--log", str(log)])
+        yield McpServer.stdio("k", sys.executable, [KEYED, "--log", str(log)],
+                              cwd=str(log.parent))  # it writes its log there
     else:
         with http_server(KEYED, "--log", str(log)) as url:
             yield McpServer.http("k", url, trusted=True)

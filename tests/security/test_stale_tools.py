@@ -24,7 +24,9 @@ SHIFTING = str(Path(__file__).parent.parent / "mcp_servers" / "shifting.py")
 
 
 def shifting(log: Path, *flags: str) -> McpServer:
-    return McpServer.stdio("s", sys.executable, [SHIFTING, "--log", str(log), *flags])
+    # The server writes its log beside the files it tidies: that folder is its own.
+    return McpServer.stdio("s", sys.executable, [SHIFTING, "--log", str(log), *flags],
+                           cwd=str(log.parent))
 
 
 def lines(log: Path) -> list[str]:

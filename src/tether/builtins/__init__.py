@@ -12,11 +12,13 @@ grep          private_data                                no
 write_file    destructive                                 yes
 edit_file     destructive                                 yes
 fetch_url     untrusted_input, external_send              no
-shell         private_data, destructive, external_send    yes (opt-in)
+shell         private_data, destructive (+ external_send  yes (opt-in)
+              with the sandbox's network on, or no sandbox)
 ============  ==========================================  ==============
 
 File tools are confined to the agent's workspace (see ``workspace.py``); ``fetch_url``
-follows ``SecurityConfig``'s network rules (see ``fetch.py``). Every failure of a built-in is
+follows ``SecurityConfig``'s network rules (see ``fetch.py``); ``shell`` runs inside a sandbox
+(``tether.sandbox``). Every failure of a built-in is
 an error result (``ToolOutput(is_error=True)``, or an exception): never a success that says
 "Error".
 """
@@ -27,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from tether.errors import ConfigError
+from tether.sandbox import Sandbox
 from tether.tools.tool import Tool
 
 from .calculator import calculator
@@ -36,7 +39,7 @@ from .shell import make_shell, shell
 from .workspace import WorkspaceError
 
 
-def _registry() -> dict[str, Callable[[], Tool]]:
+def _registry(sandbox: Sandbox | None = None) -> dict[str, Callable[[], Tool]]:
     return {
         "calculator": lambda: calculator,
         "read_file": lambda: read_file,
@@ -45,7 +48,7 @@ def _registry() -> dict[str, Callable[[], Tool]]:
         "write_file": lambda: write_file,
         "edit_file": lambda: edit_file,
         "fetch_url": lambda: fetch_url,
-        "shell": lambda: shell,
+        "shell": lambda: shell if sandbox is None else make_shell(sandbox=sandbox),
     }
 
 
@@ -59,9 +62,11 @@ def builtin_names() -> list[str]:
     return sorted(_registry())
 
 
-def select_builtins(enabled: Sequence[str] | None, disabled: Sequence[str] = ()) -> list[Tool]:
-    """The built-in tools named by ``enabled`` (None: the defaults) minus ``disabled``."""
-    registry = _registry()
+def select_builtins(enabled: Sequence[str] | None, disabled: Sequence[str] = (), *,
+                    sandbox: Sandbox | None = None) -> list[Tool]:
+    """The built-in tools named by ``enabled`` (None: the defaults) minus ``disabled``;
+    ``shell`` runs inside ``sandbox`` (default: ``Sandbox()``)."""
+    registry = _registry(sandbox)
     names = list(DEFAULT_ENABLED if enabled is None else enabled)
     unknown = [n for n in [*names, *disabled] if n not in registry]
     if unknown:

@@ -1,10 +1,18 @@
-"""``shell``: run a command with ``/bin/sh`` in the workspace. Off unless ``[tools] enabled``
-names it.
+"""``shell``: run a command with ``/bin/sh`` in the workspace, inside a sandbox. Off unless
+``[tools] enabled`` names it.
 
-It can read anything the user can, change anything, and reach the network, so it declares
-all of that (private + destructive + external_send): every call passes the approval gate,
-and the trifecta interlock treats it as a way out. Approval is per call ("allow for this
-session" is not offered: one approved command says nothing about the next).
+Every command runs confined (``tether.sandbox``): it writes the workspace (and what the
+``Sandbox`` adds) only, cannot read the user's secrets or tether's own files, gets an
+environment from an allowlist, and has no network unless the sandbox allows it. When no
+mechanism works here, the call fails with ``SandboxUnavailable`` (never a silent run
+without one); ``Sandbox(mode="none")`` runs it with all of the user's rights, as asked.
+
+It can still read the rest of the machine and change the workspace, so it declares
+private + destructive; with the network on (or no sandbox), external_send too: every call
+passes the approval gate, and the trifecta interlock treats a networked shell as a way
+out. A sandboxed shell without network cannot send, so it is not external_send. Approval
+is per call ("allow for this session" is not offered: one approved command says nothing
+about the next).
 
 The command runs in its own process group (session); when it exceeds its time, or the call
 is cancelled, the whole group is killed, so nothing it started keeps running. Output
@@ -13,20 +21,32 @@ is cancelled, the whole group is killed, so nothing it started keeps running. Ou
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import signal
 
+from tether.sandbox import Sandbox, confine, run_confined
 from tether.tools.function import tool
 from tether.tools.tool import Tool, ToolContext, ToolOutput
 from tether.trust import Capabilities
 
+# What an unconfined (or networked) shell declares.
 SHELL_CAPABILITIES = Capabilities(private_data=True, destructive=True, external_send=True)
+# A sandboxed shell without network: it reads and changes, it cannot send.
+OFFLINE_SHELL_CAPABILITIES = Capabilities(private_data=True, destructive=True)
 
 
-def make_shell(*, timeout_secs: float = 120.0, max_output_bytes: int = 30_000) -> Tool:
-    """A ``shell`` tool with its own time bound and output cap."""
+def shell_capabilities(sandbox: Sandbox) -> Capabilities:
+    """What a shell confined by ``sandbox`` can do: no external_send when the kernel keeps
+    it off the network."""
+    if sandbox.mode != "none" and not sandbox.network:
+        return OFFLINE_SHELL_CAPABILITIES
+    return SHELL_CAPABILITIES
+
+
+def make_shell(*, timeout_secs: float = 120.0, max_output_bytes: int = 30_000,
+               sandbox: Sandbox | None = None) -> Tool:
+    """A ``shell`` tool with its own time bound, output cap and sandbox (default:
+    ``Sandbox()``: the first mechanism that works here, no network)."""
+    confinement = Sandbox() if sandbox is None else sandbox
 
     async def shell(ctx: ToolContext, command: str) -> ToolOutput:
         """Run a shell command (/bin/sh -c) in the workspace folder and return its output
@@ -40,58 +60,29 @@ def make_shell(*, timeout_secs: float = 120.0, max_output_bytes: int = 30_000) -
                               is_error=True, from_outside=False)
         if not command.strip():
             return ToolOutput("Error: the command is empty.", is_error=True)
-        return await _run(command, ctx, timeout_secs, max_output_bytes)
+        return await _run(command, ctx, confinement, timeout_secs, max_output_bytes)
 
-    return tool(name="shell", capabilities=SHELL_CAPABILITIES, cache_approval=False)(shell)
+    return tool(name="shell", capabilities=shell_capabilities(confinement),
+                cache_approval=False)(shell)
 
 
-async def _run(command: str, ctx: ToolContext, timeout: float, cap: int) -> ToolOutput:
-    proc = await asyncio.create_subprocess_shell(
-        command, cwd=ctx.workspace, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,  # its own process group: killpg reaches all it starts
-    )
-    output = bytearray()
-    dropped = 0
-
-    async def pump() -> None:
-        nonlocal dropped
-        assert proc.stdout is not None
-        # Read to the end even past the cap: a full pipe would block the command.
-        while chunk := await proc.stdout.read(65536):
-            room = cap - len(output)
-            if room > 0:
-                output.extend(chunk[:room])
-            dropped += max(0, len(chunk) - max(room, 0))
-        await proc.wait()
-
-    timed_out = False
-    try:
-        async with asyncio.timeout(timeout):
-            await pump()
-    except TimeoutError:
-        timed_out = True
-    finally:
-        # Always, also on cancellation: whatever the command left behind (a background
-        # job, a child holding the pipe) is stopped with it.
-        _kill_group(proc.pid)
-        if proc.returncode is None:
-            await proc.wait()
-    text = output.decode("utf-8", errors="replace")
-    if dropped:
-        text += f"\n[... output cut: {dropped} more bytes not shown]"
-    if timed_out:
+async def _run(command: str, ctx: ToolContext, sandbox: Sandbox, timeout: float,
+               cap: int) -> ToolOutput:
+    # SandboxUnavailable propagates: the call fails saying how to install or opt out.
+    confined = confine(sandbox, ["/bin/sh", "-c", command], cwd=ctx.workspace,
+                       writable=[ctx.workspace], protected=ctx.security.protected_paths)
+    done = await run_confined(confined, cwd=ctx.workspace, timeout=timeout,
+                              max_output_bytes=cap)
+    text = done.output.decode("utf-8", errors="replace")
+    if done.dropped:
+        text += f"\n[... output cut: {done.dropped} more bytes not shown]"
+    if done.timed_out:
         return ToolOutput(f"Error: the command did not finish within {timeout:g}s; it and "
                           f"every process it started were killed. Output so far:\n{text}",
                           is_error=True)
-    code = proc.returncode
+    code = done.returncode
     return ToolOutput(f"{text}\n[exit code {code}]" if text else f"[exit code {code}]",
                       is_error=code != 0)
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
-        os.killpg(pgid, signal.SIGKILL)
 
 
 shell: Tool = make_shell()

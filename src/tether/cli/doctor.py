@@ -71,7 +71,7 @@ async def _doctor(args: argparse.Namespace) -> int:
         report(None, "warning", warning)
     from tether.cli.sessions import check_store
 
-    checks: list[Any] = [check_store, check_local_cache]
+    checks: list[Any] = [check_store, check_local_cache, check_sandbox]
     if args.local:
         from tether.cli.doctor_local import check_local_path
 
@@ -314,6 +314,24 @@ async def check_local_cache(config: Config) -> list[tuple[bool | None, str, str]
                                    "tether local serve)")]
 
 
+async def check_sandbox(config: Config) -> list[tuple[bool | None, str, str]]:
+    """Which mechanism confines the shell and stdio MCP servers, and why; a failure only
+    when something configured needs one and none works (it would refuse to run)."""
+    from tether.config.build import sandbox_from
+    from tether.errors import SandboxUnavailable
+    from tether.sandbox import choose, describe
+
+    sandbox = sandbox_from(config.sandbox)
+    try:
+        choose(sandbox)
+        ok: bool | None = True
+    except SandboxUnavailable:
+        shell = "shell" in (config.tools.enabled or ()) and "shell" not in config.tools.disabled
+        servers = any(s.command is not None and s.sandbox and not s.disabled for s in config.mcp)
+        ok = False if shell or servers else None
+    return [(ok, "sandbox", describe(sandbox))]
+
+
 async def check_mcp_servers(config: Config) -> list[tuple[bool, str, str]]:
     """``tether doctor``: start each configured server (side by side), list its tools, and
     close it again."""
@@ -322,7 +340,7 @@ async def check_mcp_servers(config: Config) -> list[tuple[bool, str, str]]:
     out: list[tuple[bool, str, str]] = [
         (True, f"mcp {s.name}", "disabled") for s in config.mcp if s.disabled]
     try:
-        servers = servers_from_config(config.mcp)
+        servers = servers_from_config(config.mcp, config.sandbox)
     except ConfigError as e:
         return [*out, (False, "mcp", str(e))]
     try:

@@ -20,6 +20,7 @@ from tether.config.schema import (
     McpSection,
     ProviderConfig,
     ProviderKind,
+    SandboxSection,
     SecuritySection,
 )
 from tether.config.tool_files import load_hook, load_tool_references, python_files
@@ -37,6 +38,7 @@ from tether.providers.ollama import Ollama
 from tether.providers.openai_chat import OpenAIChat
 from tether.providers.openai_responses import OpenAIResponses
 from tether.providers.shell import HTTPModel
+from tether.sandbox import Sandbox
 from tether.settings import ContextConfig, Prices
 from tether.subagents import SubagentProfile
 from tether.telemetry import Instrumentation
@@ -209,7 +211,8 @@ def agent_from_config(
     hook_files = [_workspace_path(ws, h.python) for h in cfg.hooks]
     own.extend(python_files(hook_files))
     security = security_from(cfg.security, own)
-    selected: list[Any] = list(select_builtins(cfg.tools.enabled, cfg.tools.disabled))
+    selected: list[Any] = list(select_builtins(cfg.tools.enabled, cfg.tools.disabled,
+                                               sandbox=sandbox_from(cfg.sandbox)))
     explicit = list(tools or [])
     if cfg.tools.python:
         # Tools passed in (`--tools`) win over configured ones of the same name.
@@ -219,7 +222,7 @@ def agent_from_config(
                         if not (isinstance(t, Tool) and t.name in taken))
     selected.extend(explicit)
     if cfg.mcp:
-        selected.extend(servers_from_config(cfg.mcp))
+        selected.extend(servers_from_config(cfg.mcp, cfg.sandbox))
     subagents = [SubagentProfile(**s.model_dump()) for s in cfg.subagents]
     prices = None
     if pcfg.prices is not None:
@@ -268,8 +271,26 @@ def context_from(cfg: Config, name: str, providers: dict[str, Provider]) -> Cont
                          summarizer=summarizer, windows=windows)
 
 
-def servers_from_config(sections: Sequence[McpSection]) -> list[McpServer]:
-    """One ``McpServer`` per enabled ``[[mcp]]`` entry of tether.toml."""
+def sandbox_from(section: SandboxSection) -> Sandbox:
+    """The ``Sandbox`` of a ``[sandbox]`` table: the shell's."""
+    return Sandbox(mode=section.mode, network=section.network, read=tuple(section.read),
+                   write=tuple(section.write), env=tuple(section.env))
+
+
+def server_sandbox(section: McpSection, sandbox: SandboxSection) -> Sandbox | None:
+    """The ``Sandbox`` a stdio ``[[mcp]]`` server runs in: ``[sandbox]``'s mode, the
+    server's own network, read and write (None: ``sandbox = false``, or mode "none")."""
+    if not section.sandbox or sandbox.mode == "none":
+        return None
+    return Sandbox(mode=sandbox.mode, network=section.network, read=tuple(section.read),
+                   write=tuple(section.write))
+
+
+def servers_from_config(sections: Sequence[McpSection],
+                        sandbox: SandboxSection | None = None) -> list[McpServer]:
+    """One ``McpServer`` per enabled ``[[mcp]]`` entry of tether.toml; stdio ones inside the
+    sandbox ``[sandbox]`` (its mode) and their own settings describe."""
+    sandbox = sandbox or SandboxSection()
     _require_sdk()
     servers: list[McpServer] = []
     for s in sections:
@@ -283,7 +304,8 @@ def servers_from_config(sections: Sequence[McpSection]) -> list[McpServer]:
         s = _expanded(s) if s.expand_env else s
         if s.command is not None:
             servers.append(McpServer.stdio(s.name, s.command, s.args, s.env,
-                                           env_passthrough=s.env_passthrough, **common))
+                                           env_passthrough=s.env_passthrough,
+                                           sandbox=server_sandbox(s, sandbox), **common))
         else:
             assert s.url is not None  # McpSection allows exactly one transport
             oauth = OAuth(scope=s.scope) if s.auth == "oauth" else None

@@ -109,6 +109,16 @@ class SecuritySection(_Strict):
     endorse_destructive: bool = False
 
 
+class SandboxSection(_Strict):
+    """``[sandbox]``: how the ``shell`` built-in is confined (docs/security.md, "Sandbox")."""
+
+    mode: Literal["auto", "bwrap", "landlock", "none"] = "auto"
+    network: bool = False
+    read: list[PathText] = Field(default_factory=list)  # more paths it may read
+    write: list[PathText] = Field(default_factory=list)  # more paths it may write
+    env: list[str] = Field(default_factory=list)  # more environment variables it gets
+
+
 class SubagentSection(_Strict):
     name: str
     description: str
@@ -156,6 +166,12 @@ class McpSection(_Strict):
     # what is asked for (default: what the server's metadata says).
     auth: Literal["oauth"] | None = None
     scope: str | None = None
+    # A stdio server runs confined ([sandbox] mode picks how): it writes its working folder
+    # and `write`, reads all but the secrets, and reaches the network unless network = false.
+    sandbox: bool = True
+    network: bool = True
+    read: list[PathText] = Field(default_factory=list)
+    write: list[PathText] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpSection:
@@ -253,6 +269,7 @@ class Config(_Strict):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     security: SecuritySection = Field(default_factory=SecuritySection)
+    sandbox: SandboxSection = Field(default_factory=SandboxSection)
     subagents: list[SubagentSection] = Field(default_factory=list)
     mcp: list[McpSection] = Field(default_factory=list)
     hooks: list[HookSection] = Field(default_factory=list)

@@ -55,7 +55,8 @@ def believed(hints: Hints, *, trusted: bool) -> Hints:
                  open_world=True if hints.open_world is True else None)
 
 
-def map_hints(hints: Hints, widen: Capabilities = NO_CAPABILITIES) -> GateFlags:
+def map_hints(hints: Hints, widen: Capabilities = NO_CAPABILITIES, *,
+              offline: bool = False) -> GateFlags:
     """The gate flags of an MCP tool.
 
     - ``private_data`` always: the server sees the arguments and may hold anything.
@@ -66,13 +67,16 @@ def map_hints(hints: Hints, widen: Capabilities = NO_CAPABILITIES) -> GateFlags:
       says ``destructiveHint: true`` explicitly (then destructive wins).
     - read-only only from ``readOnlyHint: true`` (spec default: false), never when
       destructive.
+    - ``offline``: the server runs in a sandbox without network, so no tool of it can send
+      (``external_send`` off whatever ``openWorldHint`` says).
     - ``widen`` (the configuration's capabilities) is ORed in: it can add, never remove.
     """
     read_only_claim = hints.read_only is True
     destructive = hints.destructive if hints.destructive is not None else not read_only_claim
     open_world = hints.open_world if hints.open_world is not None else True
     caps = Capabilities(private_data=True, untrusted_input=open_world,
-                        external_send=open_world, destructive=destructive) | widen
+                        external_send=open_world and not offline,
+                        destructive=destructive) | widen
     return GateFlags(caps, caps.destructive, read_only_claim and not caps.destructive)
 
 

@@ -40,7 +40,9 @@ from tether.mcp.protocol import (
 )
 from tether.mcp.protocol import StartFailure as _StartFailure
 from tether.mcp.resources import Resource, ResourceTemplate, output_from_read, resource_tools
+from tether.mcp.stdio import StdioTransport as _Stdio
 from tether.mcp.stdio import stdio_server_streams
+from tether.sandbox import Sandbox
 from tether.tools.tool import Tool, ToolContext, ToolOutput
 from tether.tools.toolsets import PrefixedToolset
 from tether.trust import NO_CAPABILITIES, Capabilities
@@ -55,18 +57,7 @@ _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _NOT_NAME_CHAR = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_TOOL_NAME = 64  # the tightest provider limit (OpenAI function names)
 _STDERR_TAIL = 600  # characters of a failed server's stderr quoted in its notice
-
-
-@dataclass(frozen=True, slots=True)
-class _Stdio:
-    command: str
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    env_passthrough: tuple[str, ...] = ()
-    cwd: str | None = None
-
-    def describe(self) -> str:
-        return "stdio: " + " ".join([self.command, *self.args])
+DEFAULT_SANDBOX = Sandbox(network=True)  # most servers need the network
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,14 +172,18 @@ class McpServer:
         capabilities: Capabilities = NO_CAPABILITIES,
         errlog: TextIO | None = None,
         trusted: bool = True,
+        sandbox: Sandbox | None = DEFAULT_SANDBOX,
     ) -> McpServer:
         """A server run as a child process, speaking over its stdin/stdout.
 
         The child gets only ``ALLOWED_ENV`` from tether's environment, plus the names in
         ``env_passthrough``, plus ``env``. Its stderr goes to ``errlog`` if given, else to a
-        temporary file whose end is quoted when the server fails.
+        temporary file whose end is quoted when the server fails. It runs inside ``sandbox``
+        (default: the network on, its working folder the one it writes; ``None``: with all
+        of your rights); with the network off, its tools lose ``external_send``.
         """
-        transport = _Stdio(command, tuple(args), dict(env or {}), tuple(env_passthrough), cwd)
+        transport = _Stdio(command, tuple(args), dict(env or {}), tuple(env_passthrough), cwd,
+                           None if os.name != "posix" else sandbox)
         return cls(name, transport, prefix_tools=prefix_tools, timeout_secs=timeout_secs,
                    start_timeout_secs=start_timeout_secs, capabilities=capabilities,
                    errlog=errlog, trusted=trusted)
@@ -412,7 +407,8 @@ class McpServer:
             else:
                 async with stdio_server_streams(
                         transport.command, transport.args, env=env, cwd=transport.cwd,
-                        errlog=errlog, on_gone=self._on_gone) as streams:
+                        errlog=errlog, on_gone=self._on_gone,
+                        sandbox=transport.sandbox) as streams:
                     yield streams
         else:
             import httpx2
@@ -549,7 +545,9 @@ class McpServer:
         hints = Hints() if annotations is None else Hints(
             annotations.read_only_hint, annotations.destructive_hint, annotations.open_world_hint)
         # An untrusted server is not believed about itself: its hints can only add caution.
-        flags = map_hints(believed(hints, trusted=self.trusted), self.capabilities)
+        offline = isinstance(self.transport, _Stdio) and self.transport.offline
+        flags = map_hints(believed(hints, trusted=self.trusted), self.capabilities,
+                          offline=offline)
         title = (annotations.title if annotations is not None else None) or mcp_tool.title
         original = mcp_tool.name
         # Who writes each field of its structuredContent (WRITTEN_BY_KEY, SECRET_KEY in its

@@ -18,12 +18,37 @@ import os
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
+
+from tether.sandbox import Sandbox, confine
 
 if TYPE_CHECKING:
     import anyio
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from mcp.shared.message import SessionMessage
+
+
+@dataclass(frozen=True, slots=True)
+class StdioTransport:
+    """How a stdio server is started: its command, environment, folder and sandbox."""
+
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    env_passthrough: tuple[str, ...] = ()
+    cwd: str | None = None
+    sandbox: Sandbox | None = None
+
+    def describe(self) -> str:
+        return "stdio: " + " ".join([self.command, *self.args])
+
+    @property
+    def offline(self) -> bool:
+        """Confined without network: the kernel keeps its tools from sending."""
+        return self.sandbox is not None and self.sandbox.mode != "none" and \
+            not self.sandbox.network
+
 
 # How long a server gets to exit after its stdin closes, and its group after SIGTERM.
 GRACE_SECS = 2.0
@@ -88,6 +113,7 @@ async def stdio_server_streams(
     cwd: str | None,
     errlog: TextIO,
     on_gone: Callable[[str], None],
+    sandbox: Sandbox | None = None,
 ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception],
                          MemoryObjectSendStream[SessionMessage]]]:
     """Run ``command`` with exactly ``env``, in a new session (so its process group holds
@@ -99,14 +125,19 @@ async def stdio_server_streams(
     3"). Then its group is ended and the read stream closes, so calls in flight fail at
     once. Leaving the context closes stdin, waits ``GRACE_SECS`` for the server to exit,
     and ends its group: SIGTERM, then SIGKILL ``GRACE_SECS`` later.
+
+    ``sandbox``: the server runs confined (``tether.sandbox``), writing only its working
+    folder and the sandbox's ``write`` paths; ``SandboxUnavailable`` when nothing here can
+    confine it (it does not start).
     """
     import anyio
     from mcp.shared.message import SessionMessage
 
+    argv, env = _confined([command, *args], env, cwd, sandbox)
     loop = asyncio.get_running_loop()
     transport, watched = await loop.subprocess_exec(
-        _Watched, command, *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=errlog, env=dict(env), cwd=cwd, start_new_session=True)
+        _Watched, *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=errlog, env=env, cwd=cwd, start_new_session=True)
     group = transport.get_pid()  # the session leader: its pid is the group's id
     stdin = transport.get_pipe_transport(0)
     assert isinstance(stdin, asyncio.WriteTransport)
@@ -190,6 +221,15 @@ async def stdio_server_streams(
         transport.close()
         for stream in (to_session, from_server, to_server, from_session):
             stream.close()
+
+
+def _confined(argv: list[str], env: Mapping[str, str], cwd: str | None,
+              sandbox: Sandbox | None) -> tuple[list[str], dict[str, str]]:
+    if sandbox is None:
+        return argv, dict(env)
+    folder = cwd or os.getcwd()
+    confined = confine(sandbox, argv, cwd=folder, writable=[folder], env=env)
+    return confined.argv, confined.env
 
 
 async def _cancel_when_set(event: asyncio.Event, scope: anyio.CancelScope) -> None:
