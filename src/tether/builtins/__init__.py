@@ -39,7 +39,8 @@ from .shell import make_shell, shell
 from .workspace import WorkspaceError
 
 
-def _registry(sandbox: Sandbox | None = None) -> dict[str, Callable[[], Tool]]:
+def _registry(sandbox: Sandbox | None = None,
+              shell_allow: Sequence[str] = ()) -> dict[str, Callable[[], Tool]]:
     return {
         "calculator": lambda: calculator,
         "read_file": lambda: read_file,
@@ -48,7 +49,8 @@ def _registry(sandbox: Sandbox | None = None) -> dict[str, Callable[[], Tool]]:
         "write_file": lambda: write_file,
         "edit_file": lambda: edit_file,
         "fetch_url": lambda: fetch_url,
-        "shell": lambda: shell if sandbox is None else make_shell(sandbox=sandbox),
+        "shell": lambda: shell if sandbox is None and not shell_allow else make_shell(
+            sandbox=sandbox, allow=shell_allow),
     }
 
 
@@ -63,10 +65,12 @@ def builtin_names() -> list[str]:
 
 
 def select_builtins(enabled: Sequence[str] | None, disabled: Sequence[str] = (), *,
-                    sandbox: Sandbox | None = None) -> list[Tool]:
+                    sandbox: Sandbox | None = None,
+                    shell_allow: Sequence[str] = ()) -> list[Tool]:
     """The built-in tools named by ``enabled`` (None: the defaults) minus ``disabled``;
-    ``shell`` runs inside ``sandbox`` (default: ``Sandbox()``)."""
-    registry = _registry(sandbox)
+    ``shell`` runs inside ``sandbox`` (default: ``Sandbox()``), and runs the command names
+    of ``shell_allow`` unasked beside its read-only list (``[tools.shell] allow``)."""
+    registry = _registry(sandbox, shell_allow)
     names = list(DEFAULT_ENABLED if enabled is None else enabled)
     unknown = [n for n in [*names, *disabled] if n not in registry]
     if unknown:

@@ -12,7 +12,9 @@ private + destructive; with the network on (or no sandbox), external_send too: e
 passes the approval gate, and the trifecta interlock treats a networked shell as a way
 out. A sandboxed shell without network cannot send, so it is not external_send. Approval
 is per call ("allow for this session" is not offered: one approved command says nothing
-about the next).
+about the next), except for a read-only command line run confined (``shell_policy``:
+``ls``, ``cat``, ``grep``, ``git status``... alone or piped, nothing that writes or runs
+more), which runs without a prompt once every other check has let it.
 
 The command runs in its own process group (session); when it exceeds its time, or the call
 is cancelled, the whole group is killed, so nothing it started keeps running. Output
@@ -21,8 +23,12 @@ is cancelled, the whole group is killed, so nothing it started keeps running. Ou
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+from tether.builtins.shell_policy import read_only_command
 from tether.sandbox import Sandbox, confine, run_confined
 from tether.tools.function import tool
 from tether.tools.tool import Tool, ToolContext, ToolOutput
@@ -43,10 +49,21 @@ def shell_capabilities(sandbox: Sandbox) -> Capabilities:
 
 
 def make_shell(*, timeout_secs: float = 120.0, max_output_bytes: int = 30_000,
-               sandbox: Sandbox | None = None) -> Tool:
+               sandbox: Sandbox | None = None, allow: Iterable[str] = ()) -> Tool:
     """A ``shell`` tool with its own time bound, output cap and sandbox (default:
-    ``Sandbox()``: the first mechanism that works here, no network)."""
+    ``Sandbox()``: the first mechanism that works here, no network). Confined, a read-only
+    command line runs without a prompt (``shell_policy.read_only_command``; ``allow`` adds
+    command names to its list); everything else asks."""
     confinement = Sandbox() if sandbox is None else sandbox
+    listed = tuple(allow)
+
+    def unasked(arguments: Mapping[str, Any]) -> str | None:
+        command = arguments.get("command")
+        if confinement.mode == "none" or not isinstance(command, str):
+            return None  # unconfined, nothing is spared a prompt
+        if not read_only_command(command, listed):
+            return None
+        return "a read-only command line, run in the sandbox"
 
     async def shell(ctx: ToolContext, command: str) -> ToolOutput:
         """Run a shell command (/bin/sh -c) in the workspace folder and return its output
@@ -62,8 +79,9 @@ def make_shell(*, timeout_secs: float = 120.0, max_output_bytes: int = 30_000,
             return ToolOutput("Error: the command is empty.", is_error=True)
         return await _run(command, ctx, confinement, timeout_secs, max_output_bytes)
 
-    return tool(name="shell", capabilities=shell_capabilities(confinement),
+    made = tool(name="shell", capabilities=shell_capabilities(confinement),
                 cache_approval=False)(shell)
+    return dataclasses.replace(made, unasked=unasked)
 
 
 async def _run(command: str, ctx: ToolContext, sandbox: Sandbox, timeout: float,

@@ -212,7 +212,8 @@ def agent_from_config(
     own.extend(python_files(hook_files))
     security = security_from(cfg.security, own)
     selected: list[Any] = list(select_builtins(cfg.tools.enabled, cfg.tools.disabled,
-                                               sandbox=sandbox_from(cfg.sandbox)))
+                                               sandbox=sandbox_from(cfg.sandbox),
+                                               shell_allow=cfg.tools.shell.allow))
     explicit = list(tools or [])
     if cfg.tools.python:
         # Tools passed in (`--tools`) win over configured ones of the same name.

@@ -12,6 +12,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StringConstraints,
     field_serializer,
     model_validator,
 )
@@ -89,6 +90,14 @@ class AgentConfig(_Strict):
     context_summarizer: str | None = None
 
 
+class ShellSection(_Strict):
+    """``[tools.shell]``: command names the confined shell runs without a prompt, beside
+    its read-only list (``tether.builtins.shell_policy``), when the whole line is simple."""
+
+    allow: list[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]+$")]] = Field(
+        default_factory=list)
+
+
 class ToolsConfig(_Strict):
     enabled: list[str] | None = None  # None: the default built-ins
     disabled: list[str] = Field(default_factory=list)
@@ -96,6 +105,7 @@ class ToolsConfig(_Strict):
     permission_mode: Literal["ask", "allow", "read-only"] = "ask"
     # Your own @tool functions: files (relative to the workspace) or modules, as for --tools.
     python: list[PathText] = Field(default_factory=list)
+    shell: ShellSection = Field(default_factory=ShellSection)
 
 
 class SecuritySection(_Strict):

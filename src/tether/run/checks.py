@@ -486,8 +486,9 @@ def endorse(call: ToolCall, tool: Tool, arguments: dict[str, Any],
 
 def permit(call: ToolCall, passed: Run | Ask, turn: TurnView) -> Checked:
     """4. The permission mode, and the tool's own need for approval: read-only mode refuses
-    a tool that can change things; a gated tool is asked about, unless it is an endorsed
-    destructive call (``endorse``)."""
+    a tool that can change things; a gated tool is asked about, unless the tool waives it
+    for this call (``Tool.unasked``: a confined shell's read-only line) or it is an
+    endorsed destructive call (``endorse``)."""
     tool = passed.tool
     if turn.permission_mode == "read-only" and not tool.read_only:
         return Checked(
@@ -497,6 +498,10 @@ def permit(call: ToolCall, passed: Run | Ask, turn: TurnView) -> Checked:
             (ev.ApprovalDecided(call.id, call.name, False, "deny", "permission_mode",
                                 "read-only mode"),))
     if isinstance(passed, Run) and tool.needs_approval:
+        waived = tool.unasked(passed.arguments) if tool.unasked is not None else None
+        if waived is not None:  # the tool's own vetted rule: this call needs nobody
+            return Checked(passed, (ev.ApprovalDecided(call.id, call.name, True, "once",
+                                                       "policy", waived),))
         endorsed = endorse(call, tool, passed.arguments, turn)
         if endorsed is not None:
             return endorsed

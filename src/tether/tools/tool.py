@@ -145,6 +145,8 @@ class ToolContext(Generic[DepsT]):
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
 Validator = Callable[[Any], dict[str, Any]]
 Correction = Callable[[str], str]
+# Why a call with these (validated) arguments needs no approval, or None (see Tool.unasked).
+Waiver = Callable[[Mapping[str, Any]], str | None]
 
 
 class ThreadedHandler:
@@ -205,6 +207,11 @@ class Tool:
     ``returns_secrets`` says its results may hold values declared secret
     (``tether.fields.Secret``): a send in the same turn is judged as if it held them (it
     could, written by a model that knew them in advance).
+    ``unasked``, given a call's validated arguments, names why that call needs no person's
+    approval (None: it asks as the tool does): the tool's own vetted rule, such as a
+    confined shell's read-only command line (``tether.builtins.shell_policy``). It waives
+    only the tool's own need for approval, and only for a call every check before has let
+    run: provenance, the trifecta and the permission mode still judge it.
     """
 
     spec: ToolSpec
@@ -222,6 +229,7 @@ class Tool:
     destination_params: tuple[str, ...]
     closed_destinations: bool
     returns_secrets: bool
+    unasked: Waiver | None
 
     def __init__(
         self,
@@ -241,6 +249,7 @@ class Tool:
         destination_params: Iterable[str] = (),
         closed_destinations: bool = False,
         returns_secrets: bool = False,
+        unasked: Waiver | None = None,
     ) -> None:
         # Frozen: set once, here (dataclasses.replace passes every field by its name).
         put = object.__setattr__
@@ -267,6 +276,7 @@ class Tool:
         put(self, "destination_params", destinations)
         put(self, "closed_destinations", closed_destinations)
         put(self, "returns_secrets", returns_secrets)
+        put(self, "unasked", unasked)
 
     @property
     def delegates(self) -> bool:
