@@ -205,6 +205,29 @@ DESTINATION_PARAMS: Mapping[str, tuple[str, ...]] = {
 CLOSED_DESTINATIONS = frozenset({"send_direct_message", "send_channel_message",
                                  "add_user_to_channel"})
 
+# **Documented fields**: an object parameter whose own description names its fields (and
+# whose JSON Schema, a bare ``dict``, does not) gets them declared as properties, so the
+# gate reads them as the tool's names rather than as names the model chose. Read from the
+# parameter's description, never from a task: send_email's ``attachments`` ("a field
+# \"file_id\"", "in the field \"event_details\"", each with a "type").
+DOCUMENTED_FIELDS: Mapping[tuple[str, str], tuple[str, ...]] = {
+    ("send_email", "attachments"): ("type", "file_id", "event_details"),
+}
+
+
+def with_documented_fields(tool: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with the ``DOCUMENTED_FIELDS`` of ``tool``'s object parameters declared
+    (``additionalProperties`` kept: nothing the model may send is narrowed)."""
+    for (name, parameter), fields in DOCUMENTED_FIELDS.items():
+        prop = schema.get("properties", {}).get(parameter) if name == tool else None
+        if prop is None:
+            continue
+        for option in prop.get("anyOf", [prop]):
+            items = option.get("items")
+            if isinstance(items, dict) and items.get("type") == "object":
+                items.setdefault("properties", {}).update({f: {} for f in fields})
+    return schema
+
 _SERVICE: tuple[Marker, ...] = (WrittenBy.service,)
 _USER: tuple[Marker, ...] = (WrittenBy.user,)
 _SECRET: tuple[Marker, ...] = (WrittenBy.user, Secret)
@@ -340,7 +363,7 @@ def suite_tools(suite: TaskSuite[Any], seen: dict[str, Any] | None = None,
                     "suite; one declaration cannot cover both")
         # The model sees AgentDojo's own description and JSON Schema; the schema also
         # validates arguments at tether's gate, before AgentDojo's runtime validates again.
-        schema = function.parameters.model_json_schema()
+        schema = with_documented_fields(function.name, function.parameters.model_json_schema())
         spec = ToolSpec(function.name, function.description, schema)
         declared.append(_Declared(spec, caps, json_schema_validator(schema)))
     return SuiteTools(suite.name, FunctionsRuntime(suite.tools), tuple(declared), tables)

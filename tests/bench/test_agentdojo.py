@@ -243,6 +243,23 @@ def test_consecutive_calls_to_one_tool_are_one_turn_and_any_other_call_starts_a_
     assert bench.first_turn([]) == ()
 
 
+def test_an_attachments_documented_fields_are_declared_and_others_still_accepted() -> None:
+    send = next(t for t in _suites()["workspace"].tools if t.name == "send_email")
+    schema = tools_module.with_documented_fields(
+        "send_email", send.parameters.model_json_schema())
+    items = schema["properties"]["attachments"]["anyOf"][0]["items"]
+    assert set(items["properties"]) == {"type", "file_id", "event_details"}
+    assert items["additionalProperties"] is True
+
+
+async def test_provenance_sends_a_drive_file_as_an_attachment_with_no_prompt() -> None:
+    # Workspace user task 33 attaches {"type": "file", "file_id": "19"}: the keys are the
+    # parameter's own documented fields, the id a service-minted one.
+    case = _benign("workspace", "user_task_33")
+    outcome = await bench.run_case(bench.CONFIGURATIONS["provenance"], case, "none")
+    assert (outcome.success, outcome.refused) == (True, ())
+
+
 def _request_after(*results: str) -> Any:
     from tether.messages import Message, ToolResult
     from tether.providers.base import ModelRequest
