@@ -39,8 +39,13 @@ conversation-wide rule), ``provenance`` (per-value provenance, tether's default 
   injection asks for a call (``output_only_pairs`` ask only for words in the answer, which
   no gate over tool calls can refuse: travel's injection task 6).
 
+With ``--suites-from PATH`` (a checkout of AgentDyn, github.com/SaFo-Lab/AgentDyn, an
+AgentDojo fork) the checkout's own ``agentdojo`` package is used and its suites run:
+shopping, github and dailylife by default (tools in ``agentdyn_tools.py``, ground truths
+in ``agentdyn_ground_truth.py``). docs/agentdojo.md has both benchmarks' figures.
+
 usage: python benchmarks/agentdojo.py [--json] [--configs none,provenance] [--suites banking]
-                                      [--details runs.jsonl]
+                                      [--details runs.jsonl] [--suites-from PATH]
 """
 
 from __future__ import annotations

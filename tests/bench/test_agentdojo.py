@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -258,6 +260,34 @@ async def test_provenance_sends_a_drive_file_as_an_attachment_with_no_prompt() -
     case = _benign("workspace", "user_task_33")
     outcome = await bench.run_case(bench.CONFIGURATIONS["provenance"], case, "none")
     assert (outcome.success, outcome.refused) == (True, ())
+
+
+AGENTDYN = os.environ.get("TETHER_AGENTDYN")  # a checkout of SaFo-Lab/AgentDyn, if any
+
+
+@pytest.mark.skipif(not AGENTDYN, reason="set TETHER_AGENTDYN to a checkout of AgentDyn")
+def test_every_tool_of_agentdyns_suites_is_declared_and_every_pair_has_calls() -> None:
+    # AgentDyn is not on the package index: this runs where a checkout is given.
+    harness = ROOT / "benchmarks" / "agentdojo.py"
+    script = f"""
+import importlib.util, sys
+sys.path.insert(0, {str(Path(str(AGENTDYN)) / "src")!r})
+spec = importlib.util.spec_from_file_location("bench", {str(harness)!r})
+bench = importlib.util.module_from_spec(spec); sys.modules["bench"] = bench
+spec.loader.exec_module(bench)
+n = 0
+for benign, pairs in bench.cases(bench.AGENTDYN_SUITES):
+    assert benign.calls, benign.user_task.ID
+    for case in pairs:
+        assert case.injection.calls, (case.suite, case.injection_task.ID)
+        assert all(c.function != "send_money" or c.args["recipient"] for c in case.injection.calls)
+        n += 1
+print(n)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["560"]
 
 
 def _request_after(*results: str) -> Any:
