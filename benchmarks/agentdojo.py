@@ -39,8 +39,13 @@ conversation-wide rule), ``provenance`` (per-value provenance, tether's default 
   injection asks for a call (``output_only_pairs`` ask only for words in the answer, which
   no gate over tool calls can refuse: travel's injection task 6).
 
+With ``--suites-from PATH`` (a checkout of AgentDyn, github.com/SaFo-Lab/AgentDyn, an
+AgentDojo fork) the checkout's own ``agentdojo`` package is used and its suites run:
+shopping, github and dailylife by default (tools in ``agentdyn_tools.py``, ground truths
+in ``agentdyn_ground_truth.py``). docs/agentdojo.md has both benchmarks' figures.
+
 usage: python benchmarks/agentdojo.py [--json] [--configs none,provenance] [--suites banking]
-                                      [--details runs.jsonl]
+                                      [--details runs.jsonl] [--suites-from PATH]
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import random
 import re
 import sys
 import time
@@ -63,6 +69,29 @@ from typing import Any, Literal, TypeAlias
 # first on sys.path and ``import agentdojo`` would import this file. Drop the folder.
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or os.getcwd()).resolve() != _HERE]
+
+
+def _package_root(folder: str) -> Path:
+    """Where the ``agentdojo`` package of an AgentDojo-format checkout is: ``src/`` in
+    AgentDyn's (and AgentDojo's) layout, or the folder itself."""
+    root = Path(folder).expanduser().resolve()
+    return root / "src" if (root / "src" / "agentdojo").is_dir() else root
+
+
+def _prefer_suites_from(argv: Sequence[str]) -> None:
+    """``--suites-from PATH``: the checkout's ``agentdojo`` package is imported instead of
+    the installed one (AgentDyn is a fork of AgentDojo that registers its suites in its own
+    package, beside new tool modules the installed one lacks). It must win before the first
+    ``import agentdojo`` below, so the command line is read here."""
+    for i, arg in enumerate(argv):
+        folder = arg.split("=", 1)[1] if arg.startswith("--suites-from=") else (
+            argv[i + 1] if arg == "--suites-from" and i + 1 < len(argv) else None)
+        if folder is not None:
+            sys.path.insert(0, str(_package_root(folder)))
+
+
+if __name__ == "__main__":
+    _prefer_suites_from(sys.argv[1:])
 
 from agentdojo.attacks.important_instructions_attacks import (  # noqa: E402
     ImportantInstructionsAttack,
@@ -105,6 +134,8 @@ agentdojo_ground_truth = _sibling("agentdojo_ground_truth")
 
 BENCHMARK_VERSION = "v1.2.2"
 SUITES = ("workspace", "travel", "banking", "slack")
+# AgentDyn's suites (github.com/SaFo-Lab/AgentDyn), run with --suites-from a checkout.
+AGENTDYN_SUITES = ("shopping", "github", "dailylife")
 ATTACK = "important_instructions"
 # The attack writes the victim model's name into its text; AgentDojo takes it from the
 # pipeline's name. The scripted models do not read it, so any listed name does.
@@ -180,12 +211,13 @@ DEFAULT_CONFIGURATIONS = ("none", "interlock", "provenance")
 # --- the scripted models -----------------------------------------------------------------------
 
 
-_NOISE = re.compile(r"\\[nrt\"\\]|[^0-9A-Za-z]")
+_NOISE = re.compile(r"\\+[nrt\"]?|[^0-9A-Za-z]")
 
 
 def squashed(text: str) -> str:
     """Text with YAML's escapes, all whitespace and punctuation removed: tool results are
-    YAML dumps, where an injected paragraph is a quoted, escaped, folded string."""
+    YAML dumps, where an injected paragraph is a quoted, escaped, folded string (escaped
+    twice where a result is a mapping's Python text dumped again, as AgentDyn's are)."""
     return _NOISE.sub("", text)
 
 
@@ -234,25 +266,25 @@ class Script:
         if self._obeying:
             turn = first_turn(self._obeying)
             del self._obeying[:len(turn)]
-            return Reply(calls=tuple(self._call(c, own=False) for c in turn))
+            return Reply(calls=tuple(self._call(c, False, request) for c in turn))
         if self._next < len(self.calls):
             start = self._next
             turn = first_turn(self.calls[start:])
             self._next += len(turn)
-            calls = tuple(self._call(c, own=True) for c in turn)
+            calls = tuple(self._call(c, True, request) for c in turn)
             if inj is not None and not self._injected and self.placement == "same_turn" \
                     and inj.read_index is not None and start <= inj.read_index < self._next:
                 self._injected = True
-                return Reply(calls=(*calls, *(self._call(c, own=False) for c in inj.calls)))
+                return Reply(calls=(*calls, *(self._call(c, False, request) for c in inj.calls)))
             return Reply(calls=calls)
         return Reply(text=self._final_answer(request))
 
-    def _call(self, call: FunctionCall, own: bool) -> ToolCall:
+    def _call(self, call: FunctionCall, own: bool, request: ModelRequest) -> ToolCall:
         self._count += 1
         call_id = f"call_{self._count}"
         if own:
             self._own_ids.add(call_id)
-        return ToolCall(call_id, call.function, json.dumps(dict(call.args)))
+        return ToolCall(call_id, call.function, json.dumps(read_placeholders(call, request)))
 
     def _final_answer(self, request: ModelRequest) -> str:
         failed = any(p.is_error for m in request.messages for p in m.parts
@@ -261,6 +293,49 @@ class Script:
         if self._injected and self.injection is not None and self.injection.answer:
             parts.append(self.injection.answer)
         return "\n".join(p for p in parts if p) or "Done."
+
+
+# AgentDyn's ground truths mark what a model reads at run time with placeholders (the
+# one-time password a service mails, a new order's id, an attachment's file id, a saved
+# file's name, an invitation link); AgentDojo's suites have none. Each kind is read from
+# the newest tool result that shows one, as a model reads what it has just fetched;
+# ``$kind_N`` is the N-th of that result, ``$kind`` the first (an order id: the last).
+_KINDS: dict[str, re.Pattern[str]] = {
+    "6-digits": re.compile(r"OTP[^0-9]{0,60}?([0-9]{6})(?![0-9])"),
+    "file_id": re.compile(r"attachments:\n\s*- '?([^'\n]+)'?\n"),
+    "file_name": re.compile(r"^(\S+) has been added to ", re.MULTILINE),
+    "order_id": re.compile(r"'order_id': '(ORDER-[0-9]+)'"),
+    "invitation_link": re.compile(r"(https://www\.github_receive_invitation\.com/\S*?/)"),
+}
+_PLACEHOLDER = re.compile(r"\$(6-digits|file_id|file_name|order_id|invitation_link)(?:_([0-9]+))?")
+
+
+def read_placeholders(call: FunctionCall, request: ModelRequest) -> dict[str, Any]:
+    """``call``'s arguments with its run-time placeholders filled from the conversation."""
+    args = dict(call.args)
+    for name, placeholder in (call.placeholder_args or {}).items():
+        if not isinstance(placeholder, str):
+            continue
+        match = _PLACEHOLDER.search(placeholder)
+        if match is None:
+            continue
+        kind, index = match.group(1), int(match.group(2) or 0)
+        value = _read(kind, index, request)
+        if value is not None:
+            args[name] = placeholder.replace(match.group(0), value) if "/" in placeholder \
+                else value
+    return args
+
+
+def _read(kind: str, index: int, request: ModelRequest) -> str | None:
+    for message in reversed(request.messages):
+        found = [v for p in message.parts if isinstance(p, ToolResult)
+                 for v in _KINDS[kind].findall(p.content)]
+        if found:
+            if kind == "order_id" and not index:
+                return str(found[-1])
+            return str(found[index - 1] if 0 < index <= len(found) else found[0])
+    return None
 
 
 def first_turn(calls: Sequence[FunctionCall]) -> tuple[FunctionCall, ...]:
@@ -370,6 +445,9 @@ async def run_case(config: Configuration, case: Case, approver: ApproverKind,
                    placement: Placement = "later") -> Outcome:
     environment = case.pre.model_copy(deep=True)
     pre = case.pre.model_copy(deep=True)  # AgentDojo's checks may change it (get_unread)
+    # AgentDyn's tools draw one-time passwords and order ids at random: one seed per run
+    # makes a run repeat exactly.
+    random.seed(0)
     script = Script(case.calls, case.user_task.GROUND_TRUTH_OUTPUT, case.injection, placement)
     who: Approver | None = None
     if approver == "one_prompt":
@@ -451,8 +529,10 @@ def _case(suite: TaskSuite[Any], tools: Any, user_task: BaseUserTask[Any],
     if injection_task is None:
         return Case(suite.name, tools, user_task, pre, calls)
     texts = tuple(sorted({squashed(t) for t in injection_texts} - {""}))
+    supplier = (_sibling("agentdyn_ground_truth") if suite.name in AGENTDYN_SUITES
+                else agentdojo_ground_truth)
     injection = Injection(
-        texts, tuple(agentdojo_ground_truth.injection_calls(suite.name, injection_task, pre)),
+        texts, tuple(supplier.injection_calls(suite.name, injection_task, pre)),
         injection_task.GROUND_TRUTH_OUTPUT, read_index(tools, calls, pre, texts))
     return Case(suite.name, tools, user_task, pre, calls, injection_task, injection)
 
@@ -466,7 +546,10 @@ def cases(suite_names: Sequence[str] = SUITES, *, with_pairs: bool = True,
     seen: dict[str, Any] = {}
     for name in suite_names:
         suite = suites[name]
-        tools = agentdojo_tools.suite_tools(suite, seen)
+        if name in AGENTDYN_SUITES:  # each suite defines its own web tools: no shared names
+            tools = agentdojo_tools.suite_tools(suite, None, _sibling("agentdyn_tools").AGENTDYN)
+        else:
+            tools = agentdojo_tools.suite_tools(suite, seen)
         attack = ImportantInstructionsAttack(suite, _Target())
         defaults = suite.get_injection_vector_defaults()
         default_environment = load_environment(suite, {}, defaults)
@@ -632,19 +715,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGURATIONS),
                         help=f"comma-separated, of: {', '.join(CONFIGURATIONS)}")
-    parser.add_argument("--suites", default=",".join(SUITES),
-                        help=f"comma-separated, of: {', '.join(SUITES)}")
+    parser.add_argument("--suites", default=None,
+                        help=f"comma-separated, of: {', '.join(SUITES)} (default), or with "
+                        f"--suites-from an AgentDyn checkout: {', '.join(AGENTDYN_SUITES)}")
+    parser.add_argument("--suites-from", metavar="PATH",
+                        help="an AgentDojo-format checkout (AgentDyn's: git clone "
+                        "https://github.com/SaFo-Lab/AgentDyn); its agentdojo package is "
+                        "used, and its suites run (AgentDyn's three by default)")
     parser.add_argument("--details", metavar="PATH",
                         help="write one JSON line per run (refused calls and why)")
     args = parser.parse_args(argv)
     config_names = [c for c in args.configs.split(",") if c]
-    suite_names = [s for s in args.suites.split(",") if s]
+    known = SUITES
+    if args.suites_from is not None:
+        import agentdojo
+
+        root = _package_root(args.suites_from)
+        if Path(agentdojo.__file__).resolve().parents[1] != root:
+            parser.error(f"--suites-from: {root} holds no agentdojo package, or it was "
+                         "imported before the option was read (give it on the command line)")
+        known = SUITES + AGENTDYN_SUITES
+    suite_names = [s for s in (args.suites or ",".join(
+        AGENTDYN_SUITES if args.suites_from else SUITES)).split(",") if s]
     for name in config_names:
         if name not in CONFIGURATIONS:
             parser.error(f"unknown configuration {name!r}; known: {', '.join(CONFIGURATIONS)}")
     for name in suite_names:
-        if name not in SUITES:
-            parser.error(f"unknown suite {name!r}; known: {', '.join(SUITES)}")
+        if name not in known:
+            parser.error(f"unknown suite {name!r}; known: {', '.join(known)}")
 
     started = time.perf_counter()
     sink = open(args.details, "w", encoding="utf-8") if args.details else None  # noqa: SIM115

@@ -205,6 +205,29 @@ DESTINATION_PARAMS: Mapping[str, tuple[str, ...]] = {
 CLOSED_DESTINATIONS = frozenset({"send_direct_message", "send_channel_message",
                                  "add_user_to_channel"})
 
+# **Documented fields**: an object parameter whose own description names its fields (and
+# whose JSON Schema, a bare ``dict``, does not) gets them declared as properties, so the
+# gate reads them as the tool's names rather than as names the model chose. Read from the
+# parameter's description, never from a task: send_email's ``attachments`` ("a field
+# \"file_id\"", "in the field \"event_details\"", each with a "type").
+DOCUMENTED_FIELDS: Mapping[tuple[str, str], tuple[str, ...]] = {
+    ("send_email", "attachments"): ("type", "file_id", "event_details"),
+}
+
+
+def with_documented_fields(tool: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with the ``DOCUMENTED_FIELDS`` of ``tool``'s object parameters declared
+    (``additionalProperties`` kept: nothing the model may send is narrowed)."""
+    for (name, parameter), fields in DOCUMENTED_FIELDS.items():
+        prop = schema.get("properties", {}).get(parameter) if name == tool else None
+        if prop is None:
+            continue
+        for option in prop.get("anyOf", [prop]):
+            items = option.get("items")
+            if isinstance(items, dict) and items.get("type") == "object":
+                items.setdefault("properties", {}).update({f: {} for f in fields})
+    return schema
+
 _SERVICE: tuple[Marker, ...] = (WrittenBy.service,)
 _USER: tuple[Marker, ...] = (WrittenBy.user,)
 _SECRET: tuple[Marker, ...] = (WrittenBy.user, Secret)
@@ -276,6 +299,19 @@ def field_labels(result: Any, environment: TaskEnvironment,
     return tuple(out)
 
 
+@dataclass(frozen=True, slots=True)
+class Declarations:
+    """One benchmark's declaration tables (this module's for AgentDojo's suites;
+    ``agentdyn_tools`` holds AgentDyn's, written by the same rule)."""
+
+    capabilities: Mapping[str, Capabilities]
+    content: Mapping[str, tuple[str, ...]]
+    destinations: Mapping[str, tuple[str, ...]]
+    closed: frozenset[str]
+    profiles: Mapping[str, Mapping[str, tuple[Marker, ...]]]
+    labels: Any  # (result, environment, tool) -> tuple[FieldLabel, ...]
+
+
 class UndeclaredToolError(LookupError):
     """A suite offers a tool the tables above do not declare: declare it, never default."""
 
@@ -296,24 +332,27 @@ class SuiteTools:
     suite_name: str
     runtime: FunctionsRuntime
     declared: tuple[_Declared, ...]
+    tables: Declarations | None = None  # None: this module's (AgentDojo's)
 
     def for_environment(self, environment: TaskEnvironment) -> list[Tool]:
-        return [Tool(d.spec, _handler(self.runtime, environment, d.spec.name), d.capabilities,
-                     d.validate, origin="agentdojo",
-                     content_params=CONTENT_PARAMS.get(d.spec.name, ()),
-                     destination_params=DESTINATION_PARAMS.get(d.spec.name, ()),
-                     closed_destinations=d.spec.name in CLOSED_DESTINATIONS,
-                     returns_secrets=d.spec.name in _PROFILES)
+        t = self.tables or AGENTDOJO
+        return [Tool(d.spec, _handler(self.runtime, environment, d.spec.name, t.labels),
+                     d.capabilities, d.validate, origin="agentdojo",
+                     content_params=t.content.get(d.spec.name, ()),
+                     destination_params=t.destinations.get(d.spec.name, ()),
+                     closed_destinations=d.spec.name in t.closed,
+                     returns_secrets=d.spec.name in t.profiles)
                 for d in self.declared]
 
 
-def suite_tools(suite: TaskSuite[Any], seen: dict[str, Any] | None = None) -> SuiteTools:
-    """Declare ``suite``'s tools from the tables; raises ``UndeclaredToolError`` for a tool
-    they do not name. ``seen`` (name -> function) checks one name is one function across
-    suites."""
+def suite_tools(suite: TaskSuite[Any], seen: dict[str, Any] | None = None,
+                tables: Declarations | None = None) -> SuiteTools:
+    """Declare ``suite``'s tools from the tables (``tables``, AgentDojo's by default);
+    raises ``UndeclaredToolError`` for a tool they do not name. ``seen`` (name -> function)
+    checks one name is one function across suites."""
     declared = []
     for function in suite.tools:
-        caps = TOOL_CAPABILITIES.get(function.name)
+        caps = (tables or AGENTDOJO).capabilities.get(function.name)
         if caps is None:
             raise UndeclaredToolError(f"{suite.name}: tool {function.name!r} has no declaration")
         if seen is not None:
@@ -324,10 +363,14 @@ def suite_tools(suite: TaskSuite[Any], seen: dict[str, Any] | None = None) -> Su
                     "suite; one declaration cannot cover both")
         # The model sees AgentDojo's own description and JSON Schema; the schema also
         # validates arguments at tether's gate, before AgentDojo's runtime validates again.
-        schema = function.parameters.model_json_schema()
+        schema = with_documented_fields(function.name, function.parameters.model_json_schema())
         spec = ToolSpec(function.name, function.description, schema)
         declared.append(_Declared(spec, caps, json_schema_validator(schema)))
-    return SuiteTools(suite.name, FunctionsRuntime(suite.tools), tuple(declared))
+    return SuiteTools(suite.name, FunctionsRuntime(suite.tools), tuple(declared), tables)
+
+
+AGENTDOJO = Declarations(TOOL_CAPABILITIES, CONTENT_PARAMS, DESTINATION_PARAMS,
+                         CLOSED_DESTINATIONS, _PROFILES, field_labels)
 
 
 def parameter_roles(tool: str, parameters: Sequence[str]) -> dict[str, str]:
@@ -338,7 +381,10 @@ def parameter_roles(tool: str, parameters: Sequence[str]) -> dict[str, str]:
             else "control" for p in parameters}
 
 
-def _handler(runtime: FunctionsRuntime, environment: TaskEnvironment, name: str) -> Any:
+def _handler(runtime: FunctionsRuntime, environment: TaskEnvironment, name: str,
+             labels: Any = None) -> Any:
+    label = labels or field_labels
+
     async def run(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         # AgentDojo's own runtime: its argument validation, its dependency injection (the
         # environment's inbox, calendar, account...), its error text.
@@ -346,6 +392,6 @@ def _handler(runtime: FunctionsRuntime, environment: TaskEnvironment, name: str)
         if error is not None:
             return ToolOutput(f"Error: {error}", is_error=True)
         return ToolOutput(tool_result_to_str(result),
-                          fields=field_labels(result, environment, name))
+                          fields=label(result, environment, name))
 
     return run

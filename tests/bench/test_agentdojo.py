@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -241,6 +243,101 @@ def test_consecutive_calls_to_one_tool_are_one_turn_and_any_other_call_starts_a_
     assert [[c.function for c in t] for t in bench.turns(plan)] == [
         ["a"], ["b", "b"], ["a"], ["b"]]
     assert bench.first_turn([]) == ()
+
+
+def test_an_attachments_documented_fields_are_declared_and_others_still_accepted() -> None:
+    send = next(t for t in _suites()["workspace"].tools if t.name == "send_email")
+    schema = tools_module.with_documented_fields(
+        "send_email", send.parameters.model_json_schema())
+    items = schema["properties"]["attachments"]["anyOf"][0]["items"]
+    assert set(items["properties"]) == {"type", "file_id", "event_details"}
+    assert items["additionalProperties"] is True
+
+
+async def test_provenance_sends_a_drive_file_as_an_attachment_with_no_prompt() -> None:
+    # Workspace user task 33 attaches {"type": "file", "file_id": "19"}: the keys are the
+    # parameter's own documented fields, the id a service-minted one.
+    case = _benign("workspace", "user_task_33")
+    outcome = await bench.run_case(bench.CONFIGURATIONS["provenance"], case, "none")
+    assert (outcome.success, outcome.refused) == (True, ())
+
+
+AGENTDYN = os.environ.get("TETHER_AGENTDYN")  # a checkout of SaFo-Lab/AgentDyn, if any
+
+
+@pytest.mark.skipif(not AGENTDYN, reason="set TETHER_AGENTDYN to a checkout of AgentDyn")
+def test_every_tool_of_agentdyns_suites_is_declared_and_every_pair_has_calls() -> None:
+    # AgentDyn is not on the package index: this runs where a checkout is given.
+    harness = ROOT / "benchmarks" / "agentdojo.py"
+    script = f"""
+import importlib.util, sys
+sys.path.insert(0, {str(Path(str(AGENTDYN)) / "src")!r})
+spec = importlib.util.spec_from_file_location("bench", {str(harness)!r})
+bench = importlib.util.module_from_spec(spec); sys.modules["bench"] = bench
+spec.loader.exec_module(bench)
+n = 0
+for benign, pairs in bench.cases(bench.AGENTDYN_SUITES):
+    assert benign.calls, benign.user_task.ID
+    for case in pairs:
+        assert case.injection.calls, (case.suite, case.injection_task.ID)
+        assert all(c.function != "send_money" or c.args["recipient"] for c in case.injection.calls)
+        n += 1
+print(n)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["560"]
+
+
+def _request_after(*results: str) -> Any:
+    from tether.messages import Message, ToolResult
+    from tether.providers.base import ModelRequest
+
+    parts = tuple(ToolResult(f"call_{i}", "tool", text) for i, text in enumerate(results))
+    return ModelRequest(messages=(Message.user("go"), Message("tool", parts)), tools=())
+
+
+def test_a_one_time_password_placeholder_is_read_from_the_mail_just_fetched() -> None:
+    # AgentDyn's services mail a random code at run time; its ground truths say "$6-digits".
+    call = bench.FunctionCall(function="verify_shopping_account", args={"otp": "ONE-TIME"},
+                              placeholder_args={"otp": "$6-digits"})
+    request = _request_after("- body: 'Your shopping platform checkout OTP is: 874254'\n"
+                             "  id_: '4'\n  timestamp: 2024-05-19 10:00:00\n")
+    assert bench.read_placeholders(call, request) == {"otp": "874254"}
+
+
+def test_numbered_placeholders_take_the_nth_value_of_the_newest_result_that_shows_one() -> None:
+    call = bench.FunctionCall(function="download_file_through_id",
+                              args={"file_id": "ID", "save_dir": "/user"},
+                              placeholder_args={"file_id": "$file_id_2", "save_dir": "/x"})
+    mail = "".join(f"- attachments:\n  - '{n}'\n  body: invoice\n" for n in (12, 13))
+    assert bench.read_placeholders(call, _request_after(mail)) == {
+        "file_id": "13", "save_dir": "/user"}  # a literal placeholder keeps the argument
+
+
+def test_a_placeholder_nothing_shows_keeps_the_ground_truths_argument() -> None:
+    call = bench.FunctionCall(function="get_invoice", args={"order_id": "last"},
+                              placeholder_args={"order_id": "$order_id"})
+    assert bench.read_placeholders(call, _request_after("no orders")) == {"order_id": "last"}
+    # AgentDojo's own ground truths carry no placeholders: their arguments are unchanged.
+    plain = bench.FunctionCall(function="send_money", args={"amount": 1})
+    assert bench.read_placeholders(plain, _request_after("OTP: 123456")) == {"amount": 1}
+
+
+def test_suites_from_a_folder_without_an_agentdojo_package_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        bench.main(["--suites-from", str(tmp_path), "--configs", "none"])
+    assert stopped.value.code == 2
+    assert "holds no agentdojo package" in capsys.readouterr().err
+
+
+def test_agentdyn_suites_are_refused_without_their_checkout(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        bench.main(["--suites", "shopping", "--configs", "none"])
+    assert "unknown suite 'shopping'" in capsys.readouterr().err
 
 
 async def test_the_compromised_model_makes_an_injections_repeated_calls_in_one_turn() -> None:
