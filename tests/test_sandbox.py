@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.servers.http import LoopbackServer
+from tests.test_builtins import processes_running
 from tests.test_cli import answer, tool_call
 from tests.test_cli import workspace as cli_workspace
 from tests.test_cli_first_hour import tether
@@ -85,6 +86,21 @@ async def test_a_confined_command_writes_the_workspace_and_nothing_outside(
     assert not outside.exists()
 
 
+async def test_bwrap_hides_the_files_tether_protects_in_the_workspace(home: Path,
+                                                                     ws: Path) -> None:
+    # A project's tether.toml may hold a key: under bubblewrap a command neither reads nor
+    # changes it, and still makes new files beside it.
+    config = ws / "tether.toml"
+    config.write_text(f'api_key = "{API_KEY}"\n')
+    tool = make_shell(sandbox=Sandbox(mode="bwrap"))
+    ctx = ToolContext("c1", "shell", CLEAN, ws, SecurityConfig(protected_paths=(config,)))
+    command = "cat tether.toml; echo changed > tether.toml; touch new.txt && echo made"
+    out = await tool.handler(tool.validate({"command": command}), ctx)
+    assert isinstance(out, ToolOutput)
+    assert API_KEY not in out.content and "made" in out.content
+    assert config.read_text() == f'api_key = "{API_KEY}"\n' and (ws / "new.txt").exists()
+
+
 @pytest.fixture
 def listener() -> Iterator[int]:
     """A TCP port on loopback that accepts connections (the test's own server)."""
@@ -99,19 +115,6 @@ async def test_network_off_cannot_reach_a_loopback_server_and_on_can(
                f"socket.create_connection(('127.0.0.1', {listener}), timeout=5); print('OPEN')\"")
     assert "OPEN" not in await sh(mode, ws, connect)
     assert "OPEN" in await sh(mode, ws, connect, network=True)
-
-
-def processes_running(argv: list[str]) -> list[int]:
-    wanted = "\0".join(argv).encode() + b"\0"
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "cmdline").read_bytes() == wanted:
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 @pytest.mark.parametrize("mode", MECHANISMS)

@@ -3,9 +3,10 @@
 The root file system read-only; the writable folders bound read-write over it; a private
 ``/tmp``, a minimal ``/dev`` and a ``/proc`` of the sandbox's own processes; new PID, IPC,
 UTS, cgroup and (unless the network is allowed) network namespaces; the user's secrets
-covered by empty folders (or ``/dev/null`` for a file); tether's protected files bound
-read-only again inside the writable folders. ``--die-with-parent``: when the command's
-runner kills bubblewrap, everything inside goes with it (the PID namespace's init dies).
+covered by empty folders (or ``/dev/null`` for a file), tether's protected files too (a
+configuration may hold a key: they are neither read nor written). ``--die-with-parent``:
+when the command's runner kills bubblewrap, everything inside goes with it (the PID
+namespace's init dies).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ def bwrap_argv(bwrap: str, argv: Sequence[str], *, cwd: str, network: bool,
     for path in read:  # what the configuration names is seen, even beneath a hidden folder
         if os.path.exists(path):
             out += ["--ro-bind", path, path]
-    for path in protected:  # after the writable binds: these stay read-only inside them
-        if os.path.exists(path) and path not in hidden:
-            out += ["--ro-bind", path, path]
+    for path in protected:  # after the writable binds: hidden inside them too
+        if os.path.isfile(path) and path not in hidden:
+            out += ["--ro-bind", "/dev/null", path]
     out += ["--chdir", cwd, "--", *argv]
     return out

@@ -37,10 +37,12 @@ def confine(sandbox: Sandbox, argv: Sequence[str], *, cwd: str | Path,
             writable: Sequence[str | Path], protected: Sequence[str | Path] = (),
             env: Mapping[str, str] | None = None) -> Confined:
     """``argv`` as it runs inside ``sandbox``: it writes ``writable`` and the sandbox's
-    ``write`` paths, reads the rest but the hidden secrets, cannot change ``protected``
-    (under bubblewrap). ``env``: its environment (default: the allowlist of
-    ``confined_environment`` over ``os.environ``). Raises ``SandboxUnavailable`` when no
-    mechanism can enforce it."""
+    ``write`` paths, reads the rest but the hidden secrets and, under bubblewrap, the
+    ``protected`` files (tether's own files the configuration names: hidden as the secrets
+    are, neither read nor written; Landlock would have to carve them out of the workspace,
+    and no new file could then be made beside them). ``env``: its environment (default:
+    the allowlist of ``confined_environment`` over ``os.environ``). Raises
+    ``SandboxUnavailable`` when no mechanism can enforce it."""
     mechanism = choose(sandbox)
     env = confined_environment(sandbox.env) if env is None else dict(env)
     if mechanism == "none":
