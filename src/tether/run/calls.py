@@ -20,7 +20,7 @@ from tether.errors import HookError
 from tether.messages import Message, ToolCall, ToolResult
 from tether.outcome import Paused, TurnOutcome
 from tether.run import gate
-from tether.run.execution import CallEnv, Done, run_calls, settled
+from tether.run.execution import Done, run_calls, settled
 from tether.run.staged import Staged
 from tether.run.state import RunFrame, RunState
 from tether.run.turn import Unrun, hook_failed
@@ -64,10 +64,7 @@ async def take(
         staged.give(Paused())
         return
     # Allowed calls side by side; their events (a sub-agent's) stream through.
-    env = CallEnv(conv, settings, frame.scope,
-                  None if frame.observer is None else frame.observer.tool_context,
-                  state.noting, frame.hooks)
-    async with Staged(run_calls, verdict.allowed, env) as running:
+    async with Staged(run_calls, verdict.allowed, frame.calls) as running:
         async for event in running:
             yield event
     ran = running.value

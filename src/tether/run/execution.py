@@ -85,7 +85,7 @@ class Noting:
 
 @dataclass(frozen=True, slots=True)
 class CallEnv:
-    """What a turn's calls run in, fixed for the turn: the conversation (its taint grows by
+    """What a run's calls run in, fixed for the run: the conversation (its taint grows by
     what each call read), the run's settings and ``scope`` (each call's is this one with
     its id on the path), ``context`` the context a call's handler runs in (a traced run's:
     the call's span current, so what the tool does, a sub-agent's whole run, is traced

@@ -22,7 +22,7 @@ from tether.errors import TetherError
 from tether.result import ToolCallRecord
 from tether.run.context.fitter import ContextFitter
 from tether.run.ending import TEXT_ENDING, Ending
-from tether.run.execution import Noting
+from tether.run.execution import CallEnv, Noting
 from tether.run.hooks import Hooks
 from tether.run.host import RunHost, RunObserver
 from tether.run.repeats import Repeats
@@ -36,8 +36,10 @@ class RunFrame:
     read once, when the run has its answer (``ending``), where the run is in a tree of runs
     (``path``: a delegated run's is its parent's call), its interrupt, the host's
     dependencies (for the tools, never put in an event, a message or the result), the
-    hooks, the context fitter, the observer, the scope its calls run in, whether requests
-    are streamed, and ``start``: where this run's messages begin in the conversation."""
+    hooks, the context fitter, the observer, what its calls run in (``calls``: the
+    conversation, the settings, the run's scope, the tracing context, the repeat rule and
+    the hooks, fixed for the run), whether requests are streamed, and ``start``: where
+    this run's messages begin in the conversation."""
 
     host: RunHost
     settings: AgentSettings
@@ -48,7 +50,7 @@ class RunFrame:
     hooks: Hooks
     fitter: ContextFitter
     observer: RunObserver | None
-    scope: RunScope
+    calls: CallEnv
     stream_requests: bool
     start: int
 
@@ -108,13 +110,16 @@ def start(
     interrupt = interrupt if interrupt is not None or within is None else within.interrupt
     spend = Spend(settings, within.spend if within is not None else None)
     observer = host.observer(conversation, path, stream_requests)
+    hooks = host.hooks
+    repeats = Repeats(settings.max_repeated_failures)
+    noting = Noting(repeats, ending)
+    # The run its calls belong to (each call's is this one with its id on the path).
+    scope = RunScope(host, path, interrupt, spend, deps)
+    calls = CallEnv(conversation, settings, scope,
+                    None if observer is None else observer.tool_context, noting, hooks)
     frame = RunFrame(
         host=host, settings=settings, ending=ending, path=path, interrupt=interrupt,
-        deps=deps, hooks=host.hooks, fitter=host.context_fitter(), observer=observer,
-        # The run its calls belong to (each call's is this one with its id on the path).
-        scope=RunScope(host, path, interrupt, spend, deps),
-        stream_requests=stream_requests, start=len(conversation.messages))
-    repeats = Repeats(settings.max_repeated_failures)
-    state = RunState(conversation, spend, repeats, Noting(repeats, ending),
-                     dict(decisions or {}))
+        deps=deps, hooks=hooks, fitter=host.context_fitter(), observer=observer,
+        calls=calls, stream_requests=stream_requests, start=len(conversation.messages))
+    state = RunState(conversation, spend, repeats, noting, dict(decisions or {}))
     return frame, state
