@@ -287,6 +287,8 @@ def test_doctor_names_the_mechanism_and_config_shows_the_table(
     assert "sandbox.network = true" in shown.stdout and 'sandbox.mode = "auto"' in shown.stdout
 
 
+@pytest.mark.skipif(shutil.which("curl") is None,
+                    reason="curl is the hostile command: without it nothing is tried")
 def test_a_hostile_model_cannot_send_a_secret_to_loopback_with_yes(
         tmp_path: Path, home: Path, server: LoopbackServer) -> None:
     with socket.create_server(("127.0.0.1", 0)) as catcher:
