@@ -86,19 +86,74 @@ async def test_a_confined_command_writes_the_workspace_and_nothing_outside(
     assert not outside.exists()
 
 
-async def test_bwrap_hides_the_files_tether_protects_in_the_workspace(home: Path,
-                                                                     ws: Path) -> None:
-    # A project's tether.toml may hold a key: under bubblewrap a command neither reads nor
-    # changes it, and still makes new files beside it.
-    config = ws / "tether.toml"
-    config.write_text(f'api_key = "{API_KEY}"\n')
-    tool = make_shell(sandbox=Sandbox(mode="bwrap"))
-    ctx = ToolContext("c1", "shell", CLEAN, ws, SecurityConfig(protected_paths=(config,)))
-    command = "cat tether.toml; echo changed > tether.toml; touch new.txt && echo made"
+async def protected_shell(mode: str, ws: Path, command: str, *protected: Path) -> str:
+    tool = make_shell(sandbox=Sandbox(mode=mode))  # type: ignore[arg-type]
+    ctx = ToolContext("c1", "shell", CLEAN, ws, SecurityConfig(protected_paths=protected))
     out = await tool.handler(tool.validate({"command": command}), ctx)
     assert isinstance(out, ToolOutput)
-    assert API_KEY not in out.content and "made" in out.content
-    assert config.read_text() == f'api_key = "{API_KEY}"\n' and (ws / "new.txt").exists()
+    return out.content
+
+
+@pytest.mark.parametrize("mode", MECHANISMS)
+async def test_the_files_tether_protects_in_the_workspace_are_neither_read_nor_written(
+        mode: str, home: Path, ws: Path) -> None:
+    # A project's tether.toml may hold a key, and a command that rewrote it (or a hook or
+    # tool file) would have the next run obey it, unconfined: hidden like the secrets.
+    config = ws / "tether.toml"
+    config.write_text(f'api_key = "{API_KEY}"\n')
+    (ws / "sub").mkdir()
+    (ws / "notes.txt").write_text("old\n")
+    out = await protected_shell(
+        mode, ws, "cat tether.toml; echo changed > tether.toml; rm -f tether.toml; "
+                  "echo new > notes.txt; touch sub/new.txt && echo made", config)
+    assert API_KEY not in out and "made" in out
+    assert config.read_text() == f'api_key = "{API_KEY}"\n'
+    assert (ws / "sub" / "new.txt").exists() and (ws / "notes.txt").read_text() == "new\n"
+
+
+@pytest.mark.parametrize("mode", MECHANISMS)
+async def test_what_a_sandbox_is_told_to_hide_is_hidden(mode: str, home: Path,
+                                                       ws: Path) -> None:
+    # How the configuration hands a stdio server tether's own files (server_sandbox).
+    config = ws / "tether.toml"
+    config.write_text(f'api_key = "{API_KEY}"\n')
+    confined = confine(Sandbox(mode=mode, hide=(str(config),)),  # type: ignore[arg-type]
+                       ["/bin/sh", "-c", "cat tether.toml"], cwd=ws, writable=[ws])
+    done = await run_confined(confined, cwd=ws, timeout=20, max_output_bytes=10_000)
+    assert API_KEY not in done.output.decode()
+
+
+async def test_bwrap_still_makes_new_files_beside_a_protected_one(home: Path, ws: Path) -> None:
+    config = ws / "tether.toml"
+    config.write_text("")
+    out = await protected_shell("bwrap", ws, "touch new.txt && echo made", config)
+    assert "made" in out and (ws / "new.txt").exists()
+
+
+async def test_landlock_makes_no_new_file_beside_a_protected_one(home: Path, ws: Path) -> None:
+    # Landlock cannot take a file out of a folder it grants: the folder is granted entry by
+    # entry instead, so nothing new is made directly in it (docs/security.md says so).
+    config = ws / "tether.toml"
+    config.write_text("")
+    await protected_shell("landlock", ws, "touch new.txt", config)
+    assert not (ws / "new.txt").exists()
+
+
+@pytest.mark.parametrize("mode", MECHANISMS)
+async def test_a_protected_file_a_command_makes_is_not_kept(mode: str, home: Path,
+                                                            ws: Path) -> None:
+    # The tether.toml that would be loaded, a tool file's __pycache__: absent, and a
+    # command must not leave one for the next run to obey.
+    config, cache = ws / "tether.toml", ws / "tools" / "__pycache__"
+    (ws / "tools").mkdir()
+    out = await protected_shell(
+        mode, ws, "printf '[sandbox]\\nmode = \"none\"\\n' > tether.toml; "
+                  "mkdir tools/__pycache__ && touch tools/__pycache__/t.pyc; echo done",
+        config, cache)
+    assert "done" in out
+    assert not config.exists() and not cache.exists()
+    if mode == "bwrap":  # Landlock refused to make them at all
+        assert f"tether removed {config}" in out
 
 
 @pytest.fixture
@@ -272,9 +327,10 @@ def test_the_sandbox_table_reaches_the_shell_and_the_servers() -> None:
     assert sandbox == Sandbox(mode="bwrap", network=True, write=("/srv/cache",), env=("CI",))
     [shell] = select_builtins(["shell"], sandbox=sandbox)
     assert shell.capabilities.external_send  # its network is on
-    a, b, c = (server_sandbox(s, cfg.sandbox) for s in cfg.mcp)
-    assert a == Sandbox(mode="bwrap", network=True) and c is None
-    assert b == Sandbox(mode="bwrap", network=False, read=("/srv/data",))
+    a, b, c = (server_sandbox(s, cfg.sandbox, ["/w/tether.toml"]) for s in cfg.mcp)
+    assert a == Sandbox(mode="bwrap", network=True, hide=("/w/tether.toml",)) and c is None
+    assert b == Sandbox(mode="bwrap", network=False, read=("/srv/data",),
+                        hide=("/w/tether.toml",))
 
 
 def test_doctor_names_the_mechanism_and_config_shows_the_table(

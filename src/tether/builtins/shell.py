@@ -94,6 +94,8 @@ async def _run(command: str, ctx: ToolContext, sandbox: Sandbox, timeout: float,
     text = done.output.decode("utf-8", errors="replace")
     if done.dropped:
         text += f"\n[... output cut: {done.dropped} more bytes not shown]"
+    for path in done.removed:
+        text += f"\n[tether removed {path}: a confined command may not make tether's own files]"
     if done.timed_out:
         return ToolOutput(f"Error: the command did not finish within {timeout:g}s; it and "
                           f"every process it started were killed. Output so far:\n{text}",

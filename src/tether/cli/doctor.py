@@ -340,7 +340,7 @@ async def check_mcp_servers(config: Config) -> list[tuple[bool, str, str]]:
     out: list[tuple[bool, str, str]] = [
         (True, f"mcp {s.name}", "disabled") for s in config.mcp if s.disabled]
     try:
-        servers = servers_from_config(config.mcp, config.sandbox)
+        servers = servers_from_config(config.mcp, config.sandbox, config.own_files)
     except ConfigError as e:
         return [*out, (False, "mcp", str(e))]
     try:

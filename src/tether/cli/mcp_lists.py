@@ -82,7 +82,8 @@ async def _listing(args: argparse.Namespace, rows_of: Any) -> int:
     from tether.display import inline
 
     cfg = load_config(args.workspace, overrides(args))
-    servers = [s for s in servers_from_config(cfg.mcp) if s.name == args.server]
+    servers = [s for s in servers_from_config(cfg.mcp, cfg.sandbox, cfg.own_files)
+               if s.name == args.server]
     if not servers:
         names = ", ".join(s.name for s in cfg.mcp if not s.disabled) or "none"
         error(f"no MCP server {inline(args.server)!r} is configured (servers: {names})")

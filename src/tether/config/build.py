@@ -223,7 +223,7 @@ def agent_from_config(
                         if not (isinstance(t, Tool) and t.name in taken))
     selected.extend(explicit)
     if cfg.mcp:
-        selected.extend(servers_from_config(cfg.mcp, cfg.sandbox))
+        selected.extend(servers_from_config(cfg.mcp, cfg.sandbox, own))
     subagents = [SubagentProfile(**s.model_dump()) for s in cfg.subagents]
     prices = None
     if pcfg.prices is not None:
@@ -278,19 +278,24 @@ def sandbox_from(section: SandboxSection) -> Sandbox:
                    write=tuple(section.write), env=tuple(section.env))
 
 
-def server_sandbox(section: McpSection, sandbox: SandboxSection) -> Sandbox | None:
+def server_sandbox(section: McpSection, sandbox: SandboxSection,
+                   protected: Sequence[str | Path] = ()) -> Sandbox | None:
     """The ``Sandbox`` a stdio ``[[mcp]]`` server runs in: ``[sandbox]``'s mode, the
-    server's own network, read and write (None: ``sandbox = false``, or mode "none")."""
+    server's own network, read and write, ``protected`` hidden (tether's own files: a
+    server that rewrote the configuration would run unconfined next time). None:
+    ``sandbox = false``, or mode "none"."""
     if not section.sandbox or sandbox.mode == "none":
         return None
     return Sandbox(mode=sandbox.mode, network=section.network, read=tuple(section.read),
-                   write=tuple(section.write))
+                   write=tuple(section.write), hide=tuple(protected))
 
 
 def servers_from_config(sections: Sequence[McpSection],
-                        sandbox: SandboxSection | None = None) -> list[McpServer]:
+                        sandbox: SandboxSection | None = None,
+                        protected: Sequence[str | Path] = ()) -> list[McpServer]:
     """One ``McpServer`` per enabled ``[[mcp]]`` entry of tether.toml; stdio ones inside the
-    sandbox ``[sandbox]`` (its mode) and their own settings describe."""
+    sandbox ``[sandbox]`` (its mode) and their own settings describe, ``protected`` (the
+    configuration's own files) hidden from them."""
     sandbox = sandbox or SandboxSection()
     _require_sdk()
     servers: list[McpServer] = []
@@ -306,7 +311,8 @@ def servers_from_config(sections: Sequence[McpSection],
         if s.command is not None:
             servers.append(McpServer.stdio(s.name, s.command, s.args, s.env,
                                            env_passthrough=s.env_passthrough,
-                                           sandbox=server_sandbox(s, sandbox), **common))
+                                           sandbox=server_sandbox(s, sandbox, protected),
+                                           **common))
         else:
             assert s.url is not None  # McpSection allows exactly one transport
             oauth = OAuth(scope=s.scope) if s.auth == "oauth" else None

@@ -34,7 +34,11 @@ def bwrap_argv(bwrap: str, argv: Sequence[str], *, cwd: str, network: bool,
         if os.path.exists(path):
             out += ["--ro-bind", path, path]
     for path in protected:  # after the writable binds: hidden inside them too
-        if os.path.isfile(path) and path not in hidden:
+        if path in hidden:
+            continue
+        if os.path.isdir(path):  # a tool file's __pycache__: what it holds would be run
+            out += ["--tmpfs", path, "--remount-ro", path]
+        elif os.path.exists(path):
             out += ["--ro-bind", "/dev/null", path]
     out += ["--chdir", cwd, "--", *argv]
     return out

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -21,27 +22,31 @@ from pathlib import Path
 from . import _landlock_exec
 from .bwrap import bwrap_argv
 from .probe import Mechanism, bwrap_path, choose
-from .settings import Sandbox, confined_environment, expand, files_only, hidden_paths
+from .settings import Sandbox, confined_environment, expand, hidden_paths, protected_paths
 
 
 @dataclass(frozen=True, slots=True)
 class Confined:
-    """A command ready to start: its argv and environment, and what confines it."""
+    """A command ready to start: its argv and environment, and what confines it.
+    ``absent``: protected paths that did not exist and that the mechanism cannot keep from
+    being made (bubblewrap cannot cover a name that is not there): ``run_confined`` removes
+    whatever the command made of them."""
 
     argv: list[str]
     env: dict[str, str]
     mechanism: Mechanism
+    absent: tuple[str, ...] = ()
 
 
 def confine(sandbox: Sandbox, argv: Sequence[str], *, cwd: str | Path,
             writable: Sequence[str | Path], protected: Sequence[str | Path] = (),
             env: Mapping[str, str] | None = None) -> Confined:
     """``argv`` as it runs inside ``sandbox``: it writes ``writable`` and the sandbox's
-    ``write`` paths, reads the rest but the hidden secrets and, under bubblewrap, the
-    ``protected`` files (tether's own files the configuration names: hidden as the secrets
-    are, neither read nor written; Landlock would have to carve them out of the workspace,
-    and no new file could then be made beside them). ``env``: its environment (default:
-    the allowlist of ``confined_environment`` over ``os.environ``). Raises
+    ``write`` paths, reads the rest but the hidden secrets and the ``protected`` files
+    (tether's own files the configuration names: a configuration may hold a key, and a
+    command that rewrote one would run unconfined next time, so they are hidden as the
+    secrets are, neither read nor written). ``env``: its environment (default: the
+    allowlist of ``confined_environment`` over ``os.environ``). Raises
     ``SandboxUnavailable`` when no mechanism can enforce it."""
     mechanism = choose(sandbox)
     env = confined_environment(sandbox.env) if env is None else dict(env)
@@ -50,31 +55,50 @@ def confine(sandbox: Sandbox, argv: Sequence[str], *, cwd: str | Path,
     hidden = hidden_paths()
     write = expand([*writable, *sandbox.write])
     read = expand(sandbox.read)
+    own = protected_paths([*protected, *sandbox.hide])
     if mechanism == "bwrap":
         path = bwrap_path()
         assert path is not None  # choose found it
         return Confined(bwrap_argv(path, argv, cwd=str(Path(cwd).resolve()),
                                    network=sandbox.network, writable=write, read=read,
-                                   hidden=hidden, protected=files_only(expand(protected))), env,
-                                   mechanism)
+                                   hidden=hidden, protected=own), env, mechanism,
+                        absent=_makeable(own, hidden, write))
     # Landlock's write rules carve the hidden paths out of the writable ones too; /tmp is
-    # shared (Landlock has no private mounts).
-    spec = json.dumps({"read": ["/"], "write": [*expand(writable), "/tmp"], "hidden": hidden,
+    # shared (Landlock has no private mounts). A protected file is carved out like a
+    # secret: the folder holding it is then granted entry by entry, so no new file can be
+    # made directly in it (its subfolders take them), the price of not being able to
+    # rewrite the configuration the next run obeys.
+    protected_files = [p for p in own if p not in hidden]
+    spec = json.dumps({"read": ["/"], "write": [*expand(writable), "/tmp"],
+                       "hidden": [*hidden, *protected_files],
                        "also_read": read, "also_write": expand(sandbox.write),
                        "network": sandbox.network})
     launcher = [sys.executable, "-I", "-S", _landlock_exec.__file__, spec, "--"]
     return Confined([*launcher, *argv], env, mechanism)
 
 
+def _makeable(protected: Sequence[str], hidden: Sequence[str],
+              write: Sequence[str]) -> tuple[str, ...]:
+    """The protected paths a command could make: absent now, beneath a writable folder.
+    Not the hidden ones (the session store's journal files come and go as tether itself
+    writes them: removing one would lose its data)."""
+    def writable(path: str) -> bool:
+        return any(path.startswith(root.rstrip("/") + "/") for root in write)
+    return tuple(p for p in protected
+                 if p not in hidden and writable(p) and not os.path.lexists(p))
+
+
 @dataclass(frozen=True, slots=True)
 class Completed:
     """What a bounded run gave: the output (stdout and stderr together, cut at the cap),
-    how many bytes were cut, the exit code (None when it was killed for its time)."""
+    how many bytes were cut, the exit code (None when it was killed for its time), and the
+    protected paths the command made, which were removed."""
 
     output: bytes
     dropped: int
     returncode: int | None
     timed_out: bool
+    removed: tuple[str, ...] = ()
 
 
 async def run_confined(confined: Confined, *, cwd: str | Path, timeout: float,
@@ -112,7 +136,25 @@ async def run_confined(confined: Confined, *, cwd: str | Path, timeout: float,
         kill_group(proc.pid)
         if proc.returncode is None:
             await proc.wait()
-    return Completed(bytes(output), dropped, None if timed_out else proc.returncode, timed_out)
+        removed = remove_made(confined.absent)
+    return Completed(bytes(output), dropped, None if timed_out else proc.returncode, timed_out,
+                     removed)
+
+
+def remove_made(paths: Sequence[str]) -> tuple[str, ...]:
+    """Remove whichever of ``paths`` exist now (they did not when the command started: a
+    ``tether.toml`` or a hook file it made would be obeyed, unconfined, by the next run)."""
+    removed = []
+    for path in paths:
+        if not os.path.lexists(path):
+            continue
+        with contextlib.suppress(OSError):  # gone again, or not ours to remove: say so anyway
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        removed.append(path)
+    return tuple(removed)
 
 
 def kill_group(pgid: int) -> None:

@@ -36,7 +36,8 @@ class Sandbox:
     ``network``: whether the command may open connections. ``read``: more paths it may read
     (everything but the hidden secrets is readable already); ``write``: paths it may write
     besides the workspace (and a private ``/tmp``). ``env``: names of more environment
-    variables it gets, beyond ``ALLOWED_ENV`` and ``LC_*``.
+    variables it gets, beyond ``ALLOWED_ENV`` and ``LC_*``. ``hide``: more paths hidden as
+    the user's secrets are (the configuration hands a server tether's own files this way).
 
     >>> Sandbox(network=True, write=("~/.cache/pip",))  # doctest: +SKIP
     """
@@ -46,12 +47,13 @@ class Sandbox:
     read: Sequence[str | Path] = ()
     write: Sequence[str | Path] = ()
     env: Sequence[str] = field(default_factory=tuple)
+    hide: Sequence[str | Path] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             # A leaf cannot raise ConfigError's callers' way; ValueError names the choices.
             raise ValueError(f"sandbox mode {self.mode!r}: choose one of {', '.join(MODES)}")
-        for name in ("read", "write", "env"):
+        for name in ("read", "write", "env", "hide"):
             value = getattr(self, name)
             if isinstance(value, str | Path):
                 value = (value,)
@@ -74,9 +76,16 @@ def hidden_paths(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     and the file tools keep it from being written."""
     env = os.environ if env is None else env
     home = Path(env.get("HOME") or Path.home())
-    package = Path(__file__).resolve().parent.parent
-    own = [p for p in default_locations(env) if p.resolve() != package]
-    return files_only(expand([*(home / s for s in HOME_SECRETS), *own, oauth_dir(env)]))
+    return protected_paths([*(home / s for s in HOME_SECRETS), *default_locations(env),
+                            oauth_dir(env)])
+
+
+def protected_paths(paths: Sequence[str | Path]) -> tuple[str, ...]:
+    """``paths`` as the sandbox hides them (``expand``, then ``files_only``), without
+    tether's own package: a command may run Python that imports tether (its tests, in a
+    checkout of it), and the package is not a secret."""
+    package = str(Path(__file__).resolve().parent.parent)
+    return tuple(p for p in files_only(expand(paths)) if p != package)
 
 
 def files_only(paths: Sequence[str]) -> tuple[str, ...]:
