@@ -273,8 +273,12 @@ async def probed(server: McpServer, tool: str, **arguments: Any) -> str:
 @pytest.mark.parametrize("mode", MECHANISMS)
 async def test_an_offline_sandboxed_server_reaches_nothing_and_reads_no_secret(
         mode: str, home: Path, ws: Path, tmp_path: Path, listener: int) -> None:
+    elsewhere = tmp_path / "project" / "notes.txt"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("plain notes")
     server = McpServer.stdio("p", sys.executable, [PROBER], cwd=str(ws),
-                             sandbox=Sandbox(mode=mode, network=False))  # type: ignore[arg-type]
+                             sandbox=Sandbox(mode=mode, network=False,  # type: ignore[arg-type]
+                                             read_all=False))
     assert not await server.start(), server.notices
     try:
         # Its tools say openWorldHint: true; the kernel keeps them from sending.
@@ -284,6 +288,8 @@ async def test_an_offline_sandboxed_server_reaches_nothing_and_reads_no_secret(
         # Refused (Landlock), or written to bubblewrap's private /tmp: never here.
         await probed(server, "write", path=str(tmp_path / "out.txt"))
         assert not (tmp_path / "out.txt").exists()
+        # Nor does it read your files outside its folders, secret or not.
+        assert "plain" not in await probed(server, "read", path=str(elsewhere))
         assert await probed(server, "connect", port=listener) != "connected"
     finally:
         await server.aclose()
@@ -297,6 +303,28 @@ async def test_a_networked_sandboxed_server_keeps_its_send_and_reaches_loopback(
         assert all(t.capabilities.external_send for t in server.tools())
         assert await probed(server, "connect", port=listener) == "connected"
         assert "planted" not in await probed(server, "read", path=str(home / ".ssh/id_rsa"))
+    finally:
+        await server.aclose()
+
+
+@pytest.mark.parametrize("mode", MECHANISMS)
+async def test_a_sandboxed_server_reads_its_folders_and_what_is_listed_only(
+        mode: str, home: Path, ws: Path, tmp_path: Path) -> None:
+    (ws / "own.txt").write_text("own words")
+    listed, other = tmp_path / "listed", tmp_path / "other"
+    for folder in (listed, other):
+        folder.mkdir()
+        (folder / "f.txt").write_text(f"{folder.name} words")
+    (home / "notes.txt").write_text("home words")
+    sandbox = Sandbox(mode=mode, network=True, read=(str(listed),),  # type: ignore[arg-type]
+                      read_all=False)
+    server = McpServer.stdio("p", sys.executable, [PROBER], cwd=str(ws), sandbox=sandbox)
+    assert not await server.start(), server.notices
+    try:
+        assert await probed(server, "read", path=str(ws / "own.txt")) == "own words"
+        assert await probed(server, "read", path=str(listed / "f.txt")) == "listed words"
+        assert "words" not in await probed(server, "read", path=str(other / "f.txt"))
+        assert "words" not in await probed(server, "read", path=str(home / "notes.txt"))
     finally:
         await server.aclose()
 
@@ -328,9 +356,11 @@ def test_the_sandbox_table_reaches_the_shell_and_the_servers() -> None:
     [shell] = select_builtins(["shell"], sandbox=sandbox)
     assert shell.capabilities.external_send  # its network is on
     a, b, c = (server_sandbox(s, cfg.sandbox, ["/w/tether.toml"]) for s in cfg.mcp)
-    assert a == Sandbox(mode="bwrap", network=True, hide=("/w/tether.toml",)) and c is None
-    assert b == Sandbox(mode="bwrap", network=False, read=("/srv/data",),
-                        hide=("/w/tether.toml",))
+    hidden = ("/w/tether.toml",)
+    assert a == Sandbox(mode="bwrap", network=True, hide=hidden, read_all=False)
+    assert b == Sandbox(mode="bwrap", network=False, read=("/srv/data",), hide=hidden,
+                        read_all=False)
+    assert c is None
 
 
 def test_doctor_names_the_mechanism_and_config_shows_the_table(

@@ -281,13 +281,14 @@ def sandbox_from(section: SandboxSection) -> Sandbox:
 def server_sandbox(section: McpSection, sandbox: SandboxSection,
                    protected: Sequence[str | Path] = ()) -> Sandbox | None:
     """The ``Sandbox`` a stdio ``[[mcp]]`` server runs in: ``[sandbox]``'s mode, the
-    server's own network, read and write, ``protected`` hidden (tether's own files: a
+    server's own network, read and write (it reads the system, its program and its
+    folders, not the rest of the user's files), ``protected`` hidden (tether's own files: a
     server that rewrote the configuration would run unconfined next time). None:
     ``sandbox = false``, or mode "none"."""
     if not section.sandbox or sandbox.mode == "none":
         return None
     return Sandbox(mode=sandbox.mode, network=section.network, read=tuple(section.read),
-                   write=tuple(section.write), hide=tuple(protected))
+                   write=tuple(section.write), hide=tuple(protected), read_all=False)
 
 
 def servers_from_config(sections: Sequence[McpSection],

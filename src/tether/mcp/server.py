@@ -57,7 +57,9 @@ _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _NOT_NAME_CHAR = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_TOOL_NAME = 64  # the tightest provider limit (OpenAI function names)
 _STDERR_TAIL = 600  # characters of a failed server's stderr quoted in its notice
-DEFAULT_SANDBOX = Sandbox(network=True)  # most servers need the network
+# Most servers need the network; a server reads the system, its own program and its
+# folders, not the rest of your files (Sandbox.read_all).
+DEFAULT_SANDBOX = Sandbox(network=True, read_all=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,8 +181,9 @@ class McpServer:
         The child gets only ``ALLOWED_ENV`` from tether's environment, plus the names in
         ``env_passthrough``, plus ``env``. Its stderr goes to ``errlog`` if given, else to a
         temporary file whose end is quoted when the server fails. It runs inside ``sandbox``
-        (default: the network on, its working folder the one it writes; ``None``: with all
-        of your rights); with the network off, its tools lose ``external_send``.
+        (default: the network on, its working folder the one it writes, and what it reads
+        the system's folders, its own program and its folders; ``None``: with all of your
+        rights); with the network off, its tools lose ``external_send``.
         """
         transport = _Stdio(command, tuple(args), dict(env or {}), tuple(env_passthrough), cwd,
                            None if os.name != "posix" else sandbox)

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from tether.sandbox import Sandbox, confine
+from tether.sandbox import Confined, Sandbox, confine, release
 
 if TYPE_CHECKING:
     import anyio
@@ -133,11 +133,8 @@ async def stdio_server_streams(
     import anyio
     from mcp.shared.message import SessionMessage
 
-    argv, env = _confined([command, *args], env, cwd, sandbox)
-    loop = asyncio.get_running_loop()
-    transport, watched = await loop.subprocess_exec(
-        _Watched, *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=errlog, env=env, cwd=cwd, start_new_session=True)
+    confined = _confined([command, *args], env, cwd, sandbox)
+    transport, watched = await _spawn(confined, errlog, cwd)
     group = transport.get_pid()  # the session leader: its pid is the group's id
     stdin = transport.get_pipe_transport(0)
     assert isinstance(stdin, asyncio.WriteTransport)
@@ -219,17 +216,29 @@ async def stdio_server_streams(
                 tasks.cancel_scope.cancel()
     finally:
         transport.close()
+        release(confined)
         for stream in (to_session, from_server, to_server, from_session):
             stream.close()
 
 
+async def _spawn(confined: Confined, errlog: TextIO,
+                 cwd: str | None) -> tuple[asyncio.SubprocessTransport, _Watched]:
+    loop = asyncio.get_running_loop()
+    try:
+        return await loop.subprocess_exec(
+            _Watched, *confined.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=errlog, env=confined.env, cwd=cwd, start_new_session=True)
+    except BaseException:
+        release(confined)  # it never started: nothing else will
+        raise
+
+
 def _confined(argv: list[str], env: Mapping[str, str], cwd: str | None,
-              sandbox: Sandbox | None) -> tuple[list[str], dict[str, str]]:
+              sandbox: Sandbox | None) -> Confined:
     if sandbox is None:
-        return argv, dict(env)
+        return Confined(argv, dict(env), "none")
     folder = cwd or os.getcwd()
-    confined = confine(sandbox, argv, cwd=folder, writable=[folder], env=env)
-    return confined.argv, confined.env
+    return confine(sandbox, argv, cwd=folder, writable=[folder], env=env)
 
 
 async def _cancel_when_set(event: asyncio.Event, scope: anyio.CancelScope) -> None:

@@ -9,7 +9,7 @@ and output. What is hidden and what each mechanism enforces: docs/security.md, "
 from __future__ import annotations
 
 from .probe import Mechanism, choose, describe
-from .run import Completed, Confined, confine, run_confined
+from .run import Completed, Confined, confine, release, run_confined
 from .settings import ALLOWED_ENV, HOME_SECRETS, Sandbox, SandboxMode, hidden_paths
 
 __all__ = [
@@ -24,5 +24,6 @@ __all__ = [
     "confine",
     "describe",
     "hidden_paths",
+    "release",
     "run_confined",
 ]

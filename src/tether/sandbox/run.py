@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,15 @@ from pathlib import Path
 from . import _landlock_exec
 from .bwrap import bwrap_argv
 from .probe import Mechanism, bwrap_path, choose
-from .settings import Sandbox, confined_environment, expand, hidden_paths, protected_paths
+from .settings import (
+    SYSTEM_READ,
+    Sandbox,
+    confined_environment,
+    expand,
+    hidden_paths,
+    program_paths,
+    protected_paths,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,12 +39,13 @@ class Confined:
     """A command ready to start: its argv and environment, and what confines it.
     ``absent``: protected paths that did not exist and that the mechanism cannot keep from
     being made (bubblewrap cannot cover a name that is not there): ``run_confined`` removes
-    whatever the command made of them."""
+    whatever the command made of them. Whoever starts it calls ``release`` when it ends."""
 
     argv: list[str]
     env: dict[str, str]
     mechanism: Mechanism
     absent: tuple[str, ...] = ()
+    scratch: str | None = None  # its own temporary folder (TMPDIR), removed by ``release``
 
 
 def confine(sandbox: Sandbox, argv: Sequence[str], *, cwd: str | Path,
@@ -55,13 +65,15 @@ def confine(sandbox: Sandbox, argv: Sequence[str], *, cwd: str | Path,
     hidden = hidden_paths()
     write = expand([*writable, *sandbox.write])
     read = expand(sandbox.read)
+    base = ("/",) if sandbox.read_all else (
+        *SYSTEM_READ, *program_paths(argv, cwd), *expand([cwd]), *read, *write)
     own = protected_paths([*protected, *sandbox.hide])
     if mechanism == "bwrap":
         path = bwrap_path()
         assert path is not None  # choose found it
         return Confined(bwrap_argv(path, argv, cwd=str(Path(cwd).resolve()),
-                                   network=sandbox.network, writable=write, read=read,
-                                   hidden=hidden, protected=own), env, mechanism,
+                                   network=sandbox.network, base=base, writable=write,
+                                   read=read, hidden=hidden, protected=own), env, mechanism,
                         absent=_makeable(own, hidden, write))
     # Landlock's write rules carve the hidden paths out of the writable ones too; /tmp is
     # shared (Landlock has no private mounts). A protected file is carved out like a
@@ -69,12 +81,23 @@ def confine(sandbox: Sandbox, argv: Sequence[str], *, cwd: str | Path,
     # made directly in it (its subfolders take them), the price of not being able to
     # rewrite the configuration the next run obeys.
     protected_files = [p for p in own if p not in hidden]
-    spec = json.dumps({"read": ["/"], "write": [*expand(writable), "/tmp"],
+    # A command that does not read everything does not read the shared /tmp either: it
+    # gets a temporary folder of its own.
+    scratch = None if sandbox.read_all else tempfile.mkdtemp(prefix="tether-sandbox-")
+    if scratch is not None:
+        env["TMPDIR"] = scratch
+    spec = json.dumps({"read": list(base), "write": [*expand(writable), scratch or "/tmp"],
                        "hidden": [*hidden, *protected_files],
                        "also_read": read, "also_write": expand(sandbox.write),
                        "network": sandbox.network})
     launcher = [sys.executable, "-I", "-S", _landlock_exec.__file__, spec, "--"]
-    return Confined([*launcher, *argv], env, mechanism)
+    return Confined([*launcher, *argv], env, mechanism, scratch=scratch)
+
+
+def release(confined: Confined) -> None:
+    """What ``confine`` made for a command that has ended: its temporary folder."""
+    if confined.scratch is not None:
+        shutil.rmtree(confined.scratch, ignore_errors=True)
 
 
 def _makeable(protected: Sequence[str], hidden: Sequence[str],
@@ -137,6 +160,7 @@ async def run_confined(confined: Confined, *, cwd: str | Path, timeout: float,
         if proc.returncode is None:
             await proc.wait()
         removed = remove_made(confined.absent)
+        release(confined)
     return Completed(bytes(output), dropped, None if timed_out else proc.returncode, timed_out,
                      removed)
 

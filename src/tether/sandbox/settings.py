@@ -7,6 +7,7 @@ the mechanisms (``bwrap.py``, ``_landlock_exec.py``) turn them into rules.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,22 @@ MODES: tuple[SandboxMode, ...] = ("auto", "bwrap", "landlock", "none")
 HOME_SECRETS: tuple[str, ...] = (
     ".ssh", ".gnupg", ".aws", ".config/gcloud", ".azure", ".kube", ".docker", ".netrc",
     ".git-credentials", ".pypirc",
+    # Tokens other tools keep: GitHub's CLI, package registries, clouds, vaults.
+    ".config/gh", ".config/hub", ".npmrc", ".yarnrc.yml", ".cargo/credentials",
+    ".cargo/credentials.toml", ".gem/credentials", ".terraform.d", ".vault-token",
+    ".config/op", ".oci", ".config/rclone", ".pgpass", ".my.cnf",
+    # Stores of passwords and sessions: keyrings, browsers' profiles, shells' histories.
+    ".password-store", ".local/share/keyrings", ".mozilla", ".config/google-chrome",
+    ".config/chromium", ".bash_history", ".zsh_history", ".python_history",
+    ".psql_history", ".mysql_history",
+)
+
+# What a command that does not read everything reads of the system: programs, libraries,
+# configuration (/etc; /run's resolver only, as /etc/resolv.conf may point there: the rest
+# of /run holds sockets such as Docker's).
+SYSTEM_READ: tuple[str, ...] = (
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+    "/run/systemd/resolve", "/nix", "/home/linuxbrew/.linuxbrew",
 )
 
 # What a confined command inherits of tether's environment (plus ``Sandbox.env``).
@@ -38,6 +55,10 @@ class Sandbox:
     besides the workspace (and a private ``/tmp``). ``env``: names of more environment
     variables it gets, beyond ``ALLOWED_ENV`` and ``LC_*``. ``hide``: more paths hidden as
     the user's secrets are (the configuration hands a server tether's own files this way).
+    ``read_all``: it reads everything but what is hidden (the shell); ``False`` (a stdio
+    server's default): only the system's folders (``SYSTEM_READ``), its own program (the
+    installation its executable and path arguments are in), its working folder, ``read``
+    and ``write``.
 
     >>> Sandbox(network=True, write=("~/.cache/pip",))  # doctest: +SKIP
     """
@@ -48,6 +69,7 @@ class Sandbox:
     write: Sequence[str | Path] = ()
     env: Sequence[str] = field(default_factory=tuple)
     hide: Sequence[str | Path] = ()
+    read_all: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -102,3 +124,23 @@ def confined_environment(extra: Sequence[str] = (),
     parent = os.environ if parent is None else parent
     names = (*ALLOWED_ENV, *extra)
     return {k: v for k, v in parent.items() if k in names or k.startswith("LC_")}
+
+
+def program_paths(argv: Sequence[str], cwd: str | Path) -> tuple[str, ...]:
+    """What running ``argv`` reads of its own: the installation holding its executable (the
+    folder above a ``bin``; a virtual environment's, and the interpreter's it links to),
+    and the folder of each argument that names an existing file (a script and its
+    modules), or the argument itself when it names a folder (one a server serves)."""
+    found: list[Path] = []
+    exe = shutil.which(argv[0]) if argv else None
+    if exe is not None:
+        for path in (Path(exe).absolute(), Path(exe).resolve()):
+            folder = path.parent
+            found.append(folder.parent if folder.name == "bin" else folder)
+    for arg in argv[1:]:
+        path = Path(cwd, arg).expanduser()
+        if path.is_file():
+            found.append(path.parent)
+        elif path.is_dir():
+            found.append(path)
+    return expand(found)
