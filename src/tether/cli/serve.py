@@ -29,7 +29,8 @@ def add_cli(sub: Any) -> None:
                             "Another address lets other machines reach the page: they "
                             "still need the token, and nothing is encrypted (no TLS)")
     # Not dest "port": --local's llama-server port is read from args.port.
-    serve.add_argument("--port", dest="serve_port", type=_port, default=DEFAULT_PORT,
+    serve.add_argument("--port", dest="serve_port", metavar="PORT", type=_port,
+                       default=DEFAULT_PORT,
                        help=f"the port to listen on ({DEFAULT_PORT}; 0 picks a free one)")
     add_run_flags(serve)
     serve.set_defaults(handler=cmd_serve)

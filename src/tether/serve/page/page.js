@@ -311,7 +311,15 @@ function showInterrupts(interrupts) {
   state.decisions.clear();
   for (const interrupt of state.interrupts) {
     const view = (interrupt.metadata && interrupt.metadata.tether) || {};
-    document.getElementById("conversation").append(approvalCard(interrupt, view));
+    const call = cardOf(view.call_id);
+    if (call) {
+      const status = call.querySelector(".status");
+      status.textContent = "waiting for approval";
+      status.dataset.status = "waiting";
+    }
+    const card = approvalCard(interrupt, view);
+    document.getElementById("conversation").append(card);
+    card.scrollIntoView({block: "end"});
   }
 }
 
