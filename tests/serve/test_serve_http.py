@@ -211,3 +211,34 @@ def test_a_pending_approval_survives_a_restart(served: Served) -> None:
     code, body = decide(served, "kept1", interrupt.id, {"decision": "allow"})
     assert code == 200, body
     assert (served.workspace / "kept.txt").read_text() == "kept\n"
+
+
+def test_a_busy_session_refuses_a_second_prompt_and_ctrl_c_interrupts_its_run(
+        served: Served, model: ScriptedChat) -> None:
+    """One run at a time per session, others side by side; stopping the server ends a run
+    in flight as interrupted, stored so."""
+    import threading
+
+    held = threading.Event()
+    model.hold = lambda seen: held if seen.prompt == "Hold on" else None
+    streamed: list[tuple[int, dict[str, str], str]] = []
+    first = threading.Thread(target=lambda: streamed.append(
+        request(served, "POST", "/agui", run_input("busy1", "Hold on"))))
+    first.start()
+    try:
+        model.wait_for(lambda seen: seen.prompt == "Hold on")
+        code, _, body = request(served, "POST", "/agui", run_input("busy1", "Say hello"))
+        assert code == 409 and "one run at a time" in body
+        code, _, body = request(served, "POST", "/agui", run_input("other1", "Say hello"))
+        assert code == 200 and events(body)[-1].outcome.type == "success"
+        assert served.stop() == 0
+        first.join(60)
+    finally:
+        held.set()
+        model.hold = lambda seen: None
+    (status, _, body), = streamed
+    parsed = events(body)
+    assert status == 200 and parsed[-1].outcome.type == "cancelled"
+    served.start()
+    code, _, text = request(served, "GET", "/api/sessions/busy1")
+    assert json.loads(text)["session"]["last_stop"] == "interrupted"
