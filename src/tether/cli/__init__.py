@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         logs,
         mcp,
         run,
+        serve,
         sessions,
         tools,
         worker,
@@ -130,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 parser_class=_CommandParser)
     for command in (run, tools, config, doctor, chat, batch, eval, sessions, logs, local,
-                    worker, approvals, mcp):
+                    worker, approvals, mcp, serve):
         command.add_cli(sub)
     return parser
 

@@ -106,12 +106,15 @@ async def resume_events(
     session: SessionLike | None = None,
     stream_requests: bool = True,
     deps: Any = None,
+    interrupt: asyncio.Event | None = None,
 ) -> AsyncGenerator[ev.Event, None]:
     """A paused run's events as it continues on ``conversation``: the paused turn's calls
     judged again, with ``decisions`` (a host's, each bound to the call at its position:
-    ``tether.run.pending.bind_decisions``), then the run goes on as any."""
+    ``tether.run.pending.bind_decisions``), then the run goes on as any. Setting
+    ``interrupt`` stops it as it stops a run (``stop_cause == "interrupted"``): a server
+    shutting down ends the runs it resumed too."""
     run = _Run(*start(host, conversation, stream_requests=stream_requests,
-                      decisions=decisions, deps=deps))
+                      decisions=decisions, interrupt=interrupt, deps=deps))
     async with host.toolsets_for_run():
         events = _observed(run, None, session)
         try:

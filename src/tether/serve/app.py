@@ -1,0 +1,137 @@
+"""The web app: ``build_app`` makes the Starlette application ``tether serve`` runs.
+
+Routes: the page (``/``, ``/page.js``, ``/page.css``: one static HTML file and its script
+and style, shipped in the package), ``POST /agui`` (AG-UI over SSE), ``GET /api/sessions``
+(this workspace's sessions), ``GET /api/sessions/{id}`` (one session's messages, taint and
+the calls it waits on, as AG-UI interrupts), and ``POST /api/elicitations/{id}`` (a
+person's answer to an MCP server's request for input). Every route sits behind the
+``Guard`` (``tether.serve.security``). Another module mounts its own routes beside these
+with ``routes=`` (and ``public=`` for paths that need no token), in the same door.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable, Sequence
+from importlib.resources import files
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from tether.serve import agui
+from tether.serve.history import messages_view, session_summary
+from tether.serve.runs import END, Busy, Closing, Runs
+from tether.serve.security import Guard
+
+# How many sessions the page lists.
+LISTED = 100
+# A request body over this is refused.
+MAX_BODY = 1_000_000
+
+_PAGE = {"/": ("index.html", "text/html; charset=utf-8"),
+         "/page.js": ("page.js", "text/javascript; charset=utf-8"),
+         "/page.css": ("page.css", "text/css; charset=utf-8")}
+
+
+def build_app(runs: Runs, *, token: str, hosts: Iterable[str],
+              routes: Sequence[BaseRoute] = (), public: Iterable[str] = ()) -> Starlette:
+    """The application: the page, the AG-UI endpoint and the session API, then ``routes``
+    (another module's), all behind the guard (``token``, ``hosts``: the ``Host`` values
+    that name the address served; ``public``: more paths that need no token)."""
+    api = _Api(runs)
+    own: list[BaseRoute] = [
+        *(Route(path, _page_file(name, kind), methods=["GET"])
+          for path, (name, kind) in _PAGE.items()),
+        Route("/agui", api.agui, methods=["POST"]),
+        Route("/api/sessions", api.sessions, methods=["GET"]),
+        Route("/api/sessions/{session_id}", api.session, methods=["GET"]),
+        Route("/api/elicitations/{key}", api.elicitation, methods=["POST"]),
+    ]
+    return Starlette(routes=[*own, *routes], middleware=[
+        Middleware(Guard, token=token, hosts=hosts, extra_public=public)])
+
+
+def _page_file(name: str, kind: str) -> Any:
+    body = files("tether.serve").joinpath("page", name).read_bytes()
+
+    async def page(request: Request) -> Response:
+        return Response(body, media_type=kind)
+
+    return page
+
+
+def _refused(status: int, text: str) -> JSONResponse:
+    return JSONResponse({"error": text}, status_code=status)
+
+
+async def json_body(request: Request) -> Any:
+    """The request's JSON, or ``InputError``."""
+    body = await request.body()
+    if len(body) > MAX_BODY:
+        raise agui.InputError(f"the request is over {MAX_BODY} bytes")
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise agui.InputError("the request body is not JSON") from None
+
+
+class _Api:
+    def __init__(self, runs: Runs) -> None:
+        self.runs = runs
+
+    async def agui(self, request: Request) -> Response:
+        try:
+            given = agui.parse_input(await json_body(request))
+            frames = self.runs.start(given)
+        except agui.InputError as e:
+            return _refused(400, str(e))
+        except Busy as e:
+            return _refused(409, str(e))
+        except Closing as e:
+            return _refused(503, str(e))
+
+        async def stream() -> AsyncIterator[str]:
+            while True:
+                frame = await frames.get()
+                if frame is END:
+                    return
+                yield frame
+
+        return StreamingResponse(stream(), media_type=agui.ENCODER.get_content_type(),
+                                 headers={"x-accel-buffering": "no"})
+
+    async def sessions(self, request: Request) -> Response:
+        host = self.runs.host
+        here = str(host.workspace.resolve())
+        infos = [i for i in host.store.list(limit=LISTED) if i.workspace == here]
+        return JSONResponse({"sessions": [session_summary(i, i.id in self.runs.busy)
+                                          for i in infos]})
+
+    async def session(self, request: Request) -> Response:
+        try:
+            session = self.runs.load(request.path_params["session_id"])
+        except agui.InputError as e:
+            return _refused(404, str(e))
+        busy = session.id in self.runs.busy
+        pending = session.pending
+        interrupts = [agui.interrupt_of(c, self.runs.view(session, c)).model_dump(
+            mode="json", by_alias=True) for c in pending.calls] if pending and not busy \
+            else []
+        taint = session.taint
+        return JSONResponse({
+            "session": session_summary(session.info, busy),
+            "messages": messages_view(session.messages),
+            "interrupts": interrupts,
+            "taint": {"private": taint.private, "untrusted": taint.untrusted}})
+
+    async def elicitation(self, request: Request) -> Response:
+        try:
+            self.runs.host.elicitations.answer(request.path_params["key"],
+                                               await json_body(request))
+        except agui.InputError as e:
+            return _refused(400, str(e))
+        return JSONResponse({"ok": True})
