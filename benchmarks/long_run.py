@@ -10,12 +10,12 @@ The CPU time of this process (``time.process_time``) is taken as each model requ
 starts; a turn's cost is the difference between two requests. Printed: the mean over the
 ten turns ending at turn 10, 100 and 1,000 (the run has as many turns as the last mark).
 
-What the gate must do per turn grows with the conversation only where it must: a traced
-value is looked for in every text (a ``str.find`` per source, in C); everything else
-(collecting the sources, their labels, the values the model wrote, the secrets) is kept on
-the conversation as messages are appended (``tether.provenance.SourceIndex``), and the
-texts a value is looked for in are joined once each (a turn's haystack extends the one
-before), so a turn reads only its own new messages.
+What the gate does per turn does not grow with the conversation: a traced value is looked
+up under its first word in an index of the texts' words (``tether.provenance._Index``,
+extended by each turn's new texts) and checked only in the texts listed there; everything
+else (collecting the sources, their labels, the values the model wrote, the secrets) is
+kept on the conversation as messages are appended (``tether.provenance.SourceIndex``), so
+a turn reads only its own new messages.
 
 The context fitter counts each message once and replays its fitting only over the request
 points since the last (``tether.run.context.plan.Replay``; a trimmed view's left-out

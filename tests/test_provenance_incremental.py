@@ -1,12 +1,14 @@
 """Tracing costs a turn what its new sources cost (tether.provenance): the haystack of a
 turn's sources extends the one of the turn before when the conversation only grew, and
 answers exactly as a haystack made from scratch does; sources that do not begin with the
-earlier ones (a summary replaced a message, another run) are joined whole again."""
+earlier ones (a summary replaced a message, another run) are indexed whole again. The
+index a value is looked up in finds exactly the texts ``_occurs`` says hold it."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 from collections.abc import Iterator
 
 import pytest
@@ -14,7 +16,7 @@ import pytest
 from tether import Agent, Capabilities, tool
 from tether import provenance as provenance_module
 from tether.messages import FieldLabel
-from tether.provenance import SYSTEM_PROMPT, Source, _Haystack, trace_value
+from tether.provenance import SYSTEM_PROMPT, Source, _Haystack, _Index, _occurs, trace_value
 from tether.providers import Scripted, call
 
 # Values that occur as whole tokens, as pieces of longer ones, across two texts (a value
@@ -60,7 +62,10 @@ def _turns(count: int, system: str = "Be brief.") -> Iterator[tuple[Source, ...]
 
 
 def _fields(hay: _Haystack) -> tuple[object, ...]:
-    return hay.text, hay.starts, hay.fields, hay.field_text, hay.field_starts
+    spellings = [str(v) for v in VALUES]
+    return (hay.index.texts[:hay.index.count], hay.fields,
+            hay.field_index.texts[:hay.field_index.count],
+            [hay.holders(v) for v in spellings], [hay.field_holders(v) for v in spellings])
 
 
 @pytest.mark.parametrize(("before", "after"), [(0, 0), (0, 4), (3, 0), (1, 1), (6, 9)])
@@ -106,17 +111,48 @@ def test_runs_side_by_side_each_trace_as_a_fresh_haystack_does() -> None:
             assert trace_value(value, sources) == _fresh(value, sources)
 
 
-def test_a_long_run_joins_each_source_text_once(monkeypatch: pytest.MonkeyPatch) -> None:
+# Texts of the characters the token rule turns on: breaks before a token, ends after one,
+# sentence punctuation, and letters that make words and addresses.
+_ALPHABET = "ab.c@ x-()[]!?,;:\n\"'<>#$1"
+
+
+def test_the_index_finds_exactly_the_texts_a_value_occurs_in_as_a_whole_token() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        texts = ["".join(rng.choice(_ALPHABET) for _ in range(rng.randrange(0, 30)))
+                 for _ in range(rng.randrange(1, 8))]
+        index = _Index().extended(texts[:2]).extended(texts[2:])
+        needles = {t[i:j] for t in texts for i in range(len(t)) for j in range(i + 1,
+                   min(len(t), i + 8) + 1)}
+        needles |= {"".join(rng.choice(_ALPHABET) for _ in range(rng.randrange(1, 5)))
+                    for _ in range(20)}
+        for needle in needles:
+            want = [i for i, t in enumerate(texts) if _occurs(needle, t)]
+            assert index.holders(needle) == want, (needle, texts)
+
+
+def test_an_index_extended_two_ways_keeps_each_way_apart() -> None:
+    # Two conversations that share a beginning (a run and its retry after a summary): the
+    # second extension copies, and neither sees the other's texts.
+    base = _Index().extended(["alpha beta"])
+    one = base.extended(["gamma"])
+    two = base.extended(["delta"])
+    assert one.holders("gamma") == [1] and one.holders("delta") == []
+    assert two.holders("delta") == [1] and two.holders("gamma") == []
+    assert base.holders("gamma") == base.holders("delta") == []
+
+
+def test_a_long_run_indexes_each_source_text_once(monkeypatch: pytest.MonkeyPatch) -> None:
     # Through the real Agent and gate: every call is traced against every text the model
-    # has seen, and each text is joined into the haystack once, however many turns follow.
+    # has seen, and each text is indexed once, however many turns follow.
     joined: list[str] = []
-    join = provenance_module._joined
+    keys_of = provenance_module._keys
 
-    def counting(text: str, starts: list[int], more: list[str]) -> tuple[str, list[int]]:
-        joined.extend(more)
-        return join(text, starts, more)
+    def counting(text: str) -> set[str]:
+        joined.append(text)
+        return keys_of(text)
 
-    monkeypatch.setattr(provenance_module, "_joined", counting)
+    monkeypatch.setattr(provenance_module, "_keys", counting)
 
     @tool(capabilities=Capabilities(untrusted_input=True))
     def read_page(n: int) -> str:

@@ -17,13 +17,11 @@ to no trusted source counts as untrusted: the gate fails closed.
 from __future__ import annotations
 
 import math
-import operator
 import re
-from bisect import bisect_right
+import threading
+from bisect import bisect_left
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
-from operator import attrgetter
 from typing import Any, Literal, TypeAlias
 
 from tether.addresses import fold, named, places
@@ -322,44 +320,40 @@ def trace_value(value: str | int | float, sources: Sequence[Source]) -> tuple[
 
 
 class _Haystack:
-    """The texts of a turn's sources joined by newlines (a token boundary), and the trusted
-    fields of its untrusted ones joined the same way, each with where its texts start: a
-    value is looked for once in each (``str.find``), and only the sources that hold it are
-    visited, so tracing costs what the texts' length costs, not a Python step per source.
-    A match is a whole token inside one text, never across two (the rule of ``_occurs``).
+    """Where a value is looked for: a turn's source texts, and the trusted fields of its
+    untrusted sources, each under an index of the tokens they hold (``_Index``), so tracing
+    a value visits only the texts that may hold it, whatever the conversation's length. A
+    match is a whole token inside one text, never across two (the rule of ``_occurs``).
 
     It is never changed once made (another thread may be reading it): ``extended`` makes
     the haystack of more sources from it, reading only the new ones."""
 
-    __slots__ = ("field_starts", "field_text", "fields", "starts", "text")
+    __slots__ = ("field_index", "fields", "index")
 
     def __init__(self, sources: Sequence[Source] = ()) -> None:
-        self.text, self.starts = _joined("", [], list(map(attrgetter("text"), sources)))
+        self.index = _Index().extended([s.text for s in sources])
         self.fields = _trusted_fields(sources, 0)
-        self.field_text, self.field_starts = _joined("", [], [f.value for _, f in self.fields])
+        self.field_index = _Index().extended([f.value for _, f in self.fields])
 
     def extended(self, more: Sequence[Source]) -> _Haystack:
         """The haystack of this one's sources followed by ``more``: the same as one made of
-        them all (``_Haystack(sources + more)``), at the cost of ``more`` alone (and of
-        copying the joined texts once)."""
+        them all (``_Haystack(sources + more)``), at the cost of ``more`` alone."""
         if not more:
             return self
         hay = _Haystack.__new__(_Haystack)
-        hay.text, hay.starts = _joined(self.text, self.starts,
-                                       list(map(attrgetter("text"), more)))
-        added = _trusted_fields(more, len(self.starts))
+        hay.index = self.index.extended([s.text for s in more])
+        added = _trusted_fields(more, self.index.count)
         hay.fields = self.fields + added
-        hay.field_text, hay.field_starts = _joined(self.field_text, self.field_starts,
-                                                   [f.value for _, f in added])
+        hay.field_index = self.field_index.extended([f.value for _, f in added])
         return hay
 
     def holders(self, needle: str) -> list[int]:
         """The positions of the sources whose text holds ``needle`` as a whole token."""
-        return _holders(needle, self.text, self.starts)
+        return self.index.holders(needle)
 
     def field_holders(self, needle: str) -> list[tuple[int, FieldLabel]]:
         """The trusted fields that hold ``needle`` as a whole token, by their source."""
-        return [self.fields[j] for j in _holders(needle, self.field_text, self.field_starts)]
+        return [self.fields[j] for j in self.field_index.holders(needle)]
 
 
 def _trusted_fields(sources: Sequence[Source], first: int) -> list[tuple[int, FieldLabel]]:
@@ -369,38 +363,82 @@ def _trusted_fields(sources: Sequence[Source], first: int) -> list[tuple[int, Fi
             and not source.trusted for f in source.fields if f.trusted]
 
 
-def _joined(text: str, starts: list[int], more: list[str]) -> tuple[str, list[int]]:
-    """``text`` (the texts starting at ``starts``, joined by newlines) with ``more`` joined
-    after it, and where each text starts in the whole: new objects, ``text`` and ``starts``
-    left as they are."""
-    if not more:
-        return text, starts
-    if not starts:
-        return "\n".join(more), _starts(more)
-    base = len(text) + 1  # the newline between the last text and the first of ``more``
-    # One join: the earlier texts are copied once (a ``str.find`` over them costs more).
-    return "\n".join([text, *more]), starts + [base + at for at in _starts(more)]
+def _keys(text: str) -> set[str]:
+    """The keys ``text`` is listed under: its words, and each word cut before a ``_CUT``."""
+    keys = set(_BETWEEN_BREAKS.findall(text))
+    for word in [w for w in keys if not w.isalnum()]:
+        keys.update(word[:m.start()] for m in _CUT.finditer(word) if m.start())
+    return keys
 
 
-def _starts(texts: list[str]) -> list[int]:
-    # Where each text starts in the newline-joined whole: its length and one per text before.
-    return list(map(operator.add, accumulate(map(len, texts), initial=0), range(len(texts))))
+def _key(needle: str) -> str | None:
+    """The key a whole-token occurrence of ``needle`` is listed under: its first word when
+    more follows it (the text's word there is exactly that), else the needle itself (a
+    word, or a word's cut). None when it begins with a break (every text is looked in)."""
+    if not needle or needle[0] in _BEFORE:
+        return None
+    found = _FIRST_BREAK.search(needle)
+    return needle if found is None else needle[:found.start()]
 
 
-def _holders(needle: str, text: str, starts: list[int]) -> list[int]:
-    out: list[int] = []
-    count = len(starts)
-    at = text.find(needle) if needle else -1
-    while at != -1:
-        i = bisect_right(starts, at) - 1
-        end = starts[i + 1] - 1 if i + 1 < count else len(text)
-        # Within its own text, as a whole token there (from here on: none was before).
-        if at + len(needle) <= end and _occurs(needle, text[starts[i]:end], at - starts[i]):
-            out.append(i)
-        if i + 1 >= count:
-            break
-        at = text.find(needle, starts[i + 1])
-    return out
+class _Index:
+    """Texts and, per key (``_keys``), the positions of the texts listed under it, in order.
+
+    The lists are shared by the indexes extended one from another, and only ever grow:
+    an index reads the first ``count`` texts, so one made earlier never sees what a later
+    one added. Only the longest (the one whose count is the lists' length) grows them in
+    place; extending another (a conversation that went another way) copies its part."""
+
+    __slots__ = ("count", "keys", "texts")
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.keys: dict[str, list[int]] = {}
+        self.count = 0
+
+    def extended(self, more: list[str]) -> _Index:
+        if not more:
+            return self
+        out = _Index.__new__(_Index)
+        with _GROWING:
+            if self.count == len(self.texts):
+                out.texts, out.keys = self.texts, self.keys
+            else:
+                out.texts = self.texts[:self.count]
+                out.keys = {}
+                _list(out.keys, out.texts, 0)
+            first = len(out.texts)
+            out.texts.extend(more)
+            _list(out.keys, more, first)
+            out.count = len(out.texts)
+        return out
+
+    def holders(self, needle: str) -> list[int]:
+        """The positions of the texts that hold ``needle`` as a whole token."""
+        key = _key(needle)
+        if key is None:
+            candidates: Iterable[int] = range(self.count)
+        else:
+            found = self.keys.get(key)
+            if not found:
+                return []
+            candidates = found[:bisect_left(found, self.count)]
+        texts = self.texts
+        return [i for i in candidates if _occurs(needle, texts[i])]
+
+
+def _list(keys: dict[str, list[int]], texts: list[str], first: int) -> None:
+    for i, text in enumerate(texts, first):
+        for key in _keys(text):
+            at = keys.get(key)
+            if at is None:
+                keys[key] = [i]
+            else:
+                at.append(i)
+
+
+# Growing an index's shared lists, and deciding whether it may, is one step.
+_GROWING = threading.Lock()
 
 
 # The haystacks of the last few turns' sources (runs side by side each have theirs), the
@@ -598,6 +636,15 @@ def _spellings(value: str | int | float) -> tuple[str, ...]:
 _BEFORE = frozenset(" \t\n\r\"'`([{<,;:=|*$#")
 _AFTER = frozenset(" \t\n\r\"'`)]}>,;|*")
 _ENDS_SENTENCE = frozenset(".,:;!?")
+
+# A word: what lies between two characters a token may follow (``_BEFORE``). A whole-token
+# occurrence starts a word, so it is found under its first word; a value that is one word
+# may end inside a longer one, before a character that may close a token or a sentence
+# (``_CUT``: "example.com" in "example.com."), so a word is also listed cut before each.
+_BREAKS = re.escape("".join(sorted(_BEFORE)))
+_BETWEEN_BREAKS = re.compile(f"[^{_BREAKS}]+")
+_FIRST_BREAK = re.compile(f"[{_BREAKS}]")
+_CUT = re.compile("[" + re.escape("".join(sorted((_AFTER | _ENDS_SENTENCE) - _BEFORE))) + "]")
 
 
 def _occurs(needle: str, text: str, start: int | None = None) -> bool:
