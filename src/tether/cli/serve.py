@@ -66,9 +66,10 @@ async def _serve(args: argparse.Namespace) -> int:
     from tether.serve.app import build_app
     from tether.serve.asking import Elicitations
     from tether.serve.runs import Host, Runs
-    from tether.serve.security import is_loopback, new_token, page_url, served_hosts
+    from tether.serve.security import exposure, new_token, page_url, served_hosts
     from tether.serve.server import bind, serve
 
+    warning = exposure(args.host)  # refused before anything starts
     prepare_local(args)
     # Each run drives the agent with an approver of its own (tether.serve.asking); the
     # agent's own defers, and asks nobody for input.
@@ -83,9 +84,8 @@ async def _serve(args: argparse.Namespace) -> int:
     runs = Runs(Host(agent, store, workspace, Elicitations(), meta))
     app = build_app(runs, token=token, hosts=served_hosts(args.host, port))
     async with local_serving(args), agent:
-        if not is_loopback(args.host):
-            error(f"listening on {args.host}, beyond this machine: whoever can reach it "
-                  f"still needs the token, and the traffic is not encrypted")
+        if warning is not None:
+            error(warning)
         print(page_url(args.host, port, token), flush=True)
         await serve(app, runs, sock)
     error("stopped")
