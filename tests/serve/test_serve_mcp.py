@@ -25,7 +25,7 @@ import pytest
 
 from tests.serve.conftest import Served
 from tests.serve.test_serve_http import decide, events, request, run_input
-from tests.serve.test_serve_page import answered, button, role, send, until
+from tests.serve.test_serve_page import answered, button, labelled, role, send, until
 from tests.servers.scripted_chat import Reply, Say, ScriptedChat, call
 
 pytestmark = pytest.mark.xdist_group("serve-mcp")
@@ -51,6 +51,7 @@ SHARE = call("records__share", file_id="f1", email="mallory@evil.test")
 SCRIPT: dict[str, list[Reply]] = {
     "Book a table": [call("asker__book"), Say("Booked.")],
     "Book a table, then leave": [call("asker__book"), Say("Left.")],
+    "Book a table on the page": [call("asker__book"), Say("Booked on the page.")],
     "Pay the bill": [call("asker__pay"), Say("Not paid.")],
     "Hold on": [Say("Held.")],
     "Share the file as its note says": [call("records__list_files"), SHARE,
@@ -218,6 +219,26 @@ def test_the_page_shows_a_url_request_with_its_server_and_host_and_opens_nothing
     tool = role(page, "tool-call")[-1]
     until(page, lambda d: '"action": "decline"' in
           tool.find_element("css selector", ".result").text)
+
+
+def test_the_page_fills_a_form_of_every_kind_of_field_and_the_server_hears_it(
+        page: Any) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    send(page, "Book a table on the page")
+    form = until(page, lambda d: (role(d, "elicitation") or [False])[-1])
+    assert 'The MCP server "asker" (trusted) asks:' in form.text
+    labelled(page, "Your email (required)").send_keys("ada@example.com")
+    labelled(page, "guests (required)").send_keys("2")
+    labelled(page, "vegan").click()
+    Select(labelled(page, "seating")).select_by_visible_text("On the terrace")
+    Select(labelled(page, "extras")).select_by_visible_text("cake")
+    button(form, "Submit").click()
+    answered(page, "Booked on the page.")
+    heard = role(page, "tool-call")[-1].find_element("css selector", ".result").text
+    content = json.loads(heard[heard.index("{"):heard.rindex("}") + 1])["content"]
+    assert content == {"email": "ada@example.com", "guests": 2, "vegan": True,
+                       "seating": "terrace", "extras": ["cake"]}
 
 
 def test_the_approval_card_names_the_mcp_server_and_the_untrusted_source(page: Any) -> None:

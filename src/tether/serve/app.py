@@ -87,6 +87,8 @@ async def _disconnected(request: Request) -> None:
 
 
 class _Api:
+    """The routes' handlers, over the server's ``Runs``."""
+
     def __init__(self, runs: Runs) -> None:
         self.runs = runs
 

@@ -44,7 +44,6 @@ from tether.tools.toolsets import Toolset
 class Watcher:
     """One run's stream of AG-UI frames, and whether a page still reads it."""
 
-    session_id: str
     frames: asyncio.Queue[str | None]
     watched: bool = True
 

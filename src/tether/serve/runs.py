@@ -95,7 +95,7 @@ class Runs:
         except BaseException:
             self.busy.discard(session_id)
             raise
-        watcher = Watcher(session_id, asyncio.Queue())
+        watcher = Watcher(asyncio.Queue())
         task = asyncio.create_task(self._drive(given, asked, watcher))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
