@@ -29,10 +29,11 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 
 class Served:
-    """``tether serve --port 0`` in a workspace whose model is ``model``: ``url`` is the
-    line it printed (the page, with its token), ``base`` and ``token`` its parts."""
+    """``tether serve --port 0`` in a workspace whose model is ``model`` (``config``: more
+    of its tether.toml): ``url`` is the line it printed (the page, with its token),
+    ``base`` and ``token`` its parts."""
 
-    def __init__(self, root: Path, model: ScriptedChat) -> None:
+    def __init__(self, root: Path, model: ScriptedChat, config: str = "") -> None:
         self.root = root
         self.workspace = root / "ws"
         self.workspace.mkdir()
@@ -45,7 +46,7 @@ class Served:
             max_retries = 0
             [tools]
             enabled = ["read_file", "write_file", "edit_file", "list_dir"]
-            """))
+            """) + config)
         self.env = {**os.environ, "TETHER_CONFIG": os.devnull,
                     "XDG_DATA_HOME": str(root / "data"), "TETHER_STORE": str(root / "s.db"),
                     "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO),

@@ -22,6 +22,9 @@ SCRIPT: dict[str, list[Reply]] = {
                                Say("Wrote first.txt")],
     "Write second.txt please": [call("write_file", path="second.txt", content="two\n"),
                                 Say("Left second.txt alone")],
+    "Save as notes.txt says": [call("read_file", path="notes.txt"),
+                               call("write_file", path="from-notes.txt", content="x\n"),
+                               Say("Left from-notes.txt alone")],
     "Write kept.txt please": [call("write_file", path="kept.txt", content="kept\n"),
                               Say("Wrote kept.txt")],
 }
@@ -155,6 +158,23 @@ def test_a_decision_binds_to_its_exact_call(served: Served) -> None:
     assert result.metadata["tether"]["status"] == "denied"
     assert "not that file" in result.content
     assert not (served.workspace / "second.txt").exists()
+
+
+def test_a_value_from_a_trusted_result_is_marked_trusted(served: Served) -> None:
+    (served.workspace / "notes.txt").write_text("Save it as from-notes.txt\n")
+    status, _, body = request(served, "POST", "/agui",
+                              run_input("save1", "Save as notes.txt says"))
+    assert status == 200, body
+    interrupt, = events(body)[-1].outcome.interrupts
+    view = interrupt.metadata["tether"]
+    assert view["tool"] == "write_file" and view["mcp"] is None
+    assert view["values"] == [{
+        "argument": "path", "value": "from-notes.txt", "role": "control",
+        "verdict": "trusted", "trusted_sources": ["the result of read_file (call_0_0)"],
+        "untrusted_sources": []}]
+    assert view["taint"] == {"private": True, "untrusted": False}
+    code, body = decide(served, "save1", interrupt.id, {"decision": "deny"})
+    assert code == 200 and not (served.workspace / "from-notes.txt").exists()
 
 
 def test_the_door_refuses_no_token_a_wrong_host_and_a_foreign_origin(served: Served) -> None:

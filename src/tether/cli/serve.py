@@ -62,14 +62,18 @@ def _require_web_extra() -> None:
 async def _serve(args: argparse.Namespace) -> int:
     from tether.cli.common import local_serving, make_agent, prepare_local, workspace_of
     from tether.cli.sessions import configured_store
+    from tether.run.pending import DeferringApprover
     from tether.serve.app import build_app
-    from tether.serve.runs import Elicitations, Host, Runs, WebApprover
-    from tether.serve.security import is_loopback, new_token, page_url, served_hosts
+    from tether.serve.asking import Elicitations
+    from tether.serve.runs import Host, Runs
+    from tether.serve.security import exposure, new_token, page_url, served_hosts
     from tether.serve.server import bind, serve
 
+    warning = exposure(args.host)  # refused before anything starts
     prepare_local(args)
-    elicitations = Elicitations()
-    agent, cfg = make_agent(args, approver=WebApprover(elicitations))
+    # Each run drives the agent with an approver of its own (tether.serve.asking); the
+    # agent's own defers, and asks nobody for input.
+    agent, cfg = make_agent(args, approver=DeferringApprover())
     store = configured_store(cfg)
     name, pcfg = cfg.provider_config(getattr(args, "provider", None))
     workspace = Path(workspace_of(args, cfg)).resolve()
@@ -77,12 +81,11 @@ async def _serve(args: argparse.Namespace) -> int:
     sock = bind(args.host, args.serve_port)
     port = sock.getsockname()[1]
     token = new_token()
-    runs = Runs(Host(agent, store, workspace, elicitations, meta))
+    runs = Runs(Host(agent, store, workspace, Elicitations(), meta))
     app = build_app(runs, token=token, hosts=served_hosts(args.host, port))
     async with local_serving(args), agent:
-        if not is_loopback(args.host):
-            error(f"listening on {args.host}, beyond this machine: whoever can reach it "
-                  f"still needs the token, and the traffic is not encrypted")
+        if warning is not None:
+            error(warning)
         print(page_url(args.host, port, token), flush=True)
         await serve(app, runs, sock)
     error("stopped")

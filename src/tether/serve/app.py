@@ -11,6 +11,7 @@ with ``routes=`` (and ``public=`` for paths that need no token), in the same doo
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterable, Sequence
 from importlib.resources import files
@@ -79,14 +80,22 @@ async def json_body(request: Request) -> Any:
         raise agui.InputError("the request body is not JSON") from None
 
 
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone (its body was read before the stream began)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 class _Api:
+    """The routes' handlers, over the server's ``Runs``."""
+
     def __init__(self, runs: Runs) -> None:
         self.runs = runs
 
     async def agui(self, request: Request) -> Response:
         try:
             given = agui.parse_input(await json_body(request))
-            frames = self.runs.start(given)
+            watcher = self.runs.start(given)
         except agui.InputError as e:
             return _refused(400, str(e))
         except Busy as e:
@@ -95,11 +104,23 @@ class _Api:
             return _refused(503, str(e))
 
         async def stream() -> AsyncIterator[str]:
-            while True:
-                frame = await frames.get()
-                if frame is END:
-                    return
-                yield frame
+            # Nothing is sent while a run waits for a person, so a page that went away is
+            # seen by its disconnect, not by a failed send.
+            gone = asyncio.ensure_future(_disconnected(request))
+            try:
+                while True:
+                    frame = asyncio.ensure_future(watcher.frames.get())
+                    await asyncio.wait((frame, gone), return_when=asyncio.FIRST_COMPLETED)
+                    if not frame.done():
+                        frame.cancel()
+                        return
+                    text = frame.result()
+                    if text is END:
+                        return
+                    yield text
+            finally:  # nobody is left to answer for this run: its requests are cancelled
+                gone.cancel()
+                self.runs.host.elicitations.abandon(watcher)
 
         return StreamingResponse(stream(), media_type=agui.ENCODER.get_content_type(),
                                  headers={"x-accel-buffering": "no"})

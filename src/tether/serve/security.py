@@ -26,6 +26,8 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
+from tether.errors import ConfigError
+
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
@@ -58,6 +60,33 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def is_wildcard(host: str) -> bool:
+    """Whether ``host`` is every address of the machine (``0.0.0.0``, ``::``)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
+def exposure(host: str) -> str | None:
+    """What ``tether serve --host HOST`` must say before it listens: None on loopback (only
+    this machine reaches it); else that other machines can reach the page, that they still
+    need the token, and that nothing is encrypted. ``ConfigError`` for every address at
+    once: the ``Host`` check needs the one name browsers will use (else every request from
+    another machine is refused as DNS rebinding)."""
+    if is_loopback(host):
+        return None
+    if is_wildcard(host):
+        raise ConfigError(f"--host {host} listens on every address, but the page only "
+                          f"answers requests naming the address it serves (a check "
+                          f"against DNS rebinding): give the address other machines will "
+                          f"use, such as --host 192.168.1.20")
+    return (f"listening on {host}, beyond this machine: anyone who can reach it still needs "
+            f"the token in the URL (every request but the page itself is refused without "
+            f"it), and the traffic is not encrypted (no TLS): share the URL only over a "
+            f"channel you trust, or put a TLS proxy in front")
 
 
 def served_hosts(host: str, port: int) -> frozenset[str]:

@@ -427,17 +427,7 @@ function showElicitation(request) {
   }
   for (const field of request.fields) {
     const id = `field-${request.id}-${field.name}`;
-    let input;
-    if (field.kind === "boolean") input = el("input", {type: "checkbox", id});
-    else if (field.kind === "choice") {
-      input = el("select", {id});
-      field.choices.forEach((c, i) => input.append(
-        el("option", {value: c, text: field.choice_titles[i] || c})));
-    } else input = el("input", {type: field.kind === "string" ? "text" : "number", id});
-    if (field.default !== null && field.default !== undefined) {
-      if (field.kind === "boolean") input.checked = Boolean(field.default);
-      else input.value = String(field.default);
-    }
+    const input = fieldInput(field, id);
     inputs.push([field, input]);
     form.append(el("label", {for: id, text: (field.title || field.name) +
       (field.required ? " (required)" : "")}), input,
@@ -446,11 +436,8 @@ function showElicitation(request) {
   const answer = async (action) => {
     const values = {};
     for (const [field, input] of inputs) {
-      if (field.kind === "boolean") values[field.name] = input.checked;
-      else if (input.value === "") continue;
-      else if (field.kind === "integer") values[field.name] = parseInt(input.value, 10);
-      else if (field.kind === "number") values[field.name] = Number(input.value);
-      else values[field.name] = input.value;
+      const value = fieldValue(field, input);
+      if (value !== undefined) values[field.name] = value;
     }
     const response = await api(`/api/elicitations/${encodeURIComponent(request.id)}`,
                                {action, values});
@@ -463,6 +450,41 @@ function showElicitation(request) {
   form.addEventListener("submit", (e) => { e.preventDefault(); answer("accept"); });
   form.append(el("div", {class: "buttons"}, accept, decline));
   document.getElementById("conversation").append(form);
+}
+
+// One input per kind of field: yes or no, one choice, several choices, a number, text.
+function fieldInput(field, id) {
+  let input;
+  if (field.kind === "boolean") input = el("input", {type: "checkbox", id});
+  else if (field.kind === "choice" || field.kind === "choices") {
+    input = el("select", {id, multiple: field.kind === "choices"});
+    if (field.kind === "choice" && !field.required) input.append(el("option", {value: "", text: ""}));
+    field.choices.forEach((c, i) => input.append(
+      el("option", {value: c, text: field.choice_titles[i] || c})));
+  } else {
+    input = el("input", {type: field.kind === "string" ? "text" : "number", id});
+    if (field.kind === "number") input.step = "any";
+  }
+  const given = field.default;
+  if (given === null || given === undefined) return input;
+  if (field.kind === "boolean") input.checked = Boolean(given);
+  else if (field.kind === "choices" && Array.isArray(given)) {
+    for (const option of input.options) option.selected = given.includes(option.value);
+  } else input.value = String(given);
+  return input;
+}
+
+// The answer of one input, as its field's kind is sent; undefined: left empty.
+function fieldValue(field, input) {
+  if (field.kind === "boolean") return input.checked;
+  if (field.kind === "choices") {
+    const picked = Array.from(input.selectedOptions, (o) => o.value);
+    return picked.length || field.required ? picked : undefined;
+  }
+  if (input.value === "") return undefined;
+  if (field.kind === "integer") return parseInt(input.value, 10);
+  if (field.kind === "number") return Number(input.value);
+  return input.value;
 }
 
 // --- start ------------------------------------------------------------------------------------
