@@ -11,7 +11,7 @@ starts; a turn's cost is the difference between two requests. Printed: the mean 
 ten turns ending at turn 10, 100 and 1,000 (the run has as many turns as the last mark).
 
 What the gate does per turn does not grow with the conversation: a traced value is looked
-up under its first word in an index of the texts' words (``tether.provenance._Index``,
+up under its first word in an index of the texts' words (``tether.tokens.Index``,
 extended by each turn's new texts) and checked only in the texts listed there; everything
 else (collecting the sources, their labels, the values the model wrote, the secrets) is
 kept on the conversation as messages are appended (``tether.provenance.SourceIndex``), so

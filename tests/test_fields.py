@@ -19,7 +19,7 @@ from tether.conversation import Conversation
 from tether.fields import MAX_DEPTH, fields_from_schema, fields_of
 from tether.messages import FieldLabel, Labels, Message, ToolCall, ToolResult
 from tether.provenance import Source, sources_of, trace_value
-from tether.provenance import _occurs as occurs
+from tether.tokens import occurs
 
 
 class Owner(BaseModel):

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tether import Agent, Capabilities, tool
-from tether import provenance as provenance_module
+from tether import Agent, Capabilities, tokens, tool
 from tether.messages import FieldLabel
-from tether.provenance import SYSTEM_PROMPT, Source, _Haystack, _Index, _occurs, trace_value
+from tether.provenance import SYSTEM_PROMPT, Source, _Haystack, trace_value
 from tether.providers import Scripted, call
+from tether.tokens import Index, occurs
 
 # Values that occur as whole tokens, as pieces of longer ones, across two texts (a value
 # holding the newline that joins them), in trusted fields of untrusted results, nowhere.
@@ -121,20 +121,20 @@ def test_the_index_finds_exactly_the_texts_a_value_occurs_in_as_a_whole_token() 
     for _ in range(200):
         texts = ["".join(rng.choice(_ALPHABET) for _ in range(rng.randrange(0, 30)))
                  for _ in range(rng.randrange(1, 8))]
-        index = _Index().extended(texts[:2]).extended(texts[2:])
+        index = Index().extended(texts[:2]).extended(texts[2:])
         needles = {t[i:j] for t in texts for i in range(len(t)) for j in range(i + 1,
                    min(len(t), i + 8) + 1)}
         needles |= {"".join(rng.choice(_ALPHABET) for _ in range(rng.randrange(1, 5)))
                     for _ in range(20)}
         for needle in needles:
-            want = [i for i, t in enumerate(texts) if _occurs(needle, t)]
+            want = [i for i, t in enumerate(texts) if occurs(needle, t)]
             assert index.holders(needle) == want, (needle, texts)
 
 
 def test_an_index_extended_two_ways_keeps_each_way_apart() -> None:
     # Two conversations that share a beginning (a run and its retry after a summary): the
     # second extension copies, and neither sees the other's texts.
-    base = _Index().extended(["alpha beta"])
+    base = Index().extended(["alpha beta"])
     one = base.extended(["gamma"])
     two = base.extended(["delta"])
     assert one.holders("gamma") == [1] and one.holders("delta") == []
@@ -146,13 +146,13 @@ def test_a_long_run_indexes_each_source_text_once(monkeypatch: pytest.MonkeyPatc
     # Through the real Agent and gate: every call is traced against every text the model
     # has seen, and each text is indexed once, however many turns follow.
     joined: list[str] = []
-    keys_of = provenance_module._keys
+    keys_of = tokens._keys
 
     def counting(text: str) -> set[str]:
         joined.append(text)
         return keys_of(text)
 
-    monkeypatch.setattr(provenance_module, "_keys", counting)
+    monkeypatch.setattr(tokens, "_keys", counting)
 
     @tool(capabilities=Capabilities(untrusted_input=True))
     def read_page(n: int) -> str:

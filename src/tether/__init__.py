@@ -66,12 +66,15 @@ _EXPORTS: dict[str, str] = {
     "OutputReport": "tether.output",
     "PreparedRun": "tether.output",
     "SubagentProfile": "tether.subagents",
+    "A2AAgent": "tether.a2a.remote",
     "McpServer": "tether.mcp.server",
     "Message": "tether.messages",
     "Usage": "tether.messages",
     "TetherError": "tether.errors",
     "ConfigError": "tether.errors",
     "ToolError": "tether.errors",
+    "A2AError": "tether.errors",
+    "A2ALimitError": "tether.errors",
     "ProviderError": "tether.errors",
     "OutputFailure": "tether.errors",
     "HookError": "tether.errors",
@@ -138,9 +141,12 @@ if TYPE_CHECKING:
     from tether.config.build import agent_from_config as _agent_from_config
 
     from_config = _agent_from_config  # a renamed import is not an export to mypy; a name is
+    from tether.a2a.remote import A2AAgent as A2AAgent
     from tether.conversation import Conversation as Conversation
     from tether.conversation import PendingCall as PendingCall
     from tether.conversation import SessionLike as SessionLike
+    from tether.errors import A2AError as A2AError
+    from tether.errors import A2ALimitError as A2ALimitError
     from tether.errors import ConfigError as ConfigError
     from tether.errors import GuardrailTripped as GuardrailTripped
     from tether.errors import HookError as HookError

@@ -46,7 +46,7 @@ from tether.settings import (
     Prices,
     Setting,
 )
-from tether.subagents import SubagentProfile, delegation_tools
+from tether.subagents import RemoteSubagent, SubagentProfile, delegation_tools
 from tether.tools.function import ensure_tools
 from tether.tools.tool import DepsT, Tool
 from tether.tools.toolsets import ManagedToolset, Toolset, collect_tools
@@ -103,7 +103,7 @@ class Agent(Generic[DepsT]):
         security: SecurityConfig | None = None,
         permission_mode: PermissionMode = "ask",
         workspace: str | Path = ".",
-        subagents: Iterable[SubagentProfile] = (),
+        subagents: Iterable[SubagentProfile | RemoteSubagent] = (),
         providers: dict[str, Provider] | None = None,
         approval_timeout_secs: float | None = 300.0,
         tool_timeout_secs: float | None = 600.0,
@@ -138,7 +138,7 @@ class Agent(Generic[DepsT]):
         tools: Iterable[Tool | Toolset | Callable[..., Any]] = (),
         *,
         approver: Approver | None = None,
-        subagents: Iterable[SubagentProfile] = (),
+        subagents: Iterable[SubagentProfile | RemoteSubagent] = (),
         providers: dict[str, Provider] | None = None,
         instrument: Instrument | bool | None = None,
         hooks: Iterable[Hook] | Hooks = (),
@@ -152,7 +152,8 @@ class Agent(Generic[DepsT]):
     def _setup(
         self, model: Provider, settings: AgentSettings,
         tools: Iterable[Tool | Toolset | Callable[..., Any]], approver: Approver | None,
-        subagents: Iterable[SubagentProfile], providers: dict[str, Provider] | None,
+        subagents: Iterable[SubagentProfile | RemoteSubagent],
+        providers: dict[str, Provider] | None,
         instrument: Instrument | bool | None, hooks: Iterable[Hook] | Hooks = (),
     ) -> None:
         self.model = model

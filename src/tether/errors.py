@@ -265,3 +265,20 @@ class SandboxUnavailable(TetherError):
     """A sandboxed tool cannot run: no confinement mechanism works on this machine (or the
     one asked for is missing). The message says how to install bubblewrap or how to opt out
     (``[sandbox] mode = "none"``); nothing runs unconfined in its place."""
+
+
+class A2AError(TetherError):
+    """A remote agent (Agent2Agent protocol, ``tether.a2a``) could not be reached, or its
+    answer broke the protocol (an agent card that does not parse, an interface on another
+    host, a task that failed). ``from_outside`` says the message quotes what the remote
+    sent (outside text)."""
+
+    def __init__(self, message: str, *, from_outside: bool = False) -> None:
+        super().__init__(message)
+        self.from_outside = from_outside
+
+
+class A2ALimitError(A2AError):
+    """A remote agent was cut off at a bound: it sent more bytes or events than
+    ``A2AAgent.max_bytes`` / ``max_events`` allow, or did not finish within
+    ``timeout_secs``. A remote that streams forever or sends a huge body ends here."""

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import math
 import re
-import threading
-from bisect import bisect_left
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -28,6 +26,10 @@ from tether.addresses import fold, named, places
 from tether.closed import KeyOf, Location
 from tether.display import inline
 from tether.messages import FieldLabel, Labels, Message, Text, ToolCall, ToolResult
+from tether.tokens import Index as _Index
+from tether.tokens import count as _count
+from tether.tokens import occurs as _occurs
+from tether.tokens import token_at as _token_at
 
 Role: TypeAlias = Literal["content", "destination", "control"]
 
@@ -363,84 +365,6 @@ def _trusted_fields(sources: Sequence[Source], first: int) -> list[tuple[int, Fi
             and not source.trusted for f in source.fields if f.trusted]
 
 
-def _keys(text: str) -> set[str]:
-    """The keys ``text`` is listed under: its words, and each word cut before a ``_CUT``."""
-    keys = set(_BETWEEN_BREAKS.findall(text))
-    for word in [w for w in keys if not w.isalnum()]:
-        keys.update(word[:m.start()] for m in _CUT.finditer(word) if m.start())
-    return keys
-
-
-def _key(needle: str) -> str | None:
-    """The key a whole-token occurrence of ``needle`` is listed under: its first word when
-    more follows it (the text's word there is exactly that), else the needle itself (a
-    word, or a word's cut). None when it begins with a break (every text is looked in)."""
-    if not needle or needle[0] in _BEFORE:
-        return None
-    found = _FIRST_BREAK.search(needle)
-    return needle if found is None else needle[:found.start()]
-
-
-class _Index:
-    """Texts and, per key (``_keys``), the positions of the texts listed under it, in order.
-
-    The lists are shared by the indexes extended one from another, and only ever grow:
-    an index reads the first ``count`` texts, so one made earlier never sees what a later
-    one added. Only the longest (the one whose count is the lists' length) grows them in
-    place; extending another (a conversation that went another way) copies its part."""
-
-    __slots__ = ("count", "keys", "texts")
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-        self.keys: dict[str, list[int]] = {}
-        self.count = 0
-
-    def extended(self, more: list[str]) -> _Index:
-        if not more:
-            return self
-        out = _Index.__new__(_Index)
-        with _GROWING:
-            if self.count == len(self.texts):
-                out.texts, out.keys = self.texts, self.keys
-            else:
-                out.texts = self.texts[:self.count]
-                out.keys = {}
-                _list(out.keys, out.texts, 0)
-            first = len(out.texts)
-            out.texts.extend(more)
-            _list(out.keys, more, first)
-            out.count = len(out.texts)
-        return out
-
-    def holders(self, needle: str) -> list[int]:
-        """The positions of the texts that hold ``needle`` as a whole token."""
-        key = _key(needle)
-        if key is None:
-            candidates: Iterable[int] = range(self.count)
-        else:
-            found = self.keys.get(key)
-            if not found:
-                return []
-            candidates = found[:bisect_left(found, self.count)]
-        texts = self.texts
-        return [i for i in candidates if _occurs(needle, texts[i])]
-
-
-def _list(keys: dict[str, list[int]], texts: list[str], first: int) -> None:
-    for i, text in enumerate(texts, first):
-        for key in _keys(text):
-            at = keys.get(key)
-            if at is None:
-                keys[key] = [i]
-            else:
-                at.append(i)
-
-
-# Growing an index's shared lists, and deciding whether it may, is one step.
-_GROWING = threading.Lock()
-
-
 # The haystacks of the last few turns' sources (runs side by side each have theirs), the
 # latest first, as one tuple: rebound whole (one assignment), so runs in several threads
 # never pair one turn's sources with another's haystack.
@@ -566,25 +490,6 @@ def _singular(word: str) -> str:
         else word
 
 
-def _count(needle: str, text: str) -> int:
-    """How often ``needle`` occurs in ``text`` as a whole token (``_occurs``)."""
-    count = 0
-    start = text.find(needle) if needle else -1
-    while start != -1:
-        count += _token_at(needle, text, start)
-        start = text.find(needle, start + 1)
-    return count
-
-
-def _token_at(needle: str, text: str, start: int) -> bool:
-    """Whether the ``needle`` found at ``start`` of ``text`` is a whole token there."""
-    end = start + len(needle)
-    before_ok = start == 0 or text[start - 1] in _BEFORE
-    after = text[end] if end < len(text) else ""
-    return before_ok and (not after or after in _AFTER or (
-        after in _ENDS_SENTENCE and (end + 1 == len(text) or text[end + 1] in _AFTER)))
-
-
 def is_short(value: str | int | float) -> bool:
     """A value that must trace as a bare id (``trace_id``), never to prose: any number, and
     any string of digits (with the separators a number or a phone number is written with),
@@ -627,38 +532,6 @@ def _spellings(value: str | int | float) -> tuple[str, ...]:
         out.append(str(int(value)))
     # Two decimals is how money is written; a spelling that changes the value is not one.
     return tuple(s for s in dict.fromkeys(out) if float(s) == value)
-
-
-# A value counts only as a whole token: what stands right before and after it must end a
-# token (a space, a quote, a bracket, a comma...), so a value is never a piece of a longer
-# word, number, address or link ("evil.example" does not trace to "evil.example.org",
-# "https://x.example/leak?d=" does not trace to "https://x.example/leak?d={data}").
-_BEFORE = frozenset(" \t\n\r\"'`([{<,;:=|*$#")
-_AFTER = frozenset(" \t\n\r\"'`)]}>,;|*")
-_ENDS_SENTENCE = frozenset(".,:;!?")
-
-# A word: what lies between two characters a token may follow (``_BEFORE``). A whole-token
-# occurrence starts a word, so it is found under its first word; a value that is one word
-# may end inside a longer one, before a character that may close a token or a sentence
-# (``_CUT``: "example.com" in "example.com."), so a word is also listed cut before each.
-_BREAKS = re.escape("".join(sorted(_BEFORE)))
-_BETWEEN_BREAKS = re.compile(f"[^{_BREAKS}]+")
-_FIRST_BREAK = re.compile(f"[{_BREAKS}]")
-_CUT = re.compile("[" + re.escape("".join(sorted((_AFTER | _ENDS_SENTENCE) - _BEFORE))) + "]")
-
-
-def _occurs(needle: str, text: str, start: int | None = None) -> bool:
-    """``needle`` occurs in ``text`` as a whole token (see ``_BEFORE`` and ``_AFTER``;
-    sentence punctuation after it counts as an end when a token end or the text's end
-    follows). ``start``: where to look first (an occurrence already found)."""
-    if not needle:
-        return False
-    start = text.find(needle) if start is None else start
-    while start != -1:
-        if _token_at(needle, text, start):
-            return True
-        start = text.find(needle, start + 1)
-    return False
 
 
 # --- a call's values -----------------------------------------------------------------------

@@ -18,7 +18,7 @@ import re
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast, runtime_checkable
 
 from tether import events as ev
 from tether.bounds import Spend
@@ -128,10 +128,30 @@ class SubagentProfile:
         return settings.replace(permission_mode="read-only") if self.read_only else settings
 
 
-def delegation_tools(profiles: Sequence[SubagentProfile], parent: RunHost) -> list[Delegations]:
-    """The delegation tools of ``profiles`` as one toolset, checked against the
-    parent's tools as they are now (tools of MCP servers are checked when they run)."""
-    registry = parent.tools
+@runtime_checkable
+class RemoteSubagent(Protocol):
+    """A sub-agent that runs elsewhere (a remote agent: ``tether.a2a.A2AAgent``): it
+    becomes one tool of its own, named ``name``, which says itself what it can reach."""
+
+    @property
+    def name(self) -> str: ...
+
+    def delegation_tool(self) -> Tool: ...
+
+
+def delegation_tools(subagents: Sequence[SubagentProfile | RemoteSubagent],
+                     parent: RunHost) -> list[Tool | Delegations]:
+    """The delegation tools of ``subagents``: a tool for each remote one, then the
+    profiles' as one toolset, checked against the parent's tools as they are now (tools of
+    MCP servers are checked when they run). A profile may name a remote one in its tools."""
+    remote = [s.delegation_tool() for s in subagents if not isinstance(s, SubagentProfile)]
+    profiles = [s for s in subagents if isinstance(s, SubagentProfile)]
+    registry = {**parent.tools, **{t.name: t for t in remote}}
+    taken = set(parent.tools)
+    for tool in remote:
+        if tool.name in taken:
+            raise ConfigError(f"subagent {tool.name!r}: a tool of that name already exists")
+        taken.add(tool.name)
     dynamic = any(not isinstance(s, Tool) for s in parent.toolsets)
     names = {p.name for p in profiles}
     for profile in profiles:
@@ -148,7 +168,7 @@ def delegation_tools(profiles: Sequence[SubagentProfile], parent: RunHost) -> li
             raise ConfigError(
                 f"subagent {profile.name!r}: read_only, yet it names tool(s) that can change "
                 f"or send: {', '.join(map(repr, writing))}")
-    return [Delegations(profiles, parent)]
+    return [*remote, *([Delegations(profiles, parent)] if profiles else [])]
 
 
 # What a delegation declares when a tool its profile names does not exist (yet): everything

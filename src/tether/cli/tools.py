@@ -46,6 +46,8 @@ async def _tools(args: argparse.Namespace) -> int:
         clashes = agent.tool_clashes()
         # Each MCP server's protocol revision, as agreed when it started.
         revisions = {s.name: s.protocol_version for s in servers_of(agent.toolsets)}
+        # Each remote agent's card, read now (the remote's own words, shown escaped).
+        cards = await remote_cards(agent.subagents)
     # An MCP server that did not start, a skipped tool, a tool another one's name hides.
     for notice in [*agent.start_notices, *clashes]:
         error(notice.message)
@@ -57,6 +59,8 @@ async def _tools(args: argparse.Namespace) -> int:
         "server": t.server if t.origin == "mcp" else None,
         "server_trusted": (not t.spec_from_outside) if t.origin == "mcp" else None,
         "server_protocol": revisions.get(t.server or "") if t.origin == "mcp" else None,
+        # A remote agent's card (A2A): what it says it is, or why it could not be read.
+        "card": cards.get(t.name) if t.origin == "a2a" else None,
     } for t in tools]
     if args.json:
         from tether.display import json_dumps
@@ -73,9 +77,39 @@ async def _tools(args: argparse.Namespace) -> int:
         source = r["source"] if r["server"] is None else \
             f"mcp {r['server']} ({'trusted' if r['server_trusted'] else 'untrusted'}, " \
             f"protocol {r['server_protocol']})"
+        if r["card"] is not None:
+            source = f"a2a: {card_line(r['card'])}"
         # Names and titles are what servers wrote: cells hold them as plain text.
         table.add_row(plain(inline(r["name"])), plain(inline(r["title"])), plain(source),
                       plain(", ".join(r["capabilities"]) or "-"),
                       "yes" if r["needs_approval"] else "no", "yes" if r["read_only"] else "no")
     print_table(table)
     return EXIT_OK
+
+
+async def remote_cards(subagents: list[Any]) -> dict[str, dict[str, Any]]:
+    """The agent card of each remote agent (A2A) among ``subagents``, by tool name:
+    ``{"card": {...}}``, or ``{"error": "..."}`` when it cannot be read."""
+    from tether.a2a.remote import A2AAgent
+    from tether.errors import TetherError
+
+    out: dict[str, dict[str, Any]] = {}
+    for remote in subagents:
+        if not isinstance(remote, A2AAgent):
+            continue
+        from tether.a2a.wire import card_of
+
+        try:
+            out[remote.name] = {"url": remote.url, "card": await card_of(remote)}
+        except TetherError as e:
+            out[remote.name] = {"url": remote.url, "error": str(e)}
+    return out
+
+
+def card_line(entry: dict[str, Any]) -> str:
+    from tether.a2a.remote import card_summary
+    from tether.display import inline
+
+    if "card" in entry:
+        return f"{card_summary(entry['card'])} at {inline(entry['url'])}"
+    return f"card not read ({inline(entry['error'])}) at {inline(entry['url'])}"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from tether.a2a.remote import A2AAgent
 from tether.agent import Agent
 from tether.builtins import select_builtins
 from tether.config.layers import _workspace_path, load_config
@@ -224,7 +225,9 @@ def agent_from_config(
     selected.extend(explicit)
     if cfg.mcp:
         selected.extend(servers_from_config(cfg.mcp, cfg.sandbox, own))
-    subagents = [SubagentProfile(**s.model_dump()) for s in cfg.subagents]
+    subagents: list[SubagentProfile | A2AAgent] = [
+        SubagentProfile(**s.model_dump()) for s in cfg.subagents]
+    subagents.extend(A2AAgent(**s.model_dump()) for s in cfg.a2a)
     prices = None
     if pcfg.prices is not None:
         prices = Prices(pcfg.prices.input_per_mtok, pcfg.prices.output_per_mtok)

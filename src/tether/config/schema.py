@@ -204,6 +204,39 @@ class McpSection(_Strict):
                 for k, v in headers.items()}
 
 
+class A2ASection(_Strict):
+    """A remote agent (Agent2Agent protocol) the model can delegate to: ``[[a2a]]``."""
+
+    name: str
+    url: str
+    description: str = ""
+    answer_shape: str | list[str] | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    token_env: str | None = None
+    timeout_secs: float = Field(default=120.0, gt=0)
+    max_bytes: int = Field(default=2_000_000, gt=0)
+    max_events: int = Field(default=1_000, gt=0)
+
+    @field_serializer("headers", when_used="json")
+    def _masked_headers(self, headers: dict[str, str]) -> dict[str, str]:
+        return dict.fromkeys(headers, "***")
+
+
+class A2AServerSection(_Strict):
+    """tether's own A2A endpoint (``tether.a2a_server``): what its card says, which
+    callers' messages are the user's words, how long a task waits for the owner."""
+
+    name: str = "tether"
+    description: str = "A tether agent."
+    # Environment variables each holding a bearer token whose caller is trusted: that
+    # caller's message is the user's words. Any other caller's message is outside text.
+    trusted_tokens_env: list[str] = Field(default_factory=list)
+    # How long a task waiting for the owner's approval holds its stream open; after that it
+    # stays input-required, and a message to it looks again.
+    owner_wait_secs: float = Field(default=3600.0, gt=0)
+
+
 class StoreSection(_Strict):
     """Where sessions live: a SQLite file (``path``, the default) or a PostgreSQL database
     that many processes and machines share (``url = "postgresql://user@host:5432/db"``)."""
@@ -282,6 +315,8 @@ class Config(_Strict):
     sandbox: SandboxSection = Field(default_factory=SandboxSection)
     subagents: list[SubagentSection] = Field(default_factory=list)
     mcp: list[McpSection] = Field(default_factory=list)
+    a2a: list[A2ASection] = Field(default_factory=list)
+    a2a_server: A2AServerSection = Field(default_factory=A2AServerSection)
     hooks: list[HookSection] = Field(default_factory=list)
     store: StoreSection = Field(default_factory=StoreSection)
     local: LocalSection = Field(default_factory=LocalSection)
