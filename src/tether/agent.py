@@ -38,6 +38,7 @@ from tether.run.host import Instrument, RunHost, RunObserver
 from tether.run.loop import resume_events, run_events
 from tether.run.pending import Decisions, PendingState, bind_decisions, paused_calls
 from tether.settings import (
+    DEFAULT_DEFER_AFTER,
     DEFAULT_MAX_REPEATED_FAILURES,
     DEFAULT_MAX_TURNS,
     AgentSettings,
@@ -72,7 +73,8 @@ class Agent(Generic[DepsT]):
     (``agent.run(prompt, deps=...)``; ``deps_type=`` names the type for type checkers
     and checks it at run time), handed to tools as ``ToolContext[DepsT].deps`` and to
     nothing else. ``hooks`` are the host's code at five points of each run, which can only
-    narrow it (``tether.run.hooks``).
+    narrow it (``tether.run.hooks``). ``defer_after``: past this many tools, a run offers
+    ``search_tools`` instead of the large catalogue (``tether.tools.search``).
     """
 
     system_prompt = Setting[str | None]()
@@ -90,6 +92,7 @@ class Agent(Generic[DepsT]):
     temperature = Setting[float | None]()
     output_retries = Setting[int]()
     context = Setting[ContextConfig]()
+    defer_after = Setting[int | None]()
 
     def __init__(
         self,
@@ -117,6 +120,7 @@ class Agent(Generic[DepsT]):
         hooks: Iterable[Hook] = (),
         hook_timeout_secs: float | None = 30.0,
         deps_type: type[DepsT] | None = None,
+        defer_after: int | None = DEFAULT_DEFER_AFTER,
     ) -> None:
         self.deps_type = deps_type
         settings = AgentSettings(
@@ -127,7 +131,7 @@ class Agent(Generic[DepsT]):
             workspace=Path(workspace), approval_timeout_secs=approval_timeout_secs,
             tool_timeout_secs=tool_timeout_secs, temperature=temperature,
             output_retries=output_retries, context=ContextConfig.of(context),
-            hook_timeout_secs=hook_timeout_secs)
+            hook_timeout_secs=hook_timeout_secs, defer_after=defer_after)
         self._setup(model, settings, tools, approver, subagents, providers, instrument, hooks)
 
     @classmethod

@@ -247,6 +247,7 @@ def agent_from_config(
         "output_retries": cfg.agent.output_retries,
         "hooks": [load_hook(reference) for reference in hook_files],
         "hook_timeout_secs": cfg.agent.hook_timeout_secs,
+        "defer_after": cfg.tools.defer_after,
     }
     if cfg.telemetry.enabled:
         kwargs["instrument"] = Instrumentation(include_content=cfg.telemetry.include_content,
@@ -299,7 +300,7 @@ def servers_from_config(sections: Sequence[McpSection],
             continue
         widen = Capabilities(**s.capabilities.model_dump())
         common: dict[str, Any] = {"prefix_tools": s.prefix_tools, "timeout_secs": s.timeout_secs,
-                                  "capabilities": widen}
+                                  "capabilities": widen, "defer": s.defer}
         if s.trusted is not None:
             common["trusted"] = s.trusted
         s = _expanded(s) if s.expand_env else s

@@ -19,7 +19,7 @@ from pydantic import (
 
 from tether.display import mask_url
 from tether.errors import ConfigError
-from tether.settings import DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_TURNS
+from tether.settings import DEFAULT_DEFER_AFTER, DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_TURNS
 
 ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"]
 
@@ -106,6 +106,9 @@ class ToolsConfig(_Strict):
     # Your own @tool functions: files (relative to the workspace) or modules, as for --tools.
     python: list[PathText] = Field(default_factory=list)
     shell: ShellSection = Field(default_factory=ShellSection)
+    # Past this many tools, a run offers search_tools instead of the large catalogue
+    # (docs/extend.md, "Tool search"); [[mcp]] defer = true defers a server whatever the count.
+    defer_after: int = Field(default=DEFAULT_DEFER_AFTER, ge=0)
 
 
 class SecuritySection(_Strict):
@@ -172,6 +175,9 @@ class McpSection(_Strict):
     # Whether the server's own text (tool descriptions, titles, schemas) is trusted;
     # unset: a stdio server is, a remote (url) one is not.
     trusted: bool | None = None
+    # true: its tools wait until the model finds them with search_tools; false: always
+    # offered; unset: as [tools] defer_after decides.
+    defer: bool | None = None
     # "oauth": sign in with OAuth 2.1 (discovery, PKCE, a loopback redirect); `scope` is
     # what is asked for (default: what the server's metadata says).
     auth: Literal["oauth"] | None = None

@@ -44,7 +44,7 @@ from tether.mcp.stdio import StdioTransport as _Stdio
 from tether.mcp.stdio import stdio_server_streams
 from tether.sandbox import Sandbox
 from tether.tools.tool import Tool, ToolContext, ToolOutput
-from tether.tools.toolsets import PrefixedToolset
+from tether.tools.toolsets import PrefixedToolset, marked
 from tether.trust import NO_CAPABILITIES, Capabilities
 from tether.version import __version__
 
@@ -98,6 +98,7 @@ class McpServer:
       is; a remote one (``http``) is not. A conversation that offers an untrusted server's
       tools counts as having seen untrusted text from its first turn, and the server's
       results count as untrusted input.
+    - ``defer``: ``Tool.defer`` of every tool (``True``: found by ``search_tools`` first).
     - ``error``: why the server is not running (failed start, crash), else ``None``.
     - ``notices``: what the user should know (start failure, tools that were skipped).
 
@@ -117,6 +118,7 @@ class McpServer:
         capabilities: Capabilities = NO_CAPABILITIES,
         errlog: TextIO | None = None,
         trusted: bool | None = None,
+        defer: bool | None = None,
     ) -> None:
         if not _SERVER_NAME.fullmatch(name):
             raise ConfigError(f"mcp server name {name!r}: use letters, digits, _ and - only "
@@ -131,6 +133,7 @@ class McpServer:
         self.start_timeout_secs = start_timeout_secs or timeout_secs
         self.capabilities = capabilities
         self.trusted = isinstance(transport, _Stdio) if trusted is None else bool(trusted)
+        self.defer = defer
         self.error: str | None = None
         self.notices: list[Notice] = []
         self._errlog = errlog
@@ -173,6 +176,7 @@ class McpServer:
         errlog: TextIO | None = None,
         trusted: bool = True,
         sandbox: Sandbox | None = DEFAULT_SANDBOX,
+        defer: bool | None = None,
     ) -> McpServer:
         """A server run as a child process, speaking over its stdin/stdout.
 
@@ -186,7 +190,7 @@ class McpServer:
                            None if os.name != "posix" else sandbox)
         return cls(name, transport, prefix_tools=prefix_tools, timeout_secs=timeout_secs,
                    start_timeout_secs=start_timeout_secs, capabilities=capabilities,
-                   errlog=errlog, trusted=trusted)
+                   errlog=errlog, trusted=trusted, defer=defer)
 
     @classmethod
     def http(
@@ -202,6 +206,7 @@ class McpServer:
         capabilities: Capabilities = NO_CAPABILITIES,
         trusted: bool = False,
         oauth: OAuth | None = None,
+        defer: bool | None = None,
     ) -> McpServer:
         """A server reached over streamable HTTP. ``headers_env`` maps a header to the
         environment variable holding its value (read when the server starts). Not trusted
@@ -210,7 +215,7 @@ class McpServer:
         transport = _Http(url, dict(headers or {}), dict(headers_env or {}), oauth)
         return cls(name, transport, prefix_tools=prefix_tools, timeout_secs=timeout_secs,
                    start_timeout_secs=start_timeout_secs, capabilities=capabilities,
-                   trusted=trusted)
+                   trusted=trusted, defer=defer)
 
     def __repr__(self) -> str:
         return f"McpServer({self.name!r}, {self.transport.describe()!r})"
@@ -513,7 +518,8 @@ class McpServer:
         for problem in problems:
             self.notices.append(Notice("warning", f"MCP server {self.name!r}: {problem}.",
                                        source=f"mcp:{self.name}"))
-        return self._own_tools + tuple(t for t in tools if t.name not in taken)
+        return marked(self._own_tools + tuple(t for t in tools if t.name not in taken),
+                      self.defer)
 
     def _build_tools(self, listed: Sequence[McpTool]) -> tuple[Tool, ...]:
         tools: dict[str, Tool] = {}
