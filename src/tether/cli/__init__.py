@@ -118,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
         mcp,
         run,
         sessions,
+        skills,
         tools,
         worker,
     )
@@ -130,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 parser_class=_CommandParser)
     for command in (run, tools, config, doctor, chat, batch, eval, sessions, logs, local,
-                    worker, approvals, mcp):
+                    worker, approvals, mcp, skills):
         command.add_cli(sub)
     return parser
 

@@ -40,6 +40,7 @@ from tether.providers.openai_responses import OpenAIResponses
 from tether.providers.shell import HTTPModel
 from tether.sandbox import Sandbox
 from tether.settings import ContextConfig, Prices
+from tether.skills import SkillFolder
 from tether.subagents import SubagentProfile
 from tether.telemetry import Instrumentation
 from tether.tools.tool import Tool
@@ -248,6 +249,7 @@ def agent_from_config(
         "hooks": [load_hook(reference) for reference in hook_files],
         "hook_timeout_secs": cfg.agent.hook_timeout_secs,
         "defer_after": cfg.tools.defer_after,
+        "skills": [SkillFolder(Path(path), trusted) for path, trusted in cfg.skill_folders],
     }
     if cfg.telemetry.enabled:
         kwargs["instrument"] = Instrumentation(include_content=cfg.telemetry.include_content,

@@ -111,6 +111,16 @@ class ToolsConfig(_Strict):
     defer_after: int = Field(default=DEFAULT_DEFER_AFTER, ge=0)
 
 
+class SkillsSection(_Strict):
+    """``[skills]``: folders of skills (docs/extend.md, "Skills"). Named in your own config
+    file (or by a flag) they hold your words; named by a project's tether.toml, outside
+    text. ``untrusted``: folders whose skills are outside text wherever they are named (a
+    download). ``~/.config/tether/skills`` is read too, as yours."""
+
+    paths: list[PathText] = Field(default_factory=list)
+    untrusted: list[PathText] = Field(default_factory=list)
+
+
 class SecuritySection(_Strict):
     rule: Literal["provenance", "interlock"] = "provenance"
     trifecta: Literal["block", "ask", "allow"] = "block"
@@ -289,6 +299,7 @@ class Config(_Strict):
     subagents: list[SubagentSection] = Field(default_factory=list)
     mcp: list[McpSection] = Field(default_factory=list)
     hooks: list[HookSection] = Field(default_factory=list)
+    skills: SkillsSection = Field(default_factory=SkillsSection)
     store: StoreSection = Field(default_factory=StoreSection)
     local: LocalSection = Field(default_factory=LocalSection)
     telemetry: TelemetrySection = Field(default_factory=TelemetrySection)
@@ -298,6 +309,9 @@ class Config(_Strict):
     # tether's own files as every layer names them (config files, stores, caches, tool
     # files): the file tools may not change them. See tether.paths.
     own_files: list[str] = Field(default_factory=list, exclude=True)
+    # The folders of skills every layer names, each with whether it is the user's (trusted):
+    # the user's file, flags and ~/.config/tether/skills are; the project's file is not.
+    skill_folders: list[tuple[str, bool]] = Field(default_factory=list, exclude=True)
 
     def provider_config(self, name: str | None = None) -> tuple[str, ProviderConfig]:
         name = name or self.default_provider
