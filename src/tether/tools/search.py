@@ -179,9 +179,10 @@ def search_tool(shelf: Shelf) -> Tool:
         },
         "required": ["query"],
     }
-    spec = ToolSpec(SEARCH_TOOL, "Find more tools. Many tools are not listed until searched "
-                    "for: describe what you need in a few words; the tools found can be "
-                    "called from your next step on.", schema)
+    spec = ToolSpec(SEARCH_TOOL, "Search the tools you have. Most of your tools are hidden "
+                    "until found: when a task needs a tool you do not see (weather, email, "
+                    "files, tickets...), call this first with a few words saying what the tool "
+                    "does. The tools found can be called from your next step on.", schema)
 
     async def handler(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         found = shelf.find(arguments["query"], arguments.get("limit", DEFAULT_MATCHES))
