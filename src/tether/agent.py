@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ from tether.run.host import Instrument, RunHost, RunObserver
 from tether.run.loop import resume_events, run_events
 from tether.run.pending import Decisions, PendingState, bind_decisions, paused_calls
 from tether.settings import (
+    DEFAULT_DEFER_AFTER,
     DEFAULT_MAX_REPEATED_FAILURES,
     DEFAULT_MAX_TURNS,
     AgentSettings,
@@ -46,6 +48,7 @@ from tether.settings import (
     Prices,
     Setting,
 )
+from tether.skills import Skill, SkillFolder, Skills
 from tether.subagents import RemoteSubagent, SubagentProfile, delegation_tools
 from tether.tools.function import ensure_tools
 from tether.tools.tool import DepsT, Tool
@@ -72,8 +75,14 @@ class Agent(Generic[DepsT]):
     (``agent.run(prompt, deps=...)``; ``deps_type=`` names the type for type checkers
     and checks it at run time), handed to tools as ``ToolContext[DepsT].deps`` and to
     nothing else. ``hooks`` are the host's code at five points of each run, which can only
-    narrow it (``tether.run.hooks``).
+    narrow it (``tether.run.hooks``). ``defer_after``: past this many tools, a run offers
+    ``search_tools`` instead of the large catalogue (``tether.tools.search``). ``skills``:
+    folders of skills (``tether.skills``; a plain path is the user's, trusted; a
+    ``SkillFolder(path, trusted=False)`` is outside text), loaded by ``load_skill``, their
+    files readable by the file tools; ``agent.skills`` lists them.
     """
+
+    skills: list[Skill]
 
     system_prompt = Setting[str | None]()
     max_turns = Setting[int]()
@@ -90,6 +99,7 @@ class Agent(Generic[DepsT]):
     temperature = Setting[float | None]()
     output_retries = Setting[int]()
     context = Setting[ContextConfig]()
+    defer_after = Setting[int | None]()
 
     def __init__(
         self,
@@ -117,8 +127,15 @@ class Agent(Generic[DepsT]):
         hooks: Iterable[Hook] = (),
         hook_timeout_secs: float | None = 30.0,
         deps_type: type[DepsT] | None = None,
+        defer_after: int | None = DEFAULT_DEFER_AFTER,
+        skills: Skills | Iterable[SkillFolder | str | os.PathLike[str]] = (),
     ) -> None:
         self.deps_type = deps_type
+        catalogue = skills if isinstance(skills, Skills) else Skills(skills)
+        if catalogue.skills:
+            tools = [*tools, catalogue]
+            security = dataclasses.replace(security or SecurityConfig(), readable_paths=(
+                *(security.readable_paths if security else ()), *catalogue.readable()))
         settings = AgentSettings(
             system_prompt=system_prompt, max_turns=max_turns,
             max_repeated_failures=max_repeated_failures,
@@ -127,8 +144,11 @@ class Agent(Generic[DepsT]):
             workspace=Path(workspace), approval_timeout_secs=approval_timeout_secs,
             tool_timeout_secs=tool_timeout_secs, temperature=temperature,
             output_retries=output_retries, context=ContextConfig.of(context),
-            hook_timeout_secs=hook_timeout_secs)
+            hook_timeout_secs=hook_timeout_secs, defer_after=defer_after)
         self._setup(model, settings, tools, approver, subagents, providers, instrument, hooks)
+        self.skills = catalogue.skills
+        self.start_notices.extend(ev.Notice("warning", w, source="skills")
+                                  for w in catalogue.warnings)
 
     @classmethod
     def from_settings(
@@ -146,6 +166,7 @@ class Agent(Generic[DepsT]):
         """An agent with these settings (a sub-agent's: its parent's, changed by a profile)."""
         agent = cls.__new__(cls)
         agent.deps_type = None
+        agent.skills = []
         agent._setup(model, settings, tools, approver, subagents, providers, instrument, hooks)
         return agent
 

@@ -228,6 +228,17 @@ class TaintChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolsRevealed:
+    """A search of a run's deferred tools (``search_tools``) found these: they join the
+    request's tools from the next turn on (``tether.tools.search``)."""
+
+    names: tuple[str, ...]
+    query: str
+    path: tuple[str, ...] = ()
+    kind: Literal["tools_revealed"] = "tools_revealed"
+
+
+@dataclass(frozen=True, slots=True)
 class SubagentStarted:
     call_id: str
     profile: str
@@ -340,7 +351,7 @@ Event: TypeAlias = (
     RunStarted | TurnStarted | TextDelta | ReasoningDelta | ModelResponded | ProviderRetry
     | ToolCallRequested | TrifectaBlocked | ProvenanceChecked | TrifectaWaived
     | ApprovalRequested
-    | ApprovalDecided | ToolStarted | ToolProgress | ToolFinished | TaintChanged
+    | ApprovalDecided | ToolStarted | ToolProgress | ToolFinished | TaintChanged | ToolsRevealed
     | SubagentStarted | SubagentFinished | UsageUpdated | Notice | ContextFitted | HookDecided
     | RunPaused | RunFinished
 )

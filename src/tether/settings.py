@@ -28,6 +28,8 @@ T = TypeVar("T")
 # room for twice a task's turns, and a model stuck repeating a failing call stopped by the
 # repeat rule (tether.repeats) at its fourth call, long before the turn bound.
 DEFAULT_MAX_TURNS = 20
+# Past this many tools a run defers the rest behind search_tools (tether.tools.search).
+DEFAULT_DEFER_AFTER = 30
 DEFAULT_MAX_REPEATED_FAILURES = 3
 
 
@@ -125,6 +127,9 @@ class AgentSettings:
       one: its ``takes_seed``): what every request carries; ``output_retries``:
       corrections a structured answer gets; ``workspace``: where the file tools work.
     - ``context``: how a conversation is fitted into the model's window (tether.context).
+    - ``defer_after``: past this many tools a run keeps the large catalogue out of its
+      requests and offers ``search_tools`` instead (``tether.tools.search``; ``None``: only
+      tools marked ``defer`` wait to be found).
     """
 
     system_prompt: str | None = None
@@ -143,6 +148,7 @@ class AgentSettings:
     seed: int | None = None
     context: ContextConfig = field(default_factory=ContextConfig)
     hook_timeout_secs: float | None = 30.0
+    defer_after: int | None = DEFAULT_DEFER_AFTER
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -158,6 +164,11 @@ class AgentSettings:
         if self.hook_timeout_secs is not None and not self.hook_timeout_secs > 0:
             raise ConfigError(f"hook_timeout_secs must be more than 0 (or None, for ever), "
                               f"not {self.hook_timeout_secs}")
+        if self.defer_after is not None and (isinstance(self.defer_after, bool)
+                                             or not isinstance(self.defer_after, int)
+                                             or self.defer_after < 0):
+            raise ConfigError(f"defer_after must be a whole number of tools, 0 or more (or "
+                              f"None, to defer only tools marked so), not {self.defer_after!r}")
         if self.max_cost_usd is not None and self.prices is None:
             raise ConfigError("max_cost_usd needs the model's prices (prices=Prices(...), or "
                               "[providers.NAME.prices] in tether.toml)")

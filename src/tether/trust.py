@@ -126,6 +126,8 @@ class SecurityConfig:
       a write is approved: tether's own files. The default names where the environment and
       the defaults put them; ``Agent.from_config`` adds every place the configuration names
       (see ``tether.paths``).
+    - ``readable_paths``: folders outside the workspace the file tools may read (never
+      write): the folders of the agent's skills (``tether.skills``).
     """
 
     trifecta: TrifectaPolicy = "block"
@@ -137,6 +139,7 @@ class SecurityConfig:
     protected_paths: Sequence[Path] = field(default_factory=_default_protected)
     rule: GateRule = "provenance"
     endorse_destructive: bool = False
+    readable_paths: Sequence[Path] = ()
 
     def __post_init__(self) -> None:
         if self.trifecta not in ("block", "ask", "allow"):
@@ -150,6 +153,8 @@ class SecurityConfig:
             object.__setattr__(self, "protected_paths", (self.protected_paths,))
         object.__setattr__(self, "protected_paths",
                            tuple(Path(p).expanduser() for p in self.protected_paths))
+        object.__setattr__(self, "readable_paths",
+                           tuple(Path(p).expanduser() for p in self.readable_paths))
 
 
 def forecast(taint: Taint, capabilities: Iterable[Capabilities]) -> Taint:

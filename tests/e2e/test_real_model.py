@@ -300,3 +300,19 @@ async def test_output_the_server_cannot_read_is_asked_again_once_without_the_too
     assert result.stop_cause == "completed" and result.text.strip(), result.error
     assert result.tool_calls == []
     assert result.usage.unreported_requests == 1 and result.usage.requests == 2
+
+
+async def test_the_model_finds_a_deferred_tool_with_search_tools(server: LocalServer) -> None:
+    """The 0.5B model searches for the tool it is told to use and finds it (calling it on
+    the next turn is past this model: it answers in words instead; a larger one calls it)."""
+    from tether.events import ToolsRevealed
+    from tether.tools.search import SEARCH_TOOL
+    from tether.tools.toolsets import DeferredToolset
+
+    async with _agent(server, [DeferredToolset([_weather()])], max_turns=3) as agent:
+        result = await agent.run(PROMPT)
+    first = result.tool_calls[0]
+    assert (first.name, first.status) == (SEARCH_TOOL, "ok")
+    assert "weather" in first.input["query"].lower()
+    revealed = [e.names for e in result.events if isinstance(e, ToolsRevealed)]
+    assert revealed and revealed[0][0] == "get_weather"

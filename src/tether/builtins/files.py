@@ -22,6 +22,7 @@ from .workspace import (
     Confined,
     WorkspaceError,
     confine,
+    confine_read,
     is_inside,
     open_confined,
     refuse_protected,
@@ -66,7 +67,7 @@ def _read_file(ctx: ToolContext, path: str, offset: int = 1, limit: int = 2000) 
         return _error("limit must be at least 1")
     limit = min(limit, MAX_LINES)
     try:
-        target = confine(ctx.workspace, path)
+        target = confine_read(ctx.workspace, path, ctx.security.readable_paths)
         if target.path.is_dir():
             return _error(f"{target.shown} is a directory; use list_dir to see what it holds")
         if not target.path.exists():
@@ -125,7 +126,7 @@ def _list_dir(ctx: ToolContext, path: str = ".") -> ToolOutput:
         path: the folder, relative to the workspace ("." is the workspace itself).
     """
     try:
-        target = confine(ctx.workspace, path)
+        target = confine_read(ctx.workspace, path, ctx.security.readable_paths)
     except WorkspaceError as e:
         return _error(str(e))
     if not target.path.is_dir():

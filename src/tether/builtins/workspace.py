@@ -54,6 +54,24 @@ def confine(workspace: Path, requested: str) -> Confined:
                          f"File tools only reach paths inside the workspace ({root}).")
 
 
+def confine_read(workspace: Path, requested: str, readable: Sequence[Path] = ()) -> Confined:
+    """``requested`` resolved inside ``workspace`` (``confine``), or, for a read only, given
+    as an absolute path inside one of the ``readable`` folders (a skill's: named as it is,
+    whole); else the workspace's refusal."""
+    try:
+        return confine(workspace, requested)
+    except WorkspaceError:
+        if not readable or not Path(requested).is_absolute():
+            raise
+        for root in readable:
+            try:
+                inside = confine(root, requested)
+            except WorkspaceError:
+                continue
+            return Confined(inside.path, str(inside.path))
+        raise
+
+
 # Paths inside the workspace that no tool may change: the agent's own configuration (its
 # security policy: a write there would let the model widen its own tether), and git's
 # internals (hooks are code that runs later, outside the gate). tether's files elsewhere

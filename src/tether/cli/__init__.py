@@ -119,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         run,
         serve,
         sessions,
+        skills,
         tools,
         worker,
     )
@@ -131,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 parser_class=_CommandParser)
     for command in (run, tools, config, doctor, chat, batch, eval, sessions, logs, local,
-                    worker, approvals, mcp, serve):
+                    worker, approvals, mcp, serve, skills):
         command.add_cli(sub)
     return parser
 

@@ -373,6 +373,11 @@ class EventRenderer:
                              (f"hook {inline(event.hook)} {event.verdict}", "yellow"),
                              why, (f" ({event.point})", "dim")))
 
+    def _on_revealed(self, event: ev.ToolsRevealed) -> None:
+        self.err.print(shown(self._indent(event), ("found tools", "cyan"), " ",
+                             ", ".join(inline(n) for n in event.names), " ",
+                             (f"(search: {_short(event.query)})", "dim")))
+
     def _on_paused(self, event: ev.RunPaused) -> None:
         self.err.print(shown((f"paused: waiting for decisions on "
                               f"{', '.join(inline(i) for i in event.pending_call_ids)}",
@@ -406,6 +411,7 @@ class EventRenderer:
         ev.Notice: _on_notice,
         ev.ContextFitted: _on_context,
         ev.HookDecided: _on_hook,
+        ev.ToolsRevealed: _on_revealed,
         ev.RunPaused: _on_paused,
         ev.RunFinished: _on_finished,
     }

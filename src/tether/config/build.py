@@ -41,6 +41,7 @@ from tether.providers.openai_responses import OpenAIResponses
 from tether.providers.shell import HTTPModel
 from tether.sandbox import Sandbox
 from tether.settings import ContextConfig, Prices
+from tether.skills import SkillFolder
 from tether.subagents import SubagentProfile
 from tether.telemetry import Instrumentation
 from tether.tools.tool import Tool
@@ -250,6 +251,8 @@ def agent_from_config(
         "output_retries": cfg.agent.output_retries,
         "hooks": [load_hook(reference) for reference in hook_files],
         "hook_timeout_secs": cfg.agent.hook_timeout_secs,
+        "defer_after": cfg.tools.defer_after,
+        "skills": [SkillFolder(Path(path), trusted) for path, trusted in cfg.skill_folders],
     }
     if cfg.telemetry.enabled:
         kwargs["instrument"] = Instrumentation(include_content=cfg.telemetry.include_content,
@@ -308,7 +311,7 @@ def servers_from_config(sections: Sequence[McpSection],
             continue
         widen = Capabilities(**s.capabilities.model_dump())
         common: dict[str, Any] = {"prefix_tools": s.prefix_tools, "timeout_secs": s.timeout_secs,
-                                  "capabilities": widen}
+                                  "capabilities": widen, "defer": s.defer}
         if s.trusted is not None:
             common["trusted"] = s.trusted
         s = _expanded(s) if s.expand_env else s

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from tether.config.mcp_json import import_servers, resolve_files
 from tether.config.mcp_json import named_files as named_mcp_files
-from tether.config.schema import DEFAULTS, Config
+from tether.config.schema import DEFAULTS, Config, SkillsSection
 from tether.config.tool_files import python_files
 from tether.errors import ConfigError
 from tether.paths import default_locations, store_files, user_config_dir
@@ -63,7 +63,34 @@ def load_config(
     for source, named in layers:
         if source != "environment":
             own.extend(_named_files(named, workspace))
-    return config.model_copy(update={"own_files": [str(p) for p in own]})
+    return config.model_copy(update={"own_files": [str(p) for p in own],
+                                     "skill_folders": skill_folders(layers, project, env)})
+
+
+def skill_folders(layers: list[tuple[str, Mapping[str, Any]]], project: Path,
+                  env: Mapping[str, str]) -> list[tuple[str, bool]]:
+    """The folders of skills: ``~/.config/tether/skills`` first, then each layer's
+    ``[skills]`` (a file's paths relative to its folder), trusted unless the project's own
+    tether.toml names them (a clone's file is not the user's word) or they are listed as
+    ``untrusted``. Each layer's table is checked as it is: a later layer replaces an
+    earlier one's list in the merged configuration, here both count."""
+    out = [(str(user_config_dir(env) / "skills"), True)]
+    for source, layer in layers:
+        table = layer.get("skills")
+        if table is None:
+            continue
+        try:
+            section = SkillsSection.model_validate(table)
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'skills'}: {err['msg']}"
+                                 for err in e.errors())
+            raise ConfigError(f"{source}: [skills]: {problems}") from None
+        is_file = source not in ("environment", "flags")
+        base = Path(source).parent if is_file else Path.cwd()
+        trusted = Path(source) != project
+        out.extend((str(base / Path(p).expanduser()), trusted) for p in section.paths)
+        out.extend((str(base / Path(p).expanduser()), False) for p in section.untrusted)
+    return out
 
 
 def config_layers(

@@ -19,7 +19,7 @@ from pydantic import (
 
 from tether.display import mask_url
 from tether.errors import ConfigError
-from tether.settings import DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_TURNS
+from tether.settings import DEFAULT_DEFER_AFTER, DEFAULT_MAX_REPEATED_FAILURES, DEFAULT_MAX_TURNS
 
 ProviderKind = Literal["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"]
 
@@ -106,6 +106,19 @@ class ToolsConfig(_Strict):
     # Your own @tool functions: files (relative to the workspace) or modules, as for --tools.
     python: list[PathText] = Field(default_factory=list)
     shell: ShellSection = Field(default_factory=ShellSection)
+    # Past this many tools, a run offers search_tools instead of the large catalogue
+    # (docs/extend.md, "Tool search"); [[mcp]] defer = true defers a server whatever the count.
+    defer_after: int = Field(default=DEFAULT_DEFER_AFTER, ge=0)
+
+
+class SkillsSection(_Strict):
+    """``[skills]``: folders of skills (docs/extend.md, "Skills"). Named in your own config
+    file (or by a flag) they hold your words; named by a project's tether.toml, outside
+    text. ``untrusted``: folders whose skills are outside text wherever they are named (a
+    download). ``~/.config/tether/skills`` is read too, as yours."""
+
+    paths: list[PathText] = Field(default_factory=list)
+    untrusted: list[PathText] = Field(default_factory=list)
 
 
 class SecuritySection(_Strict):
@@ -172,6 +185,9 @@ class McpSection(_Strict):
     # Whether the server's own text (tool descriptions, titles, schemas) is trusted;
     # unset: a stdio server is, a remote (url) one is not.
     trusted: bool | None = None
+    # true: its tools wait until the model finds them with search_tools; false: always
+    # offered; unset: as [tools] defer_after decides.
+    defer: bool | None = None
     # "oauth": sign in with OAuth 2.1 (discovery, PKCE, a loopback redirect); `scope` is
     # what is asked for (default: what the server's metadata says).
     auth: Literal["oauth"] | None = None
@@ -318,6 +334,7 @@ class Config(_Strict):
     a2a: list[A2ASection] = Field(default_factory=list)
     a2a_server: A2AServerSection = Field(default_factory=A2AServerSection)
     hooks: list[HookSection] = Field(default_factory=list)
+    skills: SkillsSection = Field(default_factory=SkillsSection)
     store: StoreSection = Field(default_factory=StoreSection)
     local: LocalSection = Field(default_factory=LocalSection)
     telemetry: TelemetrySection = Field(default_factory=TelemetrySection)
@@ -327,6 +344,9 @@ class Config(_Strict):
     # tether's own files as every layer names them (config files, stores, caches, tool
     # files): the file tools may not change them. See tether.paths.
     own_files: list[str] = Field(default_factory=list, exclude=True)
+    # The folders of skills every layer names, each with whether it is the user's (trusted):
+    # the user's file, flags and ~/.config/tether/skills are; the project's file is not.
+    skill_folders: list[tuple[str, bool]] = Field(default_factory=list, exclude=True)
 
     def provider_config(self, name: str | None = None) -> tuple[str, ProviderConfig]:
         name = name or self.default_provider

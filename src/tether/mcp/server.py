@@ -14,7 +14,6 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tether.display import inline
@@ -24,6 +23,7 @@ from tether.fields import fields_from_schema, schema_declares_secrets
 from tether.mcp.elicitation import Elicitations
 from tether.mcp.environment import child_environment
 from tether.mcp.freshness import Freshness
+from tether.mcp.http import HttpTransport as _Http
 from tether.mcp.mapping import Hints, believed, map_hints, output_from_result, schema_problem
 from tether.mcp.oauth import OAuth, oauth_client
 from tether.mcp.prompts import Prompt, PromptArgument, PromptText, check_arguments, prompt_text
@@ -44,7 +44,7 @@ from tether.mcp.stdio import StdioTransport as _Stdio
 from tether.mcp.stdio import stdio_server_streams
 from tether.sandbox import Sandbox
 from tether.tools.tool import Tool, ToolContext, ToolOutput
-from tether.tools.toolsets import PrefixedToolset
+from tether.tools.toolsets import PrefixedToolset, marked
 from tether.trust import NO_CAPABILITIES, Capabilities
 from tether.version import __version__
 
@@ -57,30 +57,7 @@ _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _NOT_NAME_CHAR = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_TOOL_NAME = 64  # the tightest provider limit (OpenAI function names)
 _STDERR_TAIL = 600  # characters of a failed server's stderr quoted in its notice
-# Most servers need the network; a server reads the system, its own program and its
-# folders, not the rest of your files (Sandbox.read_all).
-DEFAULT_SANDBOX = Sandbox(network=True, read_all=False)
-
-
-@dataclass(frozen=True, slots=True)
-class _Http:
-    url: str
-    headers: Mapping[str, str] = field(default_factory=dict)
-    headers_env: Mapping[str, str] = field(default_factory=dict)
-    oauth: OAuth | None = None
-
-    def describe(self) -> str:
-        return f"http: {self.url}" + (", oauth" if self.oauth is not None else "")
-
-    def resolved_headers(self) -> dict[str, str]:
-        out = dict(self.headers)
-        for header, variable in self.headers_env.items():
-            value = os.environ.get(variable)
-            if value is None:
-                raise _StartFailure(f"header {header} comes from the environment variable "
-                                    f"{variable}, which is not set")
-            out[header] = value
-        return out
+DEFAULT_SANDBOX = Sandbox(network=True, read_all=False)  # most need the network, not your files
 
 
 class McpServer:
@@ -100,6 +77,7 @@ class McpServer:
       is; a remote one (``http``) is not. A conversation that offers an untrusted server's
       tools counts as having seen untrusted text from its first turn, and the server's
       results count as untrusted input.
+    - ``defer``: ``Tool.defer`` of every tool (``True``: found by ``search_tools`` first).
     - ``error``: why the server is not running (failed start, crash), else ``None``.
     - ``notices``: what the user should know (start failure, tools that were skipped).
 
@@ -119,6 +97,7 @@ class McpServer:
         capabilities: Capabilities = NO_CAPABILITIES,
         errlog: TextIO | None = None,
         trusted: bool | None = None,
+        defer: bool | None = None,
     ) -> None:
         if not _SERVER_NAME.fullmatch(name):
             raise ConfigError(f"mcp server name {name!r}: use letters, digits, _ and - only "
@@ -133,6 +112,7 @@ class McpServer:
         self.start_timeout_secs = start_timeout_secs or timeout_secs
         self.capabilities = capabilities
         self.trusted = isinstance(transport, _Stdio) if trusted is None else bool(trusted)
+        self.defer = defer
         self.error: str | None = None
         self.notices: list[Notice] = []
         self._errlog = errlog
@@ -175,21 +155,22 @@ class McpServer:
         errlog: TextIO | None = None,
         trusted: bool = True,
         sandbox: Sandbox | None = DEFAULT_SANDBOX,
+        defer: bool | None = None,
     ) -> McpServer:
         """A server run as a child process, speaking over its stdin/stdout.
 
         The child gets only ``ALLOWED_ENV`` from tether's environment, plus the names in
         ``env_passthrough``, plus ``env``. Its stderr goes to ``errlog`` if given, else to a
         temporary file whose end is quoted when the server fails. It runs inside ``sandbox``
-        (default: the network on, its working folder the one it writes, and what it reads
-        the system's folders, its own program and its folders; ``None``: with all of your
-        rights); with the network off, its tools lose ``external_send``.
+        (default: the network on; it writes its working folder, reads the system, its own
+        program and its folders; ``None``: with all of your rights); with the network off,
+        its tools lose ``external_send``.
         """
         transport = _Stdio(command, tuple(args), dict(env or {}), tuple(env_passthrough), cwd,
                            None if os.name != "posix" else sandbox)
         return cls(name, transport, prefix_tools=prefix_tools, timeout_secs=timeout_secs,
                    start_timeout_secs=start_timeout_secs, capabilities=capabilities,
-                   errlog=errlog, trusted=trusted)
+                   errlog=errlog, trusted=trusted, defer=defer)
 
     @classmethod
     def http(
@@ -205,6 +186,7 @@ class McpServer:
         capabilities: Capabilities = NO_CAPABILITIES,
         trusted: bool = False,
         oauth: OAuth | None = None,
+        defer: bool | None = None,
     ) -> McpServer:
         """A server reached over streamable HTTP. ``headers_env`` maps a header to the
         environment variable holding its value (read when the server starts). Not trusted
@@ -213,7 +195,7 @@ class McpServer:
         transport = _Http(url, dict(headers or {}), dict(headers_env or {}), oauth)
         return cls(name, transport, prefix_tools=prefix_tools, timeout_secs=timeout_secs,
                    start_timeout_secs=start_timeout_secs, capabilities=capabilities,
-                   trusted=trusted)
+                   trusted=trusted, defer=defer)
 
     def __repr__(self) -> str:
         return f"McpServer({self.name!r}, {self.transport.describe()!r})"
@@ -516,7 +498,8 @@ class McpServer:
         for problem in problems:
             self.notices.append(Notice("warning", f"MCP server {self.name!r}: {problem}.",
                                        source=f"mcp:{self.name}"))
-        return self._own_tools + tuple(t for t in tools if t.name not in taken)
+        return marked(self._own_tools + tuple(t for t in tools if t.name not in taken),
+                      self.defer)
 
     def _build_tools(self, listed: Sequence[McpTool]) -> tuple[Tool, ...]:
         tools: dict[str, Tool] = {}

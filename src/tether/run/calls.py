@@ -41,7 +41,8 @@ async def take(
     if await freshen(frame.host.toolsets, {c.name for c in calls}):
         # A list past its time to live was read again: the calls are judged by what their
         # tools say now, never by an old annotation.
-        state.tools = {n: t for n, t in frame.offered().items() if n not in state.dropped}
+        state.tools = {n: t for n, t in state.offer(frame.offered()).items()
+                       if n not in state.dropped}
     try:
         async with Staged(gate.judge_turn, calls, state.tools, conv, settings, asking,
                           decisions or {}, state.noting, frame.hooks) as judged:

@@ -51,7 +51,7 @@ from tether.run.hooks import (
 from tether.run.host import RunHost
 from tether.run.interrupts import abandon, until_interrupted
 from tether.run.staged import Staged
-from tether.run.state import RunFrame, RunState, start
+from tether.run.state import RunFrame, RunState, shelved, start
 from tether.run.turn import Take, Triaged, Unrun, Weigh, triage
 from tether.tools.tool import RunScope
 from tether.trust import Taint
@@ -221,7 +221,9 @@ class _Run:
             conv.append(prompt)
             state.prompt_sent = True
             state.prompt_text = prompt.text
-        state.tools = self.frame.offered()
+        tools = self.frame.offered()
+        state.shelf = shelved(self.frame, conv, tools)
+        state.tools = state.offer(tools)
         host = self.frame.host
         events = [self.emit(ev.RunStarted(prompt.text if prompt else "", host.model.model,
                                           tuple(state.tools), conv.taint))]
@@ -257,7 +259,7 @@ class _Run:
         """A turn begins: the tools as they are now (an MCP server's may have changed)."""
         state = self.state
         state.turns += 1
-        state.tools = self.frame.offered()
+        state.tools = state.offer(self.frame.offered())
         state.dropped = frozenset()
         events = [self.emit(ev.TurnStarted(state.turns, max_output_tokens=self._allowance()))]
         offered = self._offered_taint()

@@ -27,6 +27,7 @@ from tether.run.hooks import Hooks
 from tether.run.host import RunHost, RunObserver
 from tether.run.repeats import Repeats
 from tether.settings import AgentSettings
+from tether.tools.search import Shelf, revealed_in, wants_shelf
 from tether.tools.tool import RunScope, Tool
 
 
@@ -70,7 +71,9 @@ class RunState:
     pause waits on, the error the run ends with, the repeated calls (``repeats``, and
     ``noting``: what the model reads of a result because of them), a resumed run's
     decisions (for the resumed turn only), and this turn's request: the tools offered, a
-    hook's instructions and the tools a hook dropped."""
+    hook's instructions and the tools a hook dropped; ``shelf``: the tools a large
+    catalogue keeps out of the requests until a search finds them (None: nothing
+    deferred, nothing more to do each turn)."""
 
     conversation: Conversation
     spend: Spend
@@ -88,6 +91,22 @@ class RunState:
     tools: dict[str, Tool] = field(default_factory=dict)
     instructions: tuple[str, ...] = ()
     dropped: frozenset[str] = frozenset()  # tools a hook took out of this turn
+    shelf: Shelf | None = None
+
+    def offer(self, tools: dict[str, Tool]) -> dict[str, Tool]:
+        """The tools a request offers of ``tools`` (the frame's ``offered``): all of them,
+        or, while tools are deferred, those not waiting to be found and ``search_tools``."""
+        shelf = self.shelf
+        return tools if shelf is None else shelf.offer(tools)
+
+
+def shelved(frame: RunFrame, conversation: Conversation, tools: dict[str, Tool]) -> Shelf | None:
+    """The run's shelf when it defers tools (decided once, from the tools it starts with),
+    with what the conversation's earlier searches found."""
+    defer_after = frame.settings.defer_after
+    if not wants_shelf(tools, defer_after):
+        return None
+    return Shelf(defer_after, revealed_in(conversation.messages))
 
 
 def start(

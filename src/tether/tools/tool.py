@@ -212,6 +212,11 @@ class Tool:
     confined shell's read-only command line (``tether.builtins.shell_policy``). It waives
     only the tool's own need for approval, and only for a call every check before has let
     run: provenance, the trifecta and the permission mode still judge it.
+
+    ``defer`` says when the tool is kept out of a request until the model finds it with
+    ``search_tools`` (``tether.tools.search``): ``True`` always, ``False`` never, ``None``
+    (the default) when the run offers more tools than ``defer_after``, unless it is a
+    built-in, a delegation or a structured answer's tool.
     """
 
     spec: ToolSpec
@@ -230,6 +235,7 @@ class Tool:
     closed_destinations: bool
     returns_secrets: bool
     unasked: Waiver | None
+    defer: bool | None
 
     def __init__(
         self,
@@ -250,6 +256,7 @@ class Tool:
         closed_destinations: bool = False,
         returns_secrets: bool = False,
         unasked: Waiver | None = None,
+        defer: bool | None = None,
     ) -> None:
         # Frozen: set once, here (dataclasses.replace passes every field by its name).
         put = object.__setattr__
@@ -277,6 +284,7 @@ class Tool:
         put(self, "closed_destinations", closed_destinations)
         put(self, "returns_secrets", returns_secrets)
         put(self, "unasked", unasked)
+        put(self, "defer", defer)
 
     @property
     def delegates(self) -> bool:

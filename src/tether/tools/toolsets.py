@@ -200,3 +200,30 @@ class FilteredToolset(_Wrapper):
             return []
         offered = {t.name for t in self.inner.tools()}
         return [n for n in self.keep if n not in offered]
+
+
+def marked(tools: tuple[Tool, ...], defer: bool | None) -> tuple[Tool, ...]:
+    """``tools`` with ``Tool.defer`` set to ``defer`` (as they are for ``None``)."""
+    return tools if defer is None else tuple(dataclasses.replace(t, defer=defer) for t in tools)
+
+
+class DeferredToolset(_Wrapper):
+    """``inner``'s tools with ``Tool.defer`` set to ``defer``: ``True`` keeps them out of a
+    request until the model finds them with ``search_tools`` (``tether.tools.search``),
+    whatever the number of tools; ``False`` offers them always. Each tool keeps its marked
+    copy while ``inner`` offers the same tool. ``inner`` may be a list of tools."""
+
+    def __init__(self, inner: Toolset | Iterable[Tool], defer: bool = True) -> None:
+        super().__init__(inner if isinstance(inner, Toolset) else CombinedToolset(inner))
+        self.defer = defer
+        self._marked: dict[int, tuple[Tool, Tool]] = {}
+
+    def tools(self) -> Sequence[Tool]:
+        marked: dict[int, tuple[Tool, Tool]] = {}
+        for tool in self.inner.tools():
+            known = self._marked.get(id(tool))
+            if known is None or known[0] is not tool:
+                known = (tool, dataclasses.replace(tool, defer=self.defer))
+            marked[id(tool)] = known
+        self._marked = marked
+        return tuple(copy for _, copy in marked.values())
