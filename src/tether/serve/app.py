@@ -6,7 +6,9 @@ and style, shipped in the package), ``POST /agui`` (AG-UI over SSE), ``GET /api/
 the calls it waits on, as AG-UI interrupts), and ``POST /api/elicitations/{id}`` (a
 person's answer to an MCP server's request for input). Every route sits behind the
 ``Guard`` (``tether.serve.security``). Another module mounts its own routes beside these
-with ``routes=`` (and ``public=`` for paths that need no token), in the same door.
+with ``routes=`` (and ``public=`` for paths anyone may GET without the token, ``open_paths=``
+for an endpoint whose callers hold tokens of their own, not the page's: ``tether serve
+--a2a``), in the same door.
 """
 
 from __future__ import annotations
@@ -39,10 +41,18 @@ _PAGE = {"/": ("index.html", "text/html; charset=utf-8"),
 
 
 def build_app(runs: Runs, *, token: str, hosts: Iterable[str],
-              routes: Sequence[BaseRoute] = (), public: Iterable[str] = ()) -> Starlette:
+              routes: Sequence[BaseRoute] = (), public: Iterable[str] = (),
+              open_paths: Iterable[str] = ()) -> Starlette:
     """The application: the page, the AG-UI endpoint and the session API, then ``routes``
     (another module's), all behind the guard (``token``, ``hosts``: the ``Host`` values
-    that name the address served; ``public``: more paths that need no token)."""
+    that name the address served; ``public``: more paths anyone may GET without the token;
+    ``open_paths``: paths of ``routes`` any method reaches without the page's token, their own
+    handlers judging their callers). ``ValueError`` for an open path of the page's own."""
+    opened = frozenset(open_paths)
+    taken = opened & {*_PAGE, "/agui"} or \
+        {p for p in opened if p == "/api" or p.startswith("/api/")}
+    if taken:  # the page's API is behind its token, whoever mounts what beside it
+        raise ValueError(f"paths of the page cannot be open: {sorted(taken)}")
     api = _Api(runs)
     own: list[BaseRoute] = [
         *(Route(path, _page_file(name, kind), methods=["GET"])
@@ -53,7 +63,8 @@ def build_app(runs: Runs, *, token: str, hosts: Iterable[str],
         Route("/api/elicitations/{key}", api.elicitation, methods=["POST"]),
     ]
     return Starlette(routes=[*own, *routes], middleware=[
-        Middleware(Guard, token=token, hosts=hosts, extra_public=public)])
+        Middleware(Guard, token=token, hosts=hosts, extra_public=public,
+                   open_paths=opened)])
 
 
 def _page_file(name: str, kind: str) -> Any:

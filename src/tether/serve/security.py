@@ -6,7 +6,11 @@ Every request is checked before any route sees it, in this order:
    ``[::1]:PORT`` too on loopback): a page on another site whose name was re-pointed at
    127.0.0.1 (DNS rebinding) sends its own name, and gets 403.
 2. Everything but the page itself (``/`` and its script and style, which hold nothing)
-   needs ``Authorization: Bearer TOKEN``, compared in constant time: else 401.
+   needs ``Authorization: Bearer TOKEN``, compared in constant time: else 401. Paths
+   another module serves to callers who do not hold the page's token (``tether serve
+   --a2a``: the agent card and the A2A endpoint) are "open": they skip this check alone,
+   and that module's own rule judges its callers' tokens (the page's token is no token to
+   it, and its tokens are none to the page).
 3. A POST must be JSON (``Content-Type: application/json``: a form another site's page
    posts cannot be), and its ``Origin``, when sent, the page's own: else 403.
 
@@ -107,15 +111,18 @@ def page_url(host: str, port: int, token: str) -> str:
 
 class Guard:
     """ASGI middleware: the checks above, around ``app``. ``extra_public`` adds paths that
-    need no token (another module's page)."""
+    need no token to GET (another module's page); ``open_paths``, paths that need no page
+    token whatever the method (another module's endpoint, which checks its own callers:
+    exact paths, never a prefix)."""
 
     def __init__(self, app: ASGIApp, *, token: str, hosts: Iterable[str],
-                 extra_public: Iterable[str] = ()) -> None:
+                 extra_public: Iterable[str] = (), open_paths: Iterable[str] = ()) -> None:
         self.app = app
         self._token = token.encode()
         self.hosts = frozenset(h.lower() for h in hosts)
         self.origins = frozenset(f"http://{h}" for h in self.hosts)
         self.public = PUBLIC_PATHS | frozenset(extra_public)
+        self.open = frozenset(open_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -144,7 +151,7 @@ class Guard:
         if method == "OPTIONS":
             return 403, "no cross-origin requests", []
         if not (method in ("GET", "HEAD") and path in self.public) and \
-                not self.authorized(headers.get("authorization", "")):
+                path not in self.open and not self.authorized(headers.get("authorization", "")):
             return 401, "a token is needed: Authorization: Bearer TOKEN (tether serve " \
                         "printed the page's URL with it)", [(b"www-authenticate", b"Bearer")]
         if method not in ("GET", "HEAD"):
