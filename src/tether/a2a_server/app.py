@@ -1,10 +1,10 @@
 """The A2A endpoint's routes and app: the agent card at ``/.well-known/agent-card.json``
-and the JSON-RPC endpoint (with streaming) at ``/``, from the SDK, around
-``TetherExecutor``."""
+and the JSON-RPC endpoint (with streaming) at ``/`` (or ``rpc_path``: ``tether serve
+--a2a`` puts it at ``/a2a``, beside the page), from the SDK, around ``TetherExecutor``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableSet, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,16 +44,23 @@ def agent_card(url: str, name: str, description: str, tools: Sequence[str]) -> A
 def build_a2a_routes(make_agent: Callable[[], Agent], *, store: SessionStore, url: str,
                      name: str = "tether", description: str = "A tether agent.",
                      trusted_tokens: Sequence[str] = (), owner_wait_secs: float = 3600.0,
-                     poll_secs: float = 0.2, tools: Sequence[str] = ()) -> list[BaseRoute]:
+                     poll_secs: float = 0.2, tools: Sequence[str] = (),
+                     rpc_path: str = "/", workspace: str | Path = "",
+                     running: MutableSet[str] | None = None) -> list[BaseRoute]:
     """The A2A routes (card and JSON-RPC) for agents ``make_agent()`` builds, one per task;
-    paused runs are stored in ``store``. ``url`` is where the routes are reached (the card
-    says so). ``trusted_tokens`` are the bearer tokens whose callers' messages are the
-    user's words. Mount them in any Starlette app (``tether serve --a2a``)."""
+    paused runs are stored in ``store`` (their sessions marked with ``workspace``, so the
+    workspace's listings show them). ``url`` is where the JSON-RPC endpoint is reached (the
+    card says so), ``rpc_path`` its path here. ``trusted_tokens`` are the bearer tokens
+    whose callers' messages are the user's words. ``running`` (a set the routes add the
+    session of each run in flight to, and take it out of when it ends) is shared with
+    another runner of the store's sessions (``tether serve``'s page). Mount them in any
+    Starlette app (``tether serve --a2a``)."""
     rules = ServerRules(tuple(trusted_tokens), owner_wait_secs, poll_secs)
     card = agent_card(url, name, description, tools)
-    handler = DefaultRequestHandler(agent_executor=TetherExecutor(make_agent, store, rules),
+    executor = TetherExecutor(make_agent, store, rules, workspace=workspace, running=running)
+    handler = DefaultRequestHandler(agent_executor=executor,
                                     task_store=InMemoryTaskStore(), agent_card=card)
-    return [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")]
+    return [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_path)]
 
 
 def build_a2a_app(make_agent: Callable[[], Agent], *, store: SessionStore, url: str,
@@ -78,7 +85,7 @@ def app_from_config(workspace: str | Path, url: str, *,
                          name=server.name, description=server.description,
                          trusted_tokens=tokens_from_env(server.trusted_tokens_env),
                          owner_wait_secs=server.owner_wait_secs,
-                         tools=sorted(make_agent().tools))
+                         tools=sorted(make_agent().tools), workspace=Path(workspace).resolve())
 
 
 def _store(url: str | None, path: str | None) -> SessionStore:

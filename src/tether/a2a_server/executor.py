@@ -8,8 +8,9 @@ import hmac
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableSet, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from a2a.helpers.proto_helpers import new_task_from_user_message, new_text_message, new_text_part
@@ -56,10 +57,16 @@ class TetherExecutor(AgentExecutor):
     a call that needs approval pauses the run for the owner), in a session of ``store``."""
 
     def __init__(self, make_agent: Callable[[], Agent], store: SessionStore,
-                 rules: ServerRules) -> None:
+                 rules: ServerRules, *, workspace: str | Path = "",
+                 running: MutableSet[str] | None = None) -> None:
         self.make_agent = make_agent
         self.store = store
         self.rules = rules
+        self.workspace = workspace
+        # The ids of the sessions whose run is in flight, shared with whoever else runs
+        # sessions of this store in this process (tether serve's page: it refuses to run or
+        # show a decision for a session while its run goes on here).
+        self.running: MutableSet[str] = set() if running is None else running
         self.sessions: dict[str, str] = {}  # task id -> session id
         self.trusted: dict[str, bool] = {}  # task id -> was its caller trusted
 
@@ -103,28 +110,37 @@ class TetherExecutor(AgentExecutor):
         agent = self.make_agent()
         who = "trusted" if trusted else "untrusted"
         session = Session.create(self.store, provider=agent.model.name,
-                                 model=agent.model.model,
+                                 model=agent.model.model, workspace=self.workspace,
                                  title=f"A2A task {task_id} ({who} caller): {text}")
         self.sessions[task_id], self.trusted[task_id] = session.id, trusted
         await updater.start_work()
+        self.running.add(session.id)
+        try:
+            result = await self._drive(agent, prompt, session, updater)
+        finally:
+            self.running.discard(session.id)
+        if str(result.stop_cause) == "paused":
+            calls = ", ".join(f"{p.tool} (call {p.call_id})" for p in result.pending)
+            # The owner's line (a log, never the caller's): what waits and how to decide it.
+            log.warning("A2A task %s waits for the owner: %s; decide with `tether sessions "
+                        "resume %s --allow CALL_ID` (or --deny), or on tether serve's page",
+                        task_id, inline(calls), session.id)
+            await updater.requires_input(new_text_message(WAITING, task_id=task_id))
+            await self._await_owner(session.id, task_id, updater, seen=len(session.outcomes))
+            return
+        await self._finish(updater, result.to_dict(), trusted)
+
+    async def _drive(self, agent: Agent, prompt: str | list[Part], session: Session,
+                     updater: TaskUpdater) -> RunResult:
         result: RunResult | None = None
         async with agent:
             async for event in agent.stream(prompt, session=session):
                 result = run_finished(event) or result
                 if isinstance(event, ev.ToolStarted) and not event.path:
                     await updater.update_status(TaskState.TASK_STATE_WORKING, new_text_message(
-                        f"calling {event.tool}", task_id=task_id))
+                        f"calling {event.tool}", task_id=updater.task_id))
         assert result is not None
-        if str(result.stop_cause) == "paused":
-            calls = ", ".join(f"{p.tool} (call {p.call_id})" for p in result.pending)
-            # The owner's line (a log, never the caller's): what waits and how to decide it.
-            log.warning("A2A task %s waits for the owner: %s; decide with `tether sessions "
-                        "resume %s --allow CALL_ID` (or --deny)", task_id, inline(calls),
-                        session.id)
-            await updater.requires_input(new_text_message(WAITING, task_id=task_id))
-            await self._await_owner(session.id, task_id, updater, seen=len(session.outcomes))
-            return
-        await self._finish(updater, result.to_dict(), trusted)
+        return result
 
     async def _await_owner(self, session_id: str, task_id: str, updater: TaskUpdater,
                            seen: int | None = None) -> None:
