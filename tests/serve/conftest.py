@@ -30,11 +30,13 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 class Served:
     """``tether serve --port 0`` in a workspace whose model is ``model`` (``config``: more
-    of its tether.toml): ``url`` is the line it printed (the page, with its token),
-    ``base`` and ``token`` its parts."""
+    of its tether.toml; ``args``: more flags): ``url`` is the line it printed (the page,
+    with its token), ``base`` and ``token`` its parts."""
 
-    def __init__(self, root: Path, model: ScriptedChat, config: str = "") -> None:
+    def __init__(self, root: Path, model: ScriptedChat, config: str = "",
+                 args: tuple[str, ...] = ()) -> None:
         self.root = root
+        self.args = args
         self.workspace = root / "ws"
         self.workspace.mkdir()
         (self.workspace / "tether.toml").write_text(textwrap.dedent(f"""\
@@ -61,7 +63,7 @@ class Served:
         log = (self.root / f"serve-{self.starts}.log").open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tether.cli", "-w", str(self.workspace), "serve",
-             "--port", "0"],
+             "--port", "0", *self.args],
             stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True,
             env=self.env)
         assert self.proc.stdout is not None
