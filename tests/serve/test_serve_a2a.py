@@ -166,6 +166,24 @@ async def test_a_task_in_flight_is_busy_for_the_page(
     assert (await task).artifacts == ["Hello from tether."]
 
 
+async def test_ctrl_c_ends_a_tasks_run_in_flight_as_interrupted(
+        served: Served, model: ScriptedChat, http: httpx.AsyncClient) -> None:
+    gate = threading.Event()
+    model.hold = lambda seen: gate if "MARK-stop" in seen.prompt else None
+    try:
+        task = asyncio.ensure_future(ask(served, http, "Say hello. MARK-stop"))
+        await asyncio.to_thread(model.wait_for, lambda s: "MARK-stop" in s.prompt)
+        assert await asyncio.to_thread(served.stop) == 0
+        [reply] = await asyncio.gather(task, return_exceptions=True)
+    finally:
+        gate.set()
+        model.hold = lambda seen: None
+        if served.proc is None:
+            served.start()
+    assert not isinstance(reply, BaseException) and reply.state == "failed", reply
+    assert session_of(served, reply.task_id)["session"]["last_stop"] == "interrupted"
+
+
 def test_the_page_api_refuses_an_a2a_token(served: Served) -> None:
     for method, path, body in (("GET", "/api/sessions", None),
                                ("POST", "/agui", run_input("t-a2a", "Say hello"))):

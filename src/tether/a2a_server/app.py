@@ -4,6 +4,7 @@ and the JSON-RPC endpoint (with streaming) at ``/`` (or ``rpc_path``: ``tether s
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, MutableSet, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,18 +47,21 @@ def build_a2a_routes(make_agent: Callable[[], Agent], *, store: SessionStore, ur
                      trusted_tokens: Sequence[str] = (), owner_wait_secs: float = 3600.0,
                      poll_secs: float = 0.2, tools: Sequence[str] = (),
                      rpc_path: str = "/", workspace: str | Path = "",
-                     running: MutableSet[str] | None = None) -> list[BaseRoute]:
+                     running: MutableSet[str] | None = None,
+                     interrupts: MutableSet[asyncio.Event] | None = None) -> list[BaseRoute]:
     """The A2A routes (card and JSON-RPC) for agents ``make_agent()`` builds, one per task;
     paused runs are stored in ``store`` (their sessions marked with ``workspace``, so the
     workspace's listings show them). ``url`` is where the JSON-RPC endpoint is reached (the
     card says so), ``rpc_path`` its path here. ``trusted_tokens`` are the bearer tokens
     whose callers' messages are the user's words. ``running`` (a set the routes add the
-    session of each run in flight to, and take it out of when it ends) is shared with
-    another runner of the store's sessions (``tether serve``'s page). Mount them in any
-    Starlette app (``tether serve --a2a``)."""
+    session of each run in flight to, and take it out of when it ends) and ``interrupts``
+    (each run in flight's interrupt event, likewise: setting one ends its run
+    ``interrupted``) are shared with another runner of the store's sessions (``tether
+    serve``'s page). Mount them in any Starlette app (``tether serve --a2a``)."""
     rules = ServerRules(tuple(trusted_tokens), owner_wait_secs, poll_secs)
     card = agent_card(url, name, description, tools)
-    executor = TetherExecutor(make_agent, store, rules, workspace=workspace, running=running)
+    executor = TetherExecutor(make_agent, store, rules, workspace=workspace, running=running,
+                              interrupts=interrupts)
     handler = DefaultRequestHandler(agent_executor=executor,
                                     task_store=InMemoryTaskStore(), agent_card=card)
     return [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_path)]

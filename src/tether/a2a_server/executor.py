@@ -58,7 +58,8 @@ class TetherExecutor(AgentExecutor):
 
     def __init__(self, make_agent: Callable[[], Agent], store: SessionStore,
                  rules: ServerRules, *, workspace: str | Path = "",
-                 running: MutableSet[str] | None = None) -> None:
+                 running: MutableSet[str] | None = None,
+                 interrupts: MutableSet[asyncio.Event] | None = None) -> None:
         self.make_agent = make_agent
         self.store = store
         self.rules = rules
@@ -67,6 +68,10 @@ class TetherExecutor(AgentExecutor):
         # sessions of this store in this process (tether serve's page: it refuses to run or
         # show a decision for a session while its run goes on here).
         self.running: MutableSet[str] = set() if running is None else running
+        # Each run in flight's interrupt, shared the same way: a server stopping sets them,
+        # and each run ends ``interrupted``, stored so.
+        self.interrupts: MutableSet[asyncio.Event] = set() if interrupts is None \
+            else interrupts
         self.sessions: dict[str, str] = {}  # task id -> session id
         self.trusted: dict[str, bool] = {}  # task id -> was its caller trusted
 
@@ -114,11 +119,14 @@ class TetherExecutor(AgentExecutor):
                                  title=f"A2A task {task_id} ({who} caller): {text}")
         self.sessions[task_id], self.trusted[task_id] = session.id, trusted
         await updater.start_work()
+        interrupt = asyncio.Event()
         self.running.add(session.id)
+        self.interrupts.add(interrupt)
         try:
-            result = await self._drive(agent, prompt, session, updater)
+            result = await self._drive(agent, prompt, session, updater, interrupt)
         finally:
             self.running.discard(session.id)
+            self.interrupts.discard(interrupt)
         if str(result.stop_cause) == "paused":
             calls = ", ".join(f"{p.tool} (call {p.call_id})" for p in result.pending)
             # The owner's line (a log, never the caller's): what waits and how to decide it.
@@ -131,10 +139,10 @@ class TetherExecutor(AgentExecutor):
         await self._finish(updater, result.to_dict(), trusted)
 
     async def _drive(self, agent: Agent, prompt: str | list[Part], session: Session,
-                     updater: TaskUpdater) -> RunResult:
+                     updater: TaskUpdater, interrupt: asyncio.Event) -> RunResult:
         result: RunResult | None = None
         async with agent:
-            async for event in agent.stream(prompt, session=session):
+            async for event in agent.stream(prompt, session=session, interrupt=interrupt):
                 result = run_finished(event) or result
                 if isinstance(event, ev.ToolStarted) and not event.path:
                     await updater.update_status(TaskState.TASK_STATE_WORKING, new_text_message(

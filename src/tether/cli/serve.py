@@ -117,7 +117,8 @@ async def _serve(args: argparse.Namespace) -> int:
 def _a2a_routes(args: argparse.Namespace, cfg: Any, runs: Any, base: str) -> list[Any]:
     """The A2A routes beside the page: each task's agent built as the page's is, with a
     ``DeferringApprover`` (its approvals are the owner's), its paused run in the page's
-    store, its session busy for the page while it runs; the tokens ``[a2a_server]``
+    store, its session busy for the page while it runs and interrupted when the server
+    stops, as the page's runs are; the tokens ``[a2a_server]``
     trusts, read from the environment."""
     from tether.a2a_server import build_a2a_routes
     from tether.a2a_server.executor import tokens_from_env
@@ -135,7 +136,7 @@ def _a2a_routes(args: argparse.Namespace, cfg: Any, runs: Any, base: str) -> lis
         description=server.description, owner_wait_secs=server.owner_wait_secs,
         trusted_tokens=tokens_from_env(server.trusted_tokens_env),
         tools=sorted(host.agent.tools), rpc_path=A2A_PATH, workspace=host.workspace,
-        running=runs.busy)
+        running=runs.busy, interrupts=runs.interrupts)
     return routes
 
 
