@@ -353,7 +353,7 @@ def test_security_settings_cross_into_the_workflow_whole() -> None:
                              allowed_domains=("a.example",), blocked_domains=("b.example",),
                              mark_untrusted_output=False, max_result_chars=123,
                              protected_paths=(Path("/srv/own"),), rule="interlock",
-                             endorse_destructive=True)
+                             endorse_destructive=True, readable_paths=(Path("/srv/skills"),))
     default = SecurityConfig(protected_paths=())
     # Every field off its default: a field added to SecurityConfig must be set here.
     assert [f.name for f in dataclasses.fields(SecurityConfig)
