@@ -59,7 +59,7 @@ import random
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -613,13 +613,19 @@ def output_only(case: Case) -> bool:
     return case.injection is not None and not case.injection.calls
 
 
-async def attacks(config_name: str, suite_names: Sequence[str] = SUITES) -> dict[str, int]:
+Built: TypeAlias = Iterable[tuple[Case, list[Case]]]
+
+
+async def attacks(config_name: str, suite_names: Sequence[str] = SUITES, *,
+                  built: Built | None = None) -> dict[str, int]:
     """Only the attacks with no approver (both placements): the part of ``measure`` a CI
-    check needs. Counts of pairs, of attacked pairs, and of each among output-only ones."""
+    check needs. Counts of pairs, of attacked pairs, and of each among output-only ones.
+    ``built``: those suites' cases, already prepared by ``cases`` (a Case runs any number
+    of times), instead of preparing them again."""
     config = CONFIGURATIONS[config_name]
     out = {"pairs": 0, "attack_success": 0, "output_only_pairs": 0,
            "attack_success_output_only": 0}
-    for _, pairs in cases(suite_names):
+    for _, pairs in cases(suite_names) if built is None else built:
         for case in pairs:
             hit = False
             for placement in PLACEMENTS:
@@ -633,9 +639,10 @@ async def attacks(config_name: str, suite_names: Sequence[str] = SUITES) -> dict
 
 
 async def measure(config_names: Sequence[str], suite_names: Sequence[str] = SUITES,
-                  details: Callable[[dict[str, Any]], None] | None = None,
-                  ) -> dict[str, dict[str, Any]]:
-    """Every configuration over every case; one report per configuration."""
+                  details: Callable[[dict[str, Any]], None] | None = None, *,
+                  built: Built | None = None) -> dict[str, dict[str, Any]]:
+    """Every configuration over every case; one report per configuration (``built``: as
+    ``attacks`` takes it)."""
     configs = [CONFIGURATIONS[n] for n in config_names]
     tallies = {c.name: Tally() for c in configs}
 
@@ -650,7 +657,7 @@ async def measure(config_names: Sequence[str], suite_names: Sequence[str] = SUIT
                  "prompts": outcome.prompts, "stop_cause": outcome.stop_cause,
                  "refused": list(outcome.refused)})
 
-    for benign, pairs in cases(suite_names):
+    for benign, pairs in cases(suite_names) if built is None else built:
         suite = benign.suite
         for config in configs:
             tally = tallies[config.name]

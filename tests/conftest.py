@@ -107,3 +107,25 @@ def _runs_log_to_a_store_of_the_tests() -> Iterator[None]:
                 os.environ.pop("TETHER_STORE", None)
             else:
                 os.environ["TETHER_STORE"] = previous
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep each ``xdist_group`` on one worker (``--dist loadgroup``), as the mark says.
+
+    xdist tells its scheduler a test's group by appending ``@group`` to the test's id, which
+    it writes to ``item._nodeid``; pytest 9.2 keeps the id in ``item._id``, so the write is
+    lost and the groups are spread over both workers (pytest-dev/pytest-xdist#1386): two
+    llama-servers, each with a thread per core, then fight the other worker for two cores,
+    and every real-model test runs several times slower. This writes the suffix where pytest
+    9.2 reads it, on the workers only (xdist sets ``loadgroup`` there), and does nothing
+    where the id already carries it (an xdist that fixed the bug, an older pytest)."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(groups)
+        if not groups or item.nodeid.endswith(suffix) or not hasattr(item, "_id"):
+            continue
+        item._id = type(item._id).parse(item.nodeid + suffix)

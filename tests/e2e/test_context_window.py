@@ -14,16 +14,14 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from tests.e2e.test_real_model import _toolchain_or_skip
+from tests.e2e.test_real_model import THREADS, _toolchain_or_skip
 from tether import Agent, Conversation, tool
 from tether import events as ev
 from tether.local import SYSTEM_PROMPT, LocalServer
 from tether.local.setup import default_cache_dir
 from tether.providers.openai_chat import OpenAIChat
 
-# Meant for the real-model tests' worker (pytest-xdist --dist loadgroup). pytest 9.2 with
-# xdist 3.8 ignores the group (pytest-dev/pytest-xdist#1386): this module's server may run
-# beside test_real_model's, on the other worker.
+# On the real-model tests' worker (pytest-xdist --dist loadgroup), one server at a time.
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module"),
               pytest.mark.xdist_group("real_model")]
 
@@ -35,7 +33,8 @@ TURNS = int(os.environ.get("TETHER_E2E_CONTEXT_TURNS", "30"))
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def small() -> AsyncIterator[LocalServer]:
     _toolchain_or_skip()
-    async with LocalServer(port=0, cache_dir=default_cache_dir(), context=WINDOW) as running:
+    async with LocalServer(port=0, cache_dir=default_cache_dir(), context=WINDOW,
+                           threads=THREADS) as running:
         yield running
 
 

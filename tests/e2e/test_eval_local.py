@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.e2e.test_real_model import _toolchain_or_skip
+from tests.e2e.test_real_model import THREADS, _toolchain_or_skip
 from tether.eval.cases import Suite
 from tether.eval.files import load_suite
 from tether.eval.report import Report
@@ -39,7 +39,7 @@ SETTINGS = AgentSettings(system_prompt=SYSTEM_PROMPT, temperature=0.0, max_turns
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def server() -> AsyncIterator[LocalServer]:
     _toolchain_or_skip()
-    async with LocalServer(port=0, cache_dir=default_cache_dir()) as running:
+    async with LocalServer(port=0, cache_dir=default_cache_dir(), threads=THREADS) as running:
         yield running
 
 

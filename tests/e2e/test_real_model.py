@@ -36,9 +36,8 @@ from tether.tools.tool import Tool
 ROOT = Path(__file__).resolve().parents[2]
 WEATHER = ROOT / "examples" / "weather.py"
 
-# Meant for one worker (pytest-xdist --dist loadgroup), sharing one llama-server. pytest 9.2
-# with xdist 3.8 ignores the group (pytest-dev/pytest-xdist#1386): each worker that runs one
-# of these tests starts its own server for the session.
+# One worker (pytest-xdist --dist loadgroup; tests/conftest.py makes pytest 9.2 keep the
+# group) runs the real-model tests, one llama-server at a time.
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session"),
               pytest.mark.xdist_group("real_model")]
 
@@ -53,12 +52,18 @@ def _toolchain_or_skip() -> None:
         pytest.skip(f"real-model e2e: llama-server is not built and cannot be: {e}")
 
 
+# The servers the tests start use one thread. llama-server's threads wait for each other
+# spinning (OpenMP), so with one per core beside the other pytest worker (two cores in CI)
+# each token took several times longer than on one thread; one leaves that worker a core.
+THREADS = 1
+
+
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def server() -> AsyncIterator[LocalServer]:
     _toolchain_or_skip()
     # Builds and downloads on a fresh machine (minutes; `tether local setup` beforehand
     # shows the progress), otherwise starts from the cache in about a second.
-    async with LocalServer(port=0, cache_dir=default_cache_dir()) as running:
+    async with LocalServer(port=0, cache_dir=default_cache_dir(), threads=THREADS) as running:
         yield running
 
 
