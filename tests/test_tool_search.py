@@ -117,6 +117,10 @@ async def test_a_python_toolset_marked_deferred_waits_and_a_search_that_finds_no
     assert offered(model, 0) == ["calculator", SEARCH_TOOL]
     assert result.tool_calls[0].output == "No tool matches; try other words."
     assert statuses(result) == ["ok", "ok", "ok"]
+    # Nothing waits once ship_parcel is found, and search_tools is still offered: the
+    # conversation holds calls to it (a small model shown a call to a tool no longer listed
+    # answers in words instead of calling the tool it found).
+    assert offered(model, 2) == ["calculator", "ship_parcel", SEARCH_TOOL]
 
 
 async def test_a_tool_not_yet_found_is_unknown(url: str) -> None:

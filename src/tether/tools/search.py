@@ -154,7 +154,10 @@ class Shelf:
             else:
                 waiting[name] = tool
         self.waiting = waiting
-        if waiting:
+        # Once a search found something it stays offered, even with nothing left to find:
+        # a conversation that called it goes on seeing it (a small model shown its own
+        # call to a tool no longer listed answers in words instead of calling what it found).
+        if waiting or self.revealed:
             offered[SEARCH_TOOL] = self.tool
         return offered
 
