@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel
 
 from tether import Secret, WrittenBy, tool
-from tether.closed import closed_paths
+from tether.closed import closed_paths, defaulted_locations, within
 from tether.conversation import Conversation
 from tether.fields import MAX_DEPTH, fields_from_schema, fields_of
 from tether.messages import FieldLabel, Labels, Message, ToolCall, ToolResult
@@ -125,6 +125,48 @@ def test_closed_vocabularies_of_a_tools_own_schema() -> None:
                  "free": "a", "either": "a", "count": 2}
     assert closed_paths(arguments, configure.spec.schema_json) == {
         "mode", "level", "maybe", "many[0]", "many[1]", "count"}
+
+
+def test_a_tools_declared_defaults_are_found_whether_filled_in_or_written() -> None:
+    @tool
+    def page(path: str, limit: int = 2000, ratio: float = 1.0, order: str = "newest",
+             flag: int = 1, skip: int = 0) -> str:
+        """Page through a file."""
+        return ""
+
+    # limit and ratio are filled in by the signature; order is written, equal to its
+    # default (what omitting it does); flag=2 and skip=5 are not the defaults.
+    arguments = page.validate({"path": "a.txt", "order": "newest", "flag": 2, "skip": 5})
+    assert defaulted_locations(arguments, page.spec.schema_json) == {
+        ("limit",), ("ratio",), ("order",)}
+
+
+def test_a_default_is_the_same_json_value_of_the_same_type() -> None:
+    schema = {"properties": {
+        "n": {"type": "integer", "default": 1},
+        "o": {"type": "object", "default": {"k": ["v"]}},
+        "r": {"$ref": "#/$defs/R"}},
+        "$defs": {"R": {"type": "object", "properties": {"x": {"default": "deep"}}}}}
+    assert defaulted_locations({"n": 1}, schema) == {("n",)}
+    assert defaulted_locations({"n": 1.0}, schema) == frozenset()
+    assert defaulted_locations({"n": True}, schema) == frozenset()
+    assert defaulted_locations({"o": {"k": ["v"]}}, schema) == {("o",)}
+    assert defaulted_locations({"o": {"k": ["v", "w"]}}, schema) == frozenset()
+    assert defaulted_locations({"r": {"x": "deep", "y": "deep"}}, schema) == {("r", "x")}
+    # Every value below a default's place is the default's: its keys and items too.
+    assert within(("o", "k", 0), frozenset({("o",)}))
+    assert not within(("p", "k"), frozenset({("o",)}))
+
+
+def test_a_hostile_schema_defaults_nothing_it_does_not_say() -> None:
+    looping = {"properties": {"a": {"$ref": "#/$defs/A"}},
+               "$defs": {"A": {"$ref": "#/$defs/A", "default": "x"}}}
+    assert defaulted_locations({"a": "x"}, looping) == frozenset()
+    assert defaulted_locations({"a": "x"}, {"properties": {"a": {"$ref": "http://x"}}}) \
+        == frozenset()
+    assert defaulted_locations({"a": "x"}, {"properties": "nonsense"}) == frozenset()
+    assert defaulted_locations({"a": "x"}, {"properties": {"a": {"default": "y"}}}) \
+        == frozenset()
 
 
 def test_a_hostile_schema_closes_nothing_it_does_not_say() -> None:

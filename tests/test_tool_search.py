@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import Recorder, statuses
 from tests.security.conftest import Compromised, instruction
 from tests.test_mcp import http_server
-from tether import Agent, Decision, Tool
+from tether import Agent, Capabilities, Decision, Tool
 from tether import events as ev
 from tether.builtins import select_builtins
 from tether.config import McpSection, servers_from_config
@@ -117,6 +117,10 @@ async def test_a_python_toolset_marked_deferred_waits_and_a_search_that_finds_no
     assert offered(model, 0) == ["calculator", SEARCH_TOOL]
     assert result.tool_calls[0].output == "No tool matches; try other words."
     assert statuses(result) == ["ok", "ok", "ok"]
+    # Nothing waits once ship_parcel is found, and search_tools is still offered: the
+    # conversation holds calls to it (a small model shown a call to a tool no longer listed
+    # answers in words instead of calling the tool it found).
+    assert offered(model, 2) == ["calculator", "ship_parcel", SEARCH_TOOL]
 
 
 async def test_a_tool_not_yet_found_is_unknown(url: str) -> None:
@@ -209,3 +213,19 @@ def test_the_revealed_event_is_json_ready() -> None:
     event = ev.ToolsRevealed(("a", "b"), "find a")
     assert json.loads(json.dumps(ev.event_to_dict(event))) == {
         "names": ["a", "b"], "query": "find a", "path": [], "kind": "tools_revealed"}
+
+
+async def test_a_search_the_user_asked_for_after_untrusted_text_is_a_trusted_result() -> None:
+    # limit=5 is filled in by search_tools itself: the search is the user's words alone.
+    async def handler(arguments: object, ctx: object) -> str:
+        return "shipped"
+
+    ship = Tool(ToolSpec("ship_parcel", "Ship a parcel to an address.",
+                         {"type": "object", "properties": {}}), handler)
+    page = Tool(ToolSpec("read_page", "Read a web page.", {"type": "object", "properties": {}}),
+                handler, Capabilities(untrusted_input=True))
+    model = Scripted([call("read_page"), call(SEARCH_TOOL, query="ship parcel"), "Found."])
+    result = await Agent(model, [page, DeferredToolset([ship])]).run(
+        "Read the page, then ship parcel.")
+    [found] = [p for m in result.messages for p in m.tool_results if p.name == SEARCH_TOOL]
+    assert found.labels is not None and not found.labels.untrusted, found.labels

@@ -1,6 +1,8 @@
-"""Where a value of a call is (``Location``), and which values a tool's own schema
-restricts to a closed vocabulary (``closed_locations``): those name nothing outside the
-tool and are not traced (``tether.provenance``). Schemas are read with ``tether.refs``.
+"""Where a value of a call is (``Location``), and which values a tool's own schema vouches
+for: those it restricts to a closed vocabulary (``closed_locations``), which name nothing
+outside the tool and are not traced (``tether.provenance``), and those equal to the default
+it declares (``defaulted_locations``), which are the tool's word, not the model's. Schemas
+are read with ``tether.refs``.
 """
 
 from __future__ import annotations
@@ -66,6 +68,56 @@ def closed_locations(arguments: Mapping[str, Any], schema: Mapping[str, Any]
             items = _container(node, "items", schema)
             stack.extend((item, items, (*at, i), depth + 1) for i, item in enumerate(value))
     return frozenset(out)
+
+
+def defaulted_locations(arguments: Mapping[str, Any], schema: Mapping[str, Any]
+                        ) -> frozenset[Location]:
+    """Where the values of a call are that equal the ``default`` its tool's schema declares
+    for them (a ``@tool`` signature's default: ``limit: int = 2000``), at any depth: a
+    property's, an object's within it, beside a ``$ref`` or behind one. Every value below
+    such a place is the default's too (``within``). Equal means the same JSON value of the
+    same type (``1`` is not ``1.0`` nor ``true``); anything else is not a default.
+
+    Such a value is what the tool does when the model says nothing: a validator fills it
+    in, and if the model wrote it, it chose nothing the tool's author had not. Only the
+    tool's own schema counts, and only a believed one (the caller asks this of a tool that
+    is not an untrusted MCP server's: its defaults are the server's word)."""
+    out: set[Location] = set()
+    stack: list[tuple[Any, Any, Location, int]] = [
+        (value, _property(schema, name, schema), (name,), 0)
+        for name, value in arguments.items()]
+    while stack:
+        value, node, at, depth = stack.pop()
+        node = refs.resolved(node, schema)
+        if node is None or depth > 64:
+            continue
+        if "default" in node and _same(value, node["default"]):
+            out.add(at)
+        elif isinstance(value, Mapping):
+            stack.extend((item, _property(node, str(key), schema), (*at, str(key)), depth + 1)
+                         for key, item in value.items())
+        elif isinstance(value, list):
+            items = _container(node, "items", schema)
+            stack.extend((item, items, (*at, i), depth + 1) for i, item in enumerate(value))
+    return frozenset(out)
+
+
+def within(at: Location, places: frozenset[Location]) -> bool:
+    """Whether ``at`` is one of ``places`` or below one (a key or item of its value)."""
+    return any(at[:n] in places for n in range(1, len(at) + 1)) if places else False
+
+
+def _same(value: Any, default: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is ``default`` as JSON: same type, same value, all the way down."""
+    if depth > 64:
+        return False
+    if isinstance(value, Mapping):
+        return isinstance(default, Mapping) and value.keys() == default.keys() and all(
+            _same(value[k], default[k], depth + 1) for k in value)
+    if isinstance(value, list | tuple):
+        return isinstance(default, list | tuple) and len(value) == len(default) and all(
+            _same(v, d, depth + 1) for v, d in zip(value, default, strict=True))
+    return type(value) is type(default) and bool(value == default)
 
 
 def _property(node: Any, name: str, root: Mapping[str, Any]) -> Any:

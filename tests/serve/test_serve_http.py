@@ -13,6 +13,10 @@ import pytest
 
 from tests.serve.conftest import Served
 from tests.servers.scripted_chat import Reply, Say, ScriptedChat, call
+from tether.builtins import read_file
+from tether.messages import Message, Text
+from tether.provenance import sources_of
+from tether.serve.reasons import value_verdicts
 
 pytestmark = pytest.mark.xdist_group("serve-http")
 
@@ -262,3 +266,11 @@ def test_a_busy_session_refuses_a_second_prompt_and_ctrl_c_interrupts_its_run(
     served.start()
     code, _, text = request(served, "GET", "/api/sessions/busy1")
     assert json.loads(text)["session"]["last_stop"] == "interrupted"
+
+
+def test_a_value_the_tools_own_default_filled_in_is_shown_as_the_default() -> None:
+    sources = sources_of([Message("user", (Text("Read notes.txt"),))], None)
+    arguments = read_file.validate({"path": "notes.txt"})
+    verdicts = {v["argument"]: v["verdict"] for v in value_verdicts(arguments, read_file,
+                                                                     sources)}
+    assert verdicts == {"path": "user", "offset": "default", "limit": "default"}

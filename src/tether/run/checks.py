@@ -29,7 +29,7 @@ from tether.approval import (
     ApprovalReason,
     PermissionMode,
 )
-from tether.closed import Location
+from tether.closed import Location, within
 from tether.conversation import Conversation, PendingCall
 from tether.display import inline
 from tether.events import ToolStatus
@@ -242,15 +242,25 @@ def consequential(tool: Tool) -> bool:
     return tool.capabilities.external_send or tool.needs_approval
 
 
-def trace_call(tool: Tool, arguments: dict[str, Any], turn: TurnView) -> list[pv.Trace]:
+def trace_call(tool: Tool, arguments: dict[str, Any], turn: TurnView, *,
+               leak: bool = False) -> list[pv.Trace]:
     """Every value of the call the gate must trust, each traced to the turn's sources. A
     value the tool's own (believed) schema restricts to a closed vocabulary is not traced:
-    it names nothing outside the tool."""
+    it names nothing outside the tool. A value equal to the default that schema declares
+    (``defaulted_locations``) is the tool's word, not the model's: one that traces stays
+    (it ties the call to what the user asked, as any value does), one that does not is
+    left out (omitting it does the same, so untrusted text chose nothing there). Unless the
+    call could leak (``leak``: an armed send): where private data may go must be a place a
+    trusted text names, whoever chose it, as for a send whose tool decides where it goes."""
     roles = {name: tool.parameter_role(name) for name in arguments}
     traces = pv.trace_call(arguments, roles, sends=tool.capabilities.external_send,
                            sources=turn.sources, names=pv.declared_names(tool.spec.schema_json))
     closed = closed_locations(tool, arguments)
-    return [t for t in traces if t.at not in closed] if closed else traces
+    defaulted = frozenset() if leak else defaulted_locations(tool, arguments)
+    if not closed and not defaulted:
+        return traces
+    return [t for t in traces if t.at not in closed
+            and (t.traced or not within(t.at, defaulted))]
 
 
 def closed_locations(tool: Tool, arguments: dict[str, Any]) -> frozenset[Location]:
@@ -260,17 +270,28 @@ def closed_locations(tool: Tool, arguments: dict[str, Any]) -> frozenset[Locatio
         else frozenset()
 
 
+def defaulted_locations(tool: Tool, arguments: dict[str, Any]) -> frozenset[Location]:
+    """Where the call's values equal to its tool's own declared defaults are
+    (``tether.closed.defaulted_locations``); none for a tool not believed about itself."""
+    return closed.defaulted_locations(arguments, tool.spec.schema_json) \
+        if tool.believed else frozenset()
+
+
 def arguments_traced(position: int, tool: Tool, arguments: dict[str, Any],
                      turn: TurnView) -> bool:
     """Whether untrusted text cannot have chosen any value of this call: nothing untrusted
     reached the model before it, or every string and number in its arguments (content
-    included, keys and undeclared argument names too) occurs in a trusted source. Its
-    result is a trusted source only then (a tool can echo its arguments, keys and all)."""
+    included, keys and undeclared argument names too) occurs in a trusted source, or is
+    the tool's own word (in a closed vocabulary of its schema, or the default it declares:
+    ``read_file``'s ``limit=2000``). Its result is a trusted source only then (a tool can
+    echo its arguments, keys and all)."""
     if not turn.exposed.get(position, True):
         return True
     names = pv.declared_names(tool.spec.schema_json)
     closed = closed_locations(tool, arguments)
-    return all(at in closed or pv.trace(path, "control", leaf, turn.sources).traced
+    defaulted = defaulted_locations(tool, arguments)
+    return all(at in closed or within(at, defaulted)
+               or pv.trace(path, "control", leaf, turn.sources).traced
                for _, at, path, leaf in pv.located_values(arguments, names))
 
 
@@ -340,7 +361,7 @@ def trace_provenance(call: ToolCall, position: int, tool: Tool, arguments: dict[
         # could leak (the trifecta arms it: its task is a channel out) is refused below as
         # a send with no destination, as the interlock refuses it.
         return Checked(Run(tool, arguments))
-    traces = tuple(trace_call(tool, arguments, turn))
+    traces = tuple(trace_call(tool, arguments, turn, leak=leak))
     untraced = [t for t in traces if not t.traced]
     # A send with no destination parameter goes where the tool decides (a fixed channel):
     # nothing says it stays with the user, so while it could leak it is armed as the

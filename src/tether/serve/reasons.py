@@ -4,7 +4,8 @@ before they decide.
 For each value of the call's arguments: where it could have come from, traced as the
 provenance gate traces (``tether.provenance``) over the texts the model had seen when it
 wrote the call: the user's own words, a trusted result, only untrusted text, or no text at
-all (the model wrote it). Beside them the conversation's taint, an MCP tool's server and
+all (the model wrote it); or the tool's own default, which the gate does not hold against
+the call. Beside them the conversation's taint, an MCP tool's server and
 whether it is trusted, and for ``write_file``/``edit_file`` a diff of what the call would
 change. Everything here is data: the page shows every string as text, never as markup.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.builtins.workspace import WorkspaceError, confine
+from tether.closed import defaulted_locations, within
 from tether.conversation import Conversation, PendingCall
 from tether.messages import Message, ToolCall
 from tether.provenance import (
@@ -86,10 +88,14 @@ def value_verdicts(arguments: Mapping[str, Any], tool: Tool | None,
                    sources: Sequence[Source]) -> list[dict[str, Any]]:
     """One entry per string or number of the arguments (keys a schema does not declare
     too), each with its verdict: ``user`` (it occurs in the user's own words), ``trusted``
-    (in a trusted result), ``untrusted`` (only in untrusted text) or ``model`` (in no text
-    the model had seen). A content parameter's text (a file's content) is not traced: the
+    (in a trusted result), ``untrusted`` (only in untrusted text), ``model`` (in no text
+    the model had seen) or, for one of the last two, ``default`` (the default the tool's
+    own schema declares: not the model's choice, ``tether.closed.defaulted_locations``).
+    A content parameter's text (a file's content) is not traced: the
     diff shows it, and what it says is the model's to write."""
     names = declared_names(tool.spec.schema_json) if tool is not None else frozenset(arguments)
+    defaulted = defaulted_locations(arguments, tool.spec.schema_json) \
+        if tool is not None and tool.believed else frozenset()
     out: list[dict[str, Any]] = []
     for name, at, path, leaf in located_values(arguments, names):
         role = tool.parameter_role(name) if tool is not None else "control"
@@ -100,6 +106,8 @@ def value_verdicts(arguments: Mapping[str, Any], tool: Tool | None,
             verdict = "user"
         elif traced.trusted_sources:
             verdict = "trusted"
+        elif within(at, defaulted):
+            verdict = "default"
         elif traced.untrusted_sources:
             verdict = "untrusted"
         else:

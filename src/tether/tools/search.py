@@ -154,7 +154,10 @@ class Shelf:
             else:
                 waiting[name] = tool
         self.waiting = waiting
-        if waiting:
+        # Once a search found something it stays offered, even with nothing left to find:
+        # a conversation that called it goes on seeing it (a small model shown its own
+        # call to a tool no longer listed answers in words instead of calling what it found).
+        if waiting or self.revealed:
             offered[SEARCH_TOOL] = self.tool
         return offered
 
@@ -174,7 +177,10 @@ def search_tool(shelf: Shelf) -> Tool:
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "What the tool should do, in a few words."},
+            # The default is declared: the validator fills it in, and provenance reads a
+            # declared default as the tool's word, not the model's.
             "limit": {"type": "integer", "minimum": 1, "maximum": MAX_MATCHES,
+                      "default": DEFAULT_MATCHES,
                       "description": f"How many tools at most (default {DEFAULT_MATCHES})."},
         },
         "required": ["query"],
@@ -189,15 +195,18 @@ def search_tool(shelf: Shelf) -> Tool:
         names = [t.name for t in found]
         if ctx.emit is not None and names:
             await ctx.emit(ev.ToolsRevealed(tuple(names), arguments["query"]))
-        if not found:
-            text = "No tool matches; try other words."
-        else:
-            text = "Found (callable from your next step on):\n" + "\n".join(
-                f"- {t.name}: {summary(t)}" for t in found)
-        return ToolOutput(text, structured={REVEALED_KEY: names},
+        return ToolOutput(found_text(found), structured={REVEALED_KEY: names},
                           from_outside=any(t.spec_from_outside for t in found))
 
     return Tool(spec, handler, validator=_validated, origin="builtin", defer=False)
+
+
+def found_text(found: Sequence[Tool]) -> str:
+    """What a search answers the model."""
+    if not found:
+        return "No tool matches; try other words."
+    return "Found (callable from your next step on):\n" + "\n".join(
+        f"- {t.name}: {summary(t)}" for t in found)
 
 
 def _validated(arguments: Any) -> dict[str, Any]:

@@ -304,6 +304,7 @@ const VERDICTS = {
   trusted: "from a trusted result",
   untrusted: "found only in untrusted text",
   model: "in no text the model saw: the model wrote it",
+  default: "the tool's own default",
 };
 
 function showInterrupts(interrupts) {
