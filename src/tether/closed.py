@@ -7,7 +7,7 @@ are read with ``tether.refs``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -49,25 +49,8 @@ def closed_locations(arguments: Mapping[str, Any], schema: Mapping[str, Any]
     nothing outside the tool, like a boolean, and is not traced. Only the tool's own schema
     counts, and only a believed one (the caller asks this of a tool that is not an
     untrusted MCP server's). A key is never closed: it is a value the model chose."""
-    out: set[Location] = set()
-    stack: list[tuple[Any, Any, Location, int]] = [
-        (value, _property(schema, name, schema), (name,), 0)
-        for name, value in arguments.items()]
-    while stack:
-        value, node, at, depth = stack.pop()
-        node = refs.resolved(node, schema)
-        if node is None or depth > 64:
-            continue
-        if isinstance(value, str | int | float) and not isinstance(value, bool):
-            if _closed(node, value, schema):
-                out.add(at)
-        elif isinstance(value, Mapping):
-            stack.extend((item, _property(node, str(key), schema), (*at, str(key)), depth + 1)
-                         for key, item in value.items())
-        elif isinstance(value, list):
-            items = _container(node, "items", schema)
-            stack.extend((item, items, (*at, i), depth + 1) for i, item in enumerate(value))
-    return frozenset(out)
+    return _where(arguments, schema, lambda value, node: isinstance(
+        value, str | int | float) and not isinstance(value, bool) and _closed(node, value, schema))
 
 
 def defaulted_locations(arguments: Mapping[str, Any], schema: Mapping[str, Any]
@@ -82,6 +65,15 @@ def defaulted_locations(arguments: Mapping[str, Any], schema: Mapping[str, Any]
     in, and if the model wrote it, it chose nothing the tool's author had not. Only the
     tool's own schema counts, and only a believed one (the caller asks this of a tool that
     is not an untrusted MCP server's: its defaults are the server's word)."""
+    return _where(arguments, schema,
+                  lambda value, node: "default" in node and _same(value, node["default"]))
+
+
+def _where(arguments: Mapping[str, Any], schema: Mapping[str, Any],
+           holds: Callable[[Any, Mapping[str, Any]], bool]) -> frozenset[Location]:
+    """The places of the call's values whose schema node (``$ref`` resolved) ``holds``
+    for them, walking the arguments beside the schema: a property's, a list's items', a
+    map's values'. Below a place that holds, nothing more is looked at."""
     out: set[Location] = set()
     stack: list[tuple[Any, Any, Location, int]] = [
         (value, _property(schema, name, schema), (name,), 0)
@@ -91,7 +83,7 @@ def defaulted_locations(arguments: Mapping[str, Any], schema: Mapping[str, Any]
         node = refs.resolved(node, schema)
         if node is None or depth > 64:
             continue
-        if "default" in node and _same(value, node["default"]):
+        if holds(value, node):
             out.add(at)
         elif isinstance(value, Mapping):
             stack.extend((item, _property(node, str(key), schema), (*at, str(key)), depth + 1)
