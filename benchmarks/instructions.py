@@ -4,9 +4,10 @@ The CPU-time figures of ``overhead.py`` move by 0.2x from one run to the next on
 virtual machine; an instruction count does not. This runs each kind of ``overhead.py``
 (tether and the plain loop, streamed and not, telemetry off and on) under valgrind's
 callgrind twice, with ``LOW`` and ``HIGH`` runs after the same start-up and warm-up, and
-prints the difference
-per run: the instructions of one run, start-up excluded. The loopback server is a child
-process, which callgrind does not follow, so only the client's instructions are counted.
+prints the difference per run: the instructions of one run, start-up excluded. Every
+process runs with the same hash seed (``PYTHONHASHSEED=0``), so a count moves only when the
+code does. The loopback server is a child process, which callgrind does not follow, so only
+the client's instructions are counted.
 
 What it leaves out is what an instruction count cannot see: the kernel's share (a sync
 tool's hand-off to its thread: futex and self-pipe calls, a context switch each way) and
@@ -20,6 +21,7 @@ usage: .venv/bin/python benchmarks/instructions.py [HIGH] [MODE...]
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -40,10 +42,13 @@ LOW = 30
 
 def instructions(kind: str, n: int) -> int:
     """What callgrind counted for ``overhead.py --only KIND n``."""
+    # One hash seed for every process: with a random one, dicts and sets probe differently
+    # from one process to the next, and a run's count moved by up to 40k instructions.
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
          sys.executable, str(OVERHEAD), "--only", kind, str(n)],
-        capture_output=True, text=True, check=True)
+        capture_output=True, text=True, check=True, env=env)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise SystemExit(f"callgrind printed no count:\n{done.stderr[-2000:]}")
