@@ -19,7 +19,7 @@ The explicit checks in the adapters name the field; this is the net under them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import fields, replace
 from typing import Any, get_args
 
@@ -89,13 +89,28 @@ async def checked(
             yield chunk
     except DECODING_ERRORS as e:
         what = "the streamed answer" if streamed else "the answer"
-        raise MalformedResponseError(
-            f"{provider}: {what} does not follow the wire format ({type(e).__name__}: "
-            f"{str(e)[:200]})", provider=provider) from None
+        raise _malformed(provider, what, e) from None
     except httpx.HTTPError as e:
         raise transport_error(e, provider, "while reading the answer") from None
     finally:
         await chunks.aclose()
+
+
+def checked_whole(read: Callable[[], ModelResponse], provider: str) -> Completed:
+    """A whole answer (not streamed: its body read already), as ``checked`` gives a
+    stream's ``Completed``: ``read()`` decodes it, its decoding failures typed, its fields
+    checked and its strings repaired (``checked_response``). No generator around it: a
+    layer that passed the one chunk on would cost every wait of the exchange a step."""
+    try:
+        return Completed(checked_response(read(), provider))
+    except DECODING_ERRORS as e:
+        raise _malformed(provider, "the answer", e) from None
+
+
+def _malformed(provider: str, what: str, error: BaseException) -> MalformedResponseError:
+    return MalformedResponseError(
+        f"{provider}: {what} does not follow the wire format ({type(error).__name__}: "
+        f"{str(error)[:200]})", provider=provider)
 
 
 def _tool_call_chunk(

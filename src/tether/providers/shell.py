@@ -11,8 +11,9 @@ everything else once for all of them:
   when it is not set), sent the wire's way; ``headers`` are added last (a gateway's key
   may replace it);
 - the transport (``HTTPTransport``: one client per event loop) and one way of retrying:
-  ``retry_before_first_chunk`` over ``HTTPTransport.send``, both spending the request's
-  ``RetryBudget``; every attempt's chunks pass ``boundary.checked``;
+  ``retry_before_first_chunk`` over ``HTTPTransport.attempt`` (an error status and an error
+  inside a 200 retried alike, spending the request's ``RetryBudget``); every attempt's
+  chunks pass ``boundary.checked``;
 - a stream asked for and answered whole is read as the whole answer; a stream is read up
   to its wire's terminal event, then to the end of the body (so the connection goes back
   to the pool), and closed whatever happens (abandoning a stream hangs up);
@@ -31,8 +32,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, M
 from dataclasses import replace
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
-import httpx
-
 from tether.errors import ProviderError
 from tether.providers.base import (
     Completed,
@@ -41,7 +40,7 @@ from tether.providers.base import (
     Retrying,
     StreamChunk,
 )
-from tether.providers.boundary import checked
+from tether.providers.boundary import checked, checked_whole
 from tether.providers.http.bodies import load_json, read_whole
 from tether.providers.http.decoders import read_stream_errors, stream_framing
 from tether.providers.http.retry import (
@@ -204,22 +203,34 @@ class HTTPModel(Generic[Codec]):
             body.pop(refused, None)
         return body
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Send ``request``; yield text, reasoning and tool-call deltas as they arrive (when
         ``request.stream``), retry notices, and finally ``Completed``.
 
         A retryable error before any content is retried, whether it came as an HTTP status
         or inside a 200 (an error event before the first delta, an error object in a 200
-        body, a stream cut short): see ``retry_before_first_chunk``.
+        body, a stream cut short): see ``retry_before_first_chunk``. An optional field the
+        server refused is left out of this adapter's later requests (``RetryBudget``
+        adds it to ``_refused`` as it drops it).
         """
-        budget = self._transport.budget(self.request_body(request), self._codec.retry_rules)
-        name, secrets = self.name, self._secrets
+        budget = self._transport.budget(self.request_body(request), self._codec.retry_rules,
+                                        dropped=self._refused)
+        name = self.name
+        # A stream's chunks pass ``checked``; a whole answer is checked as it is read.
         attempts = retry_before_first_chunk(
-            lambda: checked(self._attempt(request, budget), name, request.stream),
+            (lambda: checked(self._attempt(request, budget), name, True)) if request.stream
+            else (lambda: self._attempt(request, budget)),
             budget, self._transport.sleep)
+        # Without a credential to hide, the attempts are the stream itself: a layer that
+        # only passed them on would cost every chunk, and every wait of the exchange, a step.
+        return self._hiding(attempts) if self._secrets else attempts
+
+    async def _hiding(self, attempts: AsyncGenerator[StreamChunk, None],
+                      ) -> AsyncIterator[StreamChunk]:
+        """``attempts`` with this adapter's credentials hidden in retry notices and errors."""
         try:
             async for chunk in attempts:
-                if secrets and type(chunk) is Retrying:
+                if type(chunk) is Retrying:
                     chunk = replace(chunk, error=self._hide(chunk.error))
                 yield chunk
         except BaseException as error:
@@ -228,30 +239,26 @@ class HTTPModel(Generic[Codec]):
             # it, and the server stops generating (a llama-server with one slot would
             # otherwise write the whole answer to nobody).
             await attempts.aclose()
-            if secrets and isinstance(error, ProviderError):
+            if isinstance(error, ProviderError):
                 _hide_in(error, self._hide)
             raise
-        finally:
-            self._refused |= budget.dropped
 
     async def _attempt(
         self, request: ModelRequest, budget: RetryBudget
     ) -> AsyncGenerator[StreamChunk, None]:
         codec = self._codec
         path, params = codec.endpoint(self.model, request.stream)
-        response: httpx.Response | None = None
-        async for item in self._transport.send(path, budget.body, stream=request.stream,
-                                               params=params, budget=budget):
-            if isinstance(item, Retrying):
-                yield item
-            else:
-                response = item
-        assert response is not None, "the transport yields a response or raises"
+        # One POST: an error status is raised to ``retry_before_first_chunk``, which retries
+        # it as it retries an error inside a 200.
+        response = await self._transport.attempt(path, budget.body, stream=request.stream,
+                                                 params=params, budget=budget)
         if not request.stream:
             # The body as text: UTF-8, invalid bytes replaced, as httpx's ``text`` would
             # give (``_post`` sets that encoding) without its decoder's set-up.
             text = response.content.decode("utf-8", "replace")
-            yield Completed(codec.completion(load_json(text, codec.name), request, self.model))
+            yield checked_whole(
+                lambda: codec.completion(load_json(text, codec.name), request, self.model),
+                self.name)
             return
         try:
             framing = stream_framing(response.headers.get("content-type", ""))

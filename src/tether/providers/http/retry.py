@@ -6,11 +6,12 @@ exponential backoff, honouring Retry-After up to a cap; a Retry-After beyond the
 at once, naming the wait; a model-output parse error (llama-server's 500) is retried once.
 Everything else fails on the first error.
 
-A request is retried at two layers: ``HTTPTransport.send`` retries errors that come before
-a response starts, and ``retry_before_first_chunk`` re-opens a stream when the error comes
-inside a 200 before any content (a streamed llama-server parse error, an Anthropic
-``overloaded_error`` event). Both spend one ``RetryBudget`` per request, so a request makes
-at most ``1 + max_retries`` attempts whichever layer saw its failures.
+A wire's request is retried in one place, ``retry_before_first_chunk``: it opens an attempt
+again when the attempt fails before any content, whether with an error status (an attempt
+is one ``HTTPTransport.attempt``) or inside a 200 (a streamed llama-server parse error, an
+Anthropic ``overloaded_error`` event). ``HTTPTransport.send`` retries a POST on its own for
+callers that read no stream. Every attempt spends the request's one ``RetryBudget``, so a
+request makes at most ``1 + max_retries`` attempts whatever failed.
 """
 
 from __future__ import annotations
@@ -111,8 +112,8 @@ def retry_wait(
 class RetryBudget:
     """One request's attempts against its ``RetryPolicy``, and the body the next one sends.
 
-    Shared by every layer that retries the request (``HTTPTransport.send`` before a
-    response, ``retry_before_first_chunk`` inside a 200), so the request makes at most
+    Shared by whatever retries the request (``retry_before_first_chunk``, and
+    ``HTTPTransport.send`` where a caller has it retry), so the request makes at most
     ``1 + policy.max_retries`` attempts in all and retries a ``ModelOutputParseError`` at
     most once, whichever layer saw the failures. ``attempts`` counts the requests sent.
     ``rules`` are the wire's (``RetryRules``): the body for the attempt after an error
@@ -126,13 +127,15 @@ class RetryBudget:
                  "rules")
 
     def __init__(self, policy: RetryPolicy, body: Any,
-                 rules: RetryRules = RetryRules()) -> None:
+                 rules: RetryRules = RetryRules(), *, dropped: set[str] | None = None) -> None:
         self.policy = policy
         self.body = body
         self.rules = rules
         self.attempts = 0
         self.parse_retries = 0
-        self.dropped: set[str] = set()
+        # A set of the caller's (a provider's refused fields) is added to as a field is
+        # dropped, so the caller's next requests leave it out too.
+        self.dropped: set[str] = set() if dropped is None else dropped
         self._refused: ProviderError | None = None
 
     @property
@@ -206,8 +209,8 @@ async def retry_before_first_chunk(
     error is raised as it is. Before that, the error (an error event inside a streamed 200,
     an error object in a 200 body, a stream that broke or stalled before its first token)
     is retried by ``budget``'s rules, announced with a ``Retrying`` notice.
-    ``open_stream`` must send ``budget.body`` through ``HTTPTransport.send(...,
-    budget=budget)`` so both layers spend the same budget.
+    ``open_stream`` must send ``budget.body`` through ``HTTPTransport.attempt(...,
+    budget=budget)`` (or ``send``), so every attempt is counted in the one budget.
 
     One exception: an answer that broke off after only text went out is continued where
     the wire can ask for that (``RetryBudget.resume_after``; llama-server's parse error

@@ -128,10 +128,11 @@ class HTTPTransport:
         if client is not None and (not self._owned or self._loop is _running_loop()):
             await client.aclose()
 
-    def budget(self, body: Any, rules: RetryRules = RetryRules()) -> RetryBudget:
+    def budget(self, body: Any, rules: RetryRules = RetryRules(), *,
+               dropped: set[str] | None = None) -> RetryBudget:
         """A fresh ``RetryBudget`` for one request with this transport's policy and the
-        wire's ``rules``."""
-        return RetryBudget(self.retry, body, rules)
+        wire's ``rules`` (``dropped``: see ``RetryBudget``)."""
+        return RetryBudget(self.retry, body, rules, dropped=dropped)
 
     async def send(
         self,
@@ -150,17 +151,12 @@ class HTTPTransport:
         ``body``); each retry then sends the budget's body as revised for it. Without one
         the request has a budget of its own.
         """
-        url = f"{self.base_url}{path}"
         if budget is None:
             budget = self.budget(body)
-        headers = {"content-type": "application/json"}
-        if extra_headers:
-            headers.update(extra_headers)
-        content = _encode(body)
         while True:
-            budget.attempts += 1
             try:
-                response = await self._post(url, content, headers, params, stream)
+                response = await self.attempt(path, body, stream=stream, params=params,
+                                              extra_headers=extra_headers, budget=budget)
             except ProviderError as error:
                 wait = budget.wait_for(error)
                 if wait is None:
@@ -168,12 +164,31 @@ class HTTPTransport:
                 yield Retrying(budget.attempts, wait, str(error), usage=attempt_usage(error),
                                reason=retry_reason(error))
                 await self.sleep(wait)
-                if budget.body is not body:
-                    body = budget.body
-                    content = _encode(body)
+                body = budget.body
                 continue
             yield response
             return
+
+    async def attempt(
+        self,
+        path: str,
+        body: Any,
+        *,
+        stream: bool,
+        params: Mapping[str, str] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        budget: RetryBudget | None = None,
+    ) -> httpx.Response:
+        """One POST of ``body`` as JSON, counted in ``budget``: the successful response, or
+        the ``ProviderError`` it failed with, for the caller to retry or not (``send``
+        retries; a wire's stream retries in ``retry_before_first_chunk``, which then judges
+        an HTTP status and an error inside a 200 alike, with one budget)."""
+        headers = {"content-type": "application/json"}
+        if extra_headers:
+            headers.update(extra_headers)
+        if budget is not None:
+            budget.attempts += 1
+        return await self._post(f"{self.base_url}{path}", _encode(body), headers, params, stream)
 
     async def _post(
         self, url: str, content: bytes, headers: dict[str, str],
