@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from tether import Agent, Prices, ToolOutput, tool
-from tether.bounds import BOUNDS, Progress, Spend, first_reached
+from tether.bounds import BOUNDS, Progress, Spend, armed, first_reached
 from tether.messages import ToolResult, Usage
 from tether.outcome import StopCause
 from tether.providers import Reply, Scripted, call
@@ -93,6 +93,27 @@ def test_a_cost_budget_is_checked_at_each_runs_own_prices() -> None:
     child.add(Usage(0, 1))
     assert child.cost() is None and top.cost() == 1.0
     assert child.cost_spent() == "the delegating run's cost budget ($1) is spent"
+
+
+def test_a_run_reads_only_the_bounds_it_can_reach_a_budget_above_it_included() -> None:
+    def names(interrupt: asyncio.Event | None, spend: Spend) -> list[str]:
+        return [b.name for b in armed(interrupt, spend)]
+
+    plain = Spend(AgentSettings())
+    assert names(None, plain) == ["max_turns"]
+    assert names(asyncio.Event(), plain) == ["interrupt", "max_turns"]
+    top = Spend(AgentSettings(max_output_tokens=100, max_cost_usd=1.0,
+                              prices=Prices(output_per_mtok=1.0)))
+    child = Spend(AgentSettings(), above=Spend(AgentSettings(), above=top))
+    assert names(None, child) == ["max_output_tokens", "max_cost_usd", "max_turns"]
+    # Without a budget anywhere on the chain, a budget is never spent, however much was.
+    plain.add(Usage(10**9, 10**9))
+    assert plain.tokens_spent() is None and plain.cost_spent() is None
+    assert plain.output_tokens_left() is None
+    # A budget above still stops the child the moment the family has spent it.
+    child.add(Usage(0, 100))
+    reached = first_reached(Progress(0, 10, None, child), bounds=armed(None, child))
+    assert reached is not None and reached.bound.cause is StopCause.OUTPUT_TOKEN_BUDGET
 
 
 # --- checked before every model request --------------------------------------------------

@@ -104,13 +104,13 @@ def _plain_view(messages: list[Message], dropped: tuple[int, ...],
 
 def test_a_replay_counts_each_message_once(monkeypatch: pytest.MonkeyPatch) -> None:
     counted: dict[int, int] = {}
-    chars = plan_module.message_chars
+    size = plan_module.message_size
 
-    def counting(message: Message) -> int:
+    def counting(message: Message) -> tuple[int, int]:
         counted[id(message)] = counted.get(id(message), 0) + 1
-        return chars(message)
+        return size(message)
 
-    monkeypatch.setattr(plan_module, "message_chars", counting)
+    monkeypatch.setattr(plan_module, "message_size", counting)
     replay = Replay()
     budget, estimate = Budget(1 << 20, 256), Estimate()  # nothing to fit: counting alone
     for messages in _growing(80):
@@ -138,13 +138,13 @@ def test_a_long_run_counts_each_message_of_its_conversation_once(
     # the fitter's count of it (the window's check, the plan, the calibration) reads each
     # message once, however many requests it goes with.
     counted: dict[int, int] = {}
-    chars = plan_module.message_chars
+    size = plan_module.message_size
 
-    def counting(message: Message) -> int:
+    def counting(message: Message) -> tuple[int, int]:
         counted[id(message)] = counted.get(id(message), 0) + 1
-        return chars(message)
+        return size(message)
 
-    monkeypatch.setattr(plan_module, "message_chars", counting)
+    monkeypatch.setattr(plan_module, "message_size", counting)
 
     @tool
     def lookup(n: int) -> str:

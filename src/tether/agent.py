@@ -36,7 +36,7 @@ from tether.result import RunResult, final_result
 from tether.run.context.fitter import ContextFitter
 from tether.run.hooks import Hook, Hooks
 from tether.run.host import Instrument, RunHost, RunObserver
-from tether.run.loop import resume_events, run_events
+from tether.run.loop import resume_events, run_events, run_result
 from tether.run.pending import Decisions, PendingState, bind_decisions, paused_calls
 from tether.settings import (
     DEFAULT_DEFER_AFTER,
@@ -276,10 +276,10 @@ class Agent(Generic[DepsT]):
         else. ``output_validators`` check the text answer: one that raises ``ModelRetry``
         sends the model back with its message, up to ``output_retries`` times (then the run
         raises ``OutputFailure("rejected")``)."""
-        return _raised(await final_result(run_events(
+        return _raised(await run_result(
             self, with_attachments(prompt, attachments), conversation=conversation,
             session=session, interrupt=interrupt, stream_requests=False,
-            deps=self._checked_deps(deps), ending=self._checked_text(output_validators))))
+            deps=self._checked_deps(deps), ending=self._checked_text(output_validators)))
 
     def run_sync(self, prompt: str | Sequence[Part], **kwargs: Any) -> RunResult:
         """``run`` for scripts without an event loop of their own.

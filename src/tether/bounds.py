@@ -27,12 +27,18 @@ class Spend:
     """What a run has spent so far (its sub-agents' and tools' included), chained to the
     ``Spend`` of the run that delegated to it (``above``)."""
 
-    __slots__ = ("above", "settings", "usage")
+    __slots__ = ("above", "cost_capped", "settings", "tokens_capped", "usage")
 
     def __init__(self, settings: AgentSettings, above: Spend | None = None) -> None:
         self.settings = settings
         self.above = above
         self.usage = Usage()
+        # Whether any run on the chain has an output token (a cost) budget: most have none,
+        # and the bounds are read before every request.
+        self.tokens_capped: bool = settings.max_output_tokens is not None or (
+            above is not None and above.tokens_capped)
+        self.cost_capped: bool = settings.max_cost_usd is not None or (
+            above is not None and above.cost_capped)
 
     def add(self, usage: Usage) -> None:
         """Count ``usage`` here and in every run above this one."""
@@ -55,6 +61,8 @@ class Spend:
 
     def output_tokens_left(self) -> int | None:
         """The fewest output tokens any budget on the chain has left (None: no budget)."""
+        if not self.tokens_capped:
+            return None
         # Tokens a server did not report are unknown: the budget counts the known ones.
         left = [s.settings.max_output_tokens - (s.usage.output_tokens or 0)
                 for s in self.chain() if s.settings.max_output_tokens is not None]
@@ -62,6 +70,8 @@ class Spend:
 
     def tokens_spent(self) -> str | None:
         """Why no more output tokens may be spent, or None."""
+        if not self.tokens_capped:
+            return None
         for spend in self.chain():
             budget = spend.settings.max_output_tokens
             if budget is not None and (spend.usage.output_tokens or 0) >= budget:
@@ -73,6 +83,8 @@ class Spend:
 
     def cost_spent(self) -> str | None:
         """Why no more money may be spent, or None."""
+        if not self.cost_capped:
+            return None
         for spend in self.chain():
             budget, cost = spend.settings.max_cost_usd, spend.cost()
             if budget is not None and cost is not None and cost >= budget:
@@ -126,9 +138,20 @@ class Reached:
     why: str
 
 
-def first_reached(progress: Progress, *, skip: frozenset[str] = frozenset()) -> Reached | None:
-    """The first bound of ``BOUNDS`` (not named in ``skip``) that ``progress`` reached."""
-    for bound in BOUNDS:
+def armed(interrupt: asyncio.Event | None, spend: Spend) -> tuple[Bound, ...]:
+    """The rows of ``BOUNDS`` a run with ``interrupt`` and ``spend`` can reach, in order: a
+    row with nothing to watch (no interrupt, no budget on the chain) is never reached, so
+    it need not be read before every request."""
+    watched = {"interrupt": interrupt is not None, "max_output_tokens": spend.tokens_capped,
+               "max_cost_usd": spend.cost_capped}
+    return tuple(bound for bound in BOUNDS if watched.get(bound.name, True))
+
+
+def first_reached(progress: Progress, *, skip: frozenset[str] = frozenset(),
+                  bounds: tuple[Bound, ...] = BOUNDS) -> Reached | None:
+    """The first bound of ``bounds`` (``BOUNDS``, or the rows ``armed`` for a run) not
+    named in ``skip`` that ``progress`` reached."""
+    for bound in bounds:
         if bound.name in skip:
             continue
         why = bound.reached(progress)

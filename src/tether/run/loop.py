@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +57,7 @@ from tether.tools.tool import RunScope
 from tether.trust import Taint
 
 
-async def run_events(
+def run_events(
     host: RunHost,
     prompt: str | Sequence[Part],
     *,
@@ -78,6 +78,49 @@ async def run_events(
     see ``tether.tools.tool.RunScope``); ``deps`` the host's dependencies, handed to every
     tool of the run (``ToolContext.deps``) and to nothing else.
     """
+    return _hosted(host, session, lambda: _prepared(
+        host, prompt, conversation=conversation, session=session, interrupt=interrupt,
+        stream_requests=stream_requests, ending=ending, within=within, deps=deps))
+
+
+async def run_result(
+    host: RunHost,
+    prompt: str | Sequence[Part],
+    *,
+    conversation: Conversation | None = None,
+    session: SessionLike | None = None,
+    interrupt: asyncio.Event | None = None,
+    stream_requests: bool = True,
+    ending: Ending | None = None,
+    deps: Any = None,
+) -> RunResult:
+    """``run_events`` read to its end, for its result (``Agent.run``): the run's events
+    read here, with no generator between them and this reader (each would cost every
+    event, and every wait of every request, a step)."""
+    run, message = _prepared(host, prompt, conversation=conversation, session=session,
+                             interrupt=interrupt, stream_requests=stream_requests,
+                             ending=ending, within=None, deps=deps)
+    result: RunResult | None = None
+    async with host.toolsets_for_run():
+        events = _observed(run, message, session)
+        try:
+            async for event in events:
+                # final_result's test, inline: the run's own end, not a delegated run's.
+                if isinstance(event, ev.RunFinished) and not event.path:
+                    result = event.result
+        finally:
+            await events.aclose()
+    assert result is not None, "a run always ends with RunFinished"
+    return result
+
+
+def _prepared(
+    host: RunHost, prompt: str | Sequence[Part], *, conversation: Conversation | None,
+    session: SessionLike | None, interrupt: asyncio.Event | None, stream_requests: bool,
+    ending: Ending | None, within: RunScope | None, deps: Any,
+) -> tuple[_Run, Message]:
+    """A new run on the session's conversation (or ``conversation``, or a new one), and its
+    prompt as the user's message."""
     if session is not None:
         conversation = session.conversation()
     elif conversation is None:
@@ -87,18 +130,10 @@ async def run_events(
     parts = (Text(prompt),) if isinstance(prompt, str) else tuple(prompt)
     run = _Run(*start(host, conversation, stream_requests=stream_requests, ending=ending,
                       within=within, interrupt=interrupt, deps=deps))
-    async with host.toolsets_for_run():
-        events = _observed(run, Message("user", parts), session)
-        try:
-            async for event in events:
-                yield event
-        finally:
-            # A reader that stops early closes this stream: what it wraps learns it now (a
-            # traced run ends its open spans), not when the collector finds it.
-            await events.aclose()
+    return run, Message("user", parts)
 
 
-async def resume_events(
+def resume_events(
     host: RunHost,
     conversation: Conversation,
     decisions: Mapping[int, tuple[PendingCall, Decision]],
@@ -113,14 +148,25 @@ async def resume_events(
     ``tether.run.pending.bind_decisions``), then the run goes on as any. Setting
     ``interrupt`` stops it as it stops a run (``stop_cause == "interrupted"``): a server
     shutting down ends the runs it resumed too."""
-    run = _Run(*start(host, conversation, stream_requests=stream_requests,
-                      decisions=decisions, interrupt=interrupt, deps=deps))
+    return _hosted(host, session, lambda: (_Run(*start(
+        host, conversation, stream_requests=stream_requests, decisions=decisions,
+        interrupt=interrupt, deps=deps)), None))
+
+
+async def _hosted(host: RunHost, session: SessionLike | None,
+                  prepare: Callable[[], tuple[_Run, Message | None]],
+                  ) -> AsyncGenerator[ev.Event, None]:
+    """The events of the run ``prepare`` makes (made when they are first read, as a
+    generator's body is run), inside the host's toolsets for a run."""
+    run, prompt = prepare()
     async with host.toolsets_for_run():
-        events = _observed(run, None, session)
+        events = _observed(run, prompt, session)
         try:
             async for event in events:
                 yield event
         finally:
+            # A reader that stops early closes this stream: what it wraps learns it now (a
+            # traced run ends its open spans), not when the collector finds it.
             await events.aclose()
 
 
@@ -485,7 +531,8 @@ class _Run:
         frame = self.frame
         progress = Progress(self.state.turns, frame.settings.max_turns, frame.interrupt,
                             self.state.spend)
-        return first_reached(progress, skip=_MAX_TURNS if last_turn_runs else _NOTHING)
+        return first_reached(progress, skip=_MAX_TURNS if last_turn_runs else _NOTHING,
+                             bounds=frame.bounds)
 
     def _send(self) -> AsyncIterator[StreamChunk | ev.ContextFitted]:
         """The next request, fitted into the model's window (the conversation stays whole:

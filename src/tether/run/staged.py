@@ -25,7 +25,7 @@ finalizer finds it. A stage that ran to its end needs nothing more.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
@@ -54,10 +54,11 @@ class Staged(Generic[T]):
     async def __aenter__(self) -> Staged[T]:
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        trace: TracebackType | None) -> None:
-        if kind is not None:  # left early: the stage is closed now
-            await self._events.aclose()
+    def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                  trace: TracebackType | None) -> Awaitable[None]:
+        # The stage's own ``aclose()`` is what ``async with`` awaits: it closes a stage left
+        # early now, and costs nothing to one that ran to its end (no coroutine of ours).
+        return self._events.aclose()
 
     def __aiter__(self) -> AsyncGenerator[ev.Event, None]:
         return self._events

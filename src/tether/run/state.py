@@ -16,7 +16,7 @@ from typing import Any
 
 from tether import events as ev
 from tether.approval import Decision
-from tether.bounds import Spend
+from tether.bounds import Bound, Spend, armed
 from tether.conversation import Conversation, PendingCall
 from tether.errors import TetherError
 from tether.result import ToolCallRecord
@@ -39,8 +39,9 @@ class RunFrame:
     dependencies (for the tools, never put in an event, a message or the result), the
     hooks, the context fitter, the observer, what its calls run in (``calls``: the
     conversation, the settings, the run's scope, the tracing context, the repeat rule and
-    the hooks, fixed for the run), whether requests are streamed, and ``start``: where
-    this run's messages begin in the conversation."""
+    the hooks, fixed for the run), whether requests are streamed, ``start``: where this
+    run's messages begin in the conversation, and ``bounds``: the rows of the bounds'
+    table this run can reach (``tether.bounds.armed``)."""
 
     host: RunHost
     settings: AgentSettings
@@ -54,6 +55,7 @@ class RunFrame:
     calls: CallEnv
     stream_requests: bool
     start: int
+    bounds: tuple[Bound, ...]
 
     def offered(self) -> dict[str, Tool]:
         """The tools a request offers now (an MCP server's list may have changed)."""
@@ -139,6 +141,7 @@ def start(
     frame = RunFrame(
         host=host, settings=settings, ending=ending, path=path, interrupt=interrupt,
         deps=deps, hooks=hooks, fitter=host.context_fitter(), observer=observer,
-        calls=calls, stream_requests=stream_requests, start=len(conversation.messages))
+        calls=calls, stream_requests=stream_requests, start=len(conversation.messages),
+        bounds=armed(interrupt, spend))
     state = RunState(conversation, spend, repeats, noting, dict(decisions or {}))
     return frame, state

@@ -88,82 +88,73 @@ class ContextFitter:
 
     # --- the stream -----------------------------------------------------------------------
 
-    async def stream(
+    def stream(
         self, request: ModelRequest, *, taint: Taint, pins: Collection[int] = (),
         owner: object = None,
     ) -> AsyncIterator[StreamChunk | ev.ContextFitted]:
         """``request`` fitted, then sent; see the class docstring."""
         if self.config.strategy == "off":
-            try:
-                chunks = self.provider.stream(request)
-                try:
-                    async for chunk in chunks:
-                        yield chunk
-                except BaseException:
-                    await abandon(chunks)
-                    raise
-            except ContextOverflowError as error:
-                raise with_advice(error, "The conversation no longer fits the model's "
-                                  "context window and context fitting is off: set [agent] "
-                                  "context = \"trim\" (Agent(context=\"trim\")), or start a "
-                                  "new conversation") from None
-            return
-        replay = self._replay(owner)
-        sent, event, raw = await self._fitted(request, taint, pins, owner, "window", replay)
-        if event is not None:
-            yield event
-        try:
-            chunks = self._send(sent, replay, raw)
-            try:
-                async for chunk in chunks:
-                    yield chunk
-            except BaseException:
-                await abandon(chunks)
-                raise
-            return
-        except _Overflow as overflow:
-            self._learn(overflow.error, sent)
-        sent, event, raw = await self._fitted(request, taint, pins, owner, "overflow", replay)
-        if event is not None:
-            yield event
-        try:
-            chunks = self._send(sent, replay, raw)
-            try:
-                async for chunk in chunks:
-                    yield chunk
-            except BaseException:
-                await abandon(chunks)
-                raise
-        except _Overflow as overflow:
-            window = f"{self.window} tokens" if self.window else "unknown"
-            raise with_advice(overflow.error, (
-                f"It still did not fit after tether fitted it (window {window}, "
-                f"{self.window_source or 'estimated'}). Set [providers.NAME] context_window "
-                f"to the server's real window, give the server a larger one (llama-server "
-                f"-c), lower max_output_tokens, or start a new conversation")) from None
+            return self._unfitted(request)
+        return self._fitting(request, taint, pins, owner)
 
-    async def _send(self, request: ModelRequest, replay: Replay,
-                    raw: int | None) -> AsyncIterator[StreamChunk]:
-        """``request`` sent; ``raw`` is its unscaled estimate when it is a fitted view (the
-        plan's), else ``replay`` counts its messages (the conversation's)."""
-        started = False
+    async def _unfitted(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """``request`` sent as it is (fitting is off): an overflow says what to set."""
         try:
             chunks = self.provider.stream(request)
             try:
                 async for chunk in chunks:
-                    if not isinstance(chunk, Retrying):
-                        started = True
-                    if isinstance(chunk, Completed):
-                        self.observe(request, chunk.response.usage,
-                                     replay if raw is None else raw)
                     yield chunk
             except BaseException:
                 await abandon(chunks)
                 raise
         except ContextOverflowError as error:
-            if started:
-                raise
-            raise _Overflow(error) from None
+            raise with_advice(error, "The conversation no longer fits the model's "
+                              "context window and context fitting is off: set [agent] "
+                              "context = \"trim\" (Agent(context=\"trim\")), or start a "
+                              "new conversation") from None
+
+    async def _fitting(
+        self, request: ModelRequest, taint: Taint, pins: Collection[int], owner: object,
+    ) -> AsyncIterator[StreamChunk | ev.ContextFitted]:
+        """``request`` fitted and sent, then, when the server says it did not fit before
+        its first chunk, learned from, fitted tighter and sent once more. (One generator
+        with the provider's stream read in it: every chunk crosses it.)"""
+        replay = self._replay(owner)
+        for reason in ("window", "overflow"):
+            sent, event, raw = await self._fitted(request, taint, pins, owner, reason, replay)
+            if event is not None:
+                yield event
+            # The view's unscaled estimate when it is one (the plan's), else the replay
+            # counts the conversation's messages.
+            counted = replay if raw is None else raw
+            started = False
+            try:
+                chunks = self.provider.stream(sent)
+                try:
+                    async for chunk in chunks:
+                        if not isinstance(chunk, Retrying):
+                            started = True
+                        if isinstance(chunk, Completed):
+                            self.observe(sent, chunk.response.usage, counted)
+                        yield chunk
+                except BaseException:
+                    await abandon(chunks)
+                    raise
+                return
+            except ContextOverflowError as error:
+                if started:
+                    raise
+                if reason == "overflow":
+                    raise self._still_over(error) from None
+                self._learn(error, sent)
+
+    def _still_over(self, error: ContextOverflowError) -> ContextOverflowError:
+        window = f"{self.window} tokens" if self.window else "unknown"
+        return with_advice(error, (
+            f"It still did not fit after tether fitted it (window {window}, "
+            f"{self.window_source or 'estimated'}). Set [providers.NAME] context_window "
+            f"to the server's real window, give the server a larger one (llama-server "
+            f"-c), lower max_output_tokens, or start a new conversation"))
 
     # --- fitting --------------------------------------------------------------------------
 
@@ -314,14 +305,6 @@ class ContextFitter:
 
 def _bounded(scale: float) -> float:
     return max(MIN_SCALE, min(MAX_SCALE, scale))
-
-
-class _Overflow(Exception):
-    """A ContextOverflowError before the first chunk: the request can be fitted again."""
-
-    def __init__(self, error: ContextOverflowError) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 __all__ = ["ContextFitter", "with_advice"]

@@ -71,10 +71,8 @@ class Estimate:
         return math.ceil((chars / self.chars_per_token + extra) * self.scale)
 
     def message(self, message: Message) -> int:
-        images = sum(1 if isinstance(p, Image) else len(p.images) if isinstance(p, ToolResult)
-                     else 0 for p in message.parts)
-        return self.tokens(message_chars(message),
-                           MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS)
+        chars, images = message_size(message)
+        return self.tokens(chars, MESSAGE_OVERHEAD_TOKENS + images * IMAGE_TOKENS)
 
     def fixed(self, request: ModelRequest) -> int:
         """The system prompt and the tool declarations (sent with every request)."""
@@ -86,7 +84,12 @@ class Estimate:
 
 def message_chars(message: Message) -> int:
     """The characters of a message as a wire carries them (images are counted apart)."""
-    total = 0
+    return message_size(message)[0]
+
+
+def message_size(message: Message) -> tuple[int, int]:
+    """A message's characters as a wire carries them, and its images (counted apart)."""
+    total = images = 0
     for part in message.parts:
         if isinstance(part, Text):
             total += len(part.text)
@@ -94,9 +97,12 @@ def message_chars(message: Message) -> int:
             total += len(part.name) + len(part.arguments) + 16
         elif isinstance(part, ToolResult):
             total += len(part.content) + 8
+            images += len(part.images)
         elif isinstance(part, Reasoning):
             total += len(part.text) + len(part.signature or "") + len(part.redacted or "")
-    return total
+        elif isinstance(part, Image):
+            images += 1
+    return total, images
 
 
 def fixed_chars(request: ModelRequest) -> int:
@@ -311,9 +317,7 @@ class Replay:
             return
         for i in range(seen, len(messages)):
             message = messages[i]
-            images = sum(1 if isinstance(p, Image) else len(p.images)
-                         if isinstance(p, ToolResult) else 0 for p in message.parts)
-            chars = message_chars(message)
+            chars, images = message_size(message)
             self._chars.append((chars, images))
             self._total_chars += chars
             if message.role == "tool" and self._blocks:
