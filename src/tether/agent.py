@@ -444,7 +444,8 @@ class Agent(Generic[DepsT]):
             self._run_users -= 1
             if self._run_users == 0:
                 started, self._run_started, self._starting = self._run_started, [], None
-                await asyncio.gather(*(t.aclose() for t in started))
+                if started:  # (a gather of nothing still makes and settles a future)
+                    await asyncio.gather(*(t.aclose() for t in started))
 
     def context_fitter(self) -> ContextFitter:
         """The fitter of this agent's model: what it has learned (the window, the token
